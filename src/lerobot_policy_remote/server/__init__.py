@@ -1,0 +1,1 @@
+"""lerobot-policy-server: one pre-warmed model served to many robots over Zenoh."""

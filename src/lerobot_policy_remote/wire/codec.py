@@ -1,0 +1,151 @@
+"""The one body codec: msgpack (JSON for audit lines) <-> typed dataclasses, validated on the way in.
+
+Rules (schema discipline): unknown keys are ignored, missing keys take the field default, a key that
+is present with the wrong type is an error naming the field. No pickle, no ext types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import types
+import typing
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+import msgpack
+
+from .errors import WireError
+from .limits import DEFAULT_LIMITS, WireLimits
+
+T = TypeVar("T")
+CONTROL_MAX_BYTES = 1024 * 1024
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack_map(data: bytes | bytearray | memoryview | None, field: str, limits: WireLimits, max_bytes: int) -> dict[str, Any]:
+    """msgpack bytes -> dict, refusing oversize input before parsing and bounding every container."""
+    if data is None:
+        raise WireError(field, "empty payload")
+    if len(data) > max_bytes:
+        raise WireError(field, f"payload of {len(data)} bytes exceeds the limit {max_bytes}")
+    try:
+        obj = msgpack.unpackb(
+            bytes(data),
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=limits.max_str_len,
+            max_bin_len=max_bytes,
+            max_array_len=limits.max_items,
+            max_map_len=limits.max_items,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises ValueError, TypeError, StackError, ... for hostile bytes
+        raise WireError(field, f"not a valid msgpack body ({type(exc).__name__}: {exc})") from None
+    if not isinstance(obj, dict):
+        raise WireError(field, f"expected a map, got {type(obj).__name__}")
+    return obj
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def from_dict(cls: type[T], value: Any, field: str) -> T:
+    """Build dataclass `cls` from a decoded map, ignoring unknown keys."""
+    if not isinstance(value, dict):
+        raise WireError(field, f"expected a map, got {type(value).__name__}")
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in value:
+            kwargs[f.name] = coerce(value[f.name], hints[f.name], f"{field}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise WireError(f"{field}.{f.name}", "required field is missing")
+    return cls(**kwargs)
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclass tree -> plain maps/lists (inverse of :func:`from_dict`)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def coerce(value: Any, tp: Any, field: str) -> Any:
+    """Check `value` against the annotation `tp`; returns the (possibly converted) value."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return coerce(value, inner, field)
+    if tp is bool:
+        if type(value) is not bool:
+            raise WireError(field, f"expected a bool, got {type(value).__name__}")
+        return value
+    if tp is int:
+        if type(value) is not int:
+            raise WireError(field, f"expected an int, got {type(value).__name__}")
+        return value
+    if tp is float:
+        if type(value) not in (int, float):
+            raise WireError(field, f"expected a number, got {type(value).__name__}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise WireError(field, f"expected a string, got {type(value).__name__}")
+        return value
+    if tp is bytes:
+        if not isinstance(value, (bytes, bytearray)):
+            raise WireError(field, f"expected bytes, got {type(value).__name__}")
+        return bytes(value)
+    if origin is list:
+        if not isinstance(value, list):
+            raise WireError(field, f"expected a list, got {type(value).__name__}")
+        (item,) = get_args(tp)
+        return [coerce(v, item, f"{field}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise WireError(field, f"expected a map, got {type(value).__name__}")
+        _, item = get_args(tp)
+        return {str(k): coerce(v, item, f"{field}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, field)
+    raise TypeError(f"unsupported annotation {tp!r} for {field}")  # a bug in our schema, not hostile input
+
+
+def encode(msg: Any) -> bytes:
+    """Dataclass -> msgpack bytes."""
+    return pack(to_dict(msg))
+
+
+def decode(cls: type[T], data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS, max_bytes: int = CONTROL_MAX_BYTES) -> T:
+    """msgpack bytes -> dataclass `cls`; only WireError comes out for bad input."""
+    return from_dict(cls, unpack_map(data, cls.__name__, limits, max_bytes), cls.__name__)
+
+
+def encode_json(msg: Any) -> bytes:
+    return json.dumps(to_dict(msg), separators=(",", ":"), allow_nan=False).encode()
+
+
+def decode_json(cls: type[T], data: bytes | bytearray | memoryview | None, max_bytes: int = CONTROL_MAX_BYTES) -> T:
+    if data is None or len(data) > max_bytes:
+        raise WireError(cls.__name__, "missing or oversize JSON payload")
+    try:
+        obj = json.loads(bytes(data))
+    except (ValueError, RecursionError) as exc:
+        raise WireError(cls.__name__, f"not valid JSON ({exc})") from None
+    return from_dict(cls, obj, cls.__name__)

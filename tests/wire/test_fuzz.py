@@ -1,0 +1,140 @@
+"""Random and mutated payloads into every decoder: only WireError ever comes out, memory stays bounded."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from lerobot_policy_remote.wire import Header, WireError
+from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
+from lerobot_policy_remote.wire.messages import (
+    ActionChunkMsg,
+    AuditLine,
+    DrainAck,
+    DrainRequest,
+    EpisodeResetAck,
+    EpisodeResetCommand,
+    EventMsg,
+    ObservationMsg,
+    ResetAck,
+    ResetRequest,
+    RobotTelemetry,
+    ServerStatus,
+    SessionAck,
+    SessionOpen,
+    decode_chunk,
+    decode_observation,
+    encode_chunk,
+    encode_observation,
+)
+
+CONTROL = [SessionOpen, SessionAck, ServerStatus, ResetRequest, ResetAck, DrainRequest, DrainAck, EpisodeResetCommand,
+           EpisodeResetAck, EventMsg, RobotTelemetry, AuditLine]
+PEAK_LIMIT = 48 * 1024 * 1024
+
+
+def _seed_payloads() -> list[bytes]:
+    obs = ObservationMsg(
+        state={"observation.state": np.arange(6, dtype=np.float32)},
+        images={"observation.images.front": np.zeros((16, 16, 3), np.uint8)},
+        task="t", prefix_model=np.ones((2, 6), np.float32),
+    )
+    return [
+        encode_observation(obs, 90),
+        encode_observation(obs, 0),
+        encode_chunk(ActionChunkMsg(np.ones((4, 6), np.float32), np.ones((4, 6), np.float32), "s", 1)),
+        encode(SessionOpen("r", ["a"])),
+        encode(SessionAck(True, session_id="x", warnings=["w"])),
+        encode_json(AuditLine("t", "s", "c", 1, 1, 1.0, 2.0, [0, 1])),
+    ]
+
+
+SEEDS = _seed_payloads()
+
+
+@st.composite
+def mutated(draw) -> bytes:
+    data = bytearray(draw(st.sampled_from(SEEDS)))
+    for _ in range(draw(st.integers(1, 8))):
+        op = draw(st.integers(0, 3))
+        pos = draw(st.integers(0, max(0, len(data) - 1)))
+        if op == 0 and data:
+            data[pos] = draw(st.integers(0, 255))
+        elif op == 1:
+            data[pos:pos] = draw(st.binary(min_size=1, max_size=16))
+        elif op == 2 and data:
+            del data[pos : pos + draw(st.integers(1, 32))]
+        else:
+            data = data[: pos]
+    return bytes(data)
+
+
+msgpack_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1) | st.floats() | st.text(max_size=20) | st.binary(max_size=64),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=5),
+    max_leaves=25,
+)
+structured = st.dictionaries(
+    st.sampled_from(["state", "images", "task", "chunk_model", "chunk_robot", "prefix_model", "ok", "client_uuid", "action_names",
+                     "dtype", "shape", "data", "codec", "rtc", "features", "seq_id_echo", "episode_start"]) | st.text(max_size=8),
+    msgpack_values,
+    max_size=8,
+).map(pack)
+
+payloads = st.one_of(st.binary(max_size=2048), mutated(), structured)
+
+
+def _decoders(data: bytes):
+    yield lambda: decode_observation(data)
+    yield lambda: decode_chunk(data)
+    yield lambda: Header.unpack(data[:27])
+    for cls in CONTROL:
+        yield lambda cls=cls: decode(cls, data)
+        yield lambda cls=cls: decode_json(cls, data)
+
+
+@settings(max_examples=10_500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(payloads)
+def test_every_decoder_raises_only_wire_error(data):
+    for call in _decoders(data):
+        try:
+            call()
+        except WireError:
+            pass
+
+
+def test_hostile_size_claims_do_not_allocate():
+    """Payloads that claim huge sizes in few bytes: peak traced memory stays small."""
+    claims = [
+        pack({"state": {"s": {"dtype": "float64", "shape": [1 << 30, 1 << 30], "data": b""}}}),
+        pack({"images": {"c": {"codec": "raw", "shape": [4096, 4096, 3], "data": b"\x00" * 10}}}),
+        b"\xdd\xff\xff\xff\xff",  # array32 claiming 4G items
+        b"\xdf\xff\xff\xff\xff",  # map32 claiming 4G entries
+        b"\xc6\xff\xff\xff\xff" + b"\x00" * 8,  # bin32 claiming 4 GiB
+        b"\x91" * 100_000,  # deep nesting
+        b"[" * 100_000,
+    ]
+    tracemalloc.start()
+    try:
+        for data in claims:
+            for call in _decoders(data):
+                try:
+                    call()
+                except WireError:
+                    pass
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < PEAK_LIMIT, peak
+
+
+def test_oversize_payload_refused_before_parsing():
+    big = b"\x00" * (2 * 1024 * 1024)
+    try:
+        decode(SessionOpen, big)
+    except WireError as exc:
+        assert "exceeds the limit" in str(exc)
+    else:
+        raise AssertionError("oversize control payload accepted")

@@ -1,0 +1,105 @@
+import numpy as np
+import pytest
+from lerobot_policy_remote.wire import SchemaVersionError, WireError
+from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
+from lerobot_policy_remote.wire.images import encode_image
+from lerobot_policy_remote.wire.messages import (
+    ActionChunkMsg,
+    AuditLine,
+    FeatureSpec,
+    ObservationMsg,
+    RtcSettings,
+    SessionAck,
+    SessionOpen,
+    decode_chunk,
+    decode_observation,
+    encode_chunk,
+    encode_observation,
+    negotiate_schema,
+)
+
+
+def test_control_message_round_trip():
+    msg = SessionOpen(
+        client_uuid="robot-1",
+        action_names=["a.pos", "b.pos"],
+        features=[FeatureSpec("observation.state", "state", [2]), FeatureSpec("observation.images.front", "image", [48, 64, 3])],
+        fps=30.0,
+        rtc=RtcSettings(enabled=True, execution_horizon=8),
+        tags={"lab": "a"},
+    )
+    assert decode(SessionOpen, encode(msg)) == msg
+
+
+def test_unknown_keys_are_ignored_and_missing_optionals_default():
+    raw = pack({"ok": True, "session_id": "s1", "future_field": {"x": [1, 2]}, "another": 3})
+    ack = decode(SessionAck, raw)
+    assert ack.ok and ack.session_id == "s1" and ack.warnings == [] and ack.chunk_size == 0
+
+
+def test_wrong_types_name_the_field():
+    with pytest.raises(WireError, match=r"SessionOpen.rtc.execution_horizon: expected an int"):
+        decode(SessionOpen, pack({"client_uuid": "r", "action_names": [], "rtc": {"execution_horizon": "10"}}))
+    with pytest.raises(WireError, match=r"SessionOpen.client_uuid: required field is missing"):
+        decode(SessionOpen, pack({"action_names": []}))
+
+
+def test_schema_negotiation():
+    assert negotiate_schema(1, 3, 1, 2) == 2
+    with pytest.raises(SchemaVersionError, match="upgrade"):
+        negotiate_schema(3, 4, 1, 2)
+
+
+def test_audit_line_is_json_with_the_spec_fields():
+    line = AuditLine("2026-01-01T00:00:00Z", "s", "robot-1", 4, 1, 1.5, 20.0, [0, 50], 2, "ok")
+    raw = encode_json(line)
+    assert raw.startswith(b"{") and b'"queue_wait_ms":1.5' in raw
+    assert decode_json(AuditLine, raw) == line
+
+
+def _obs():
+    return ObservationMsg(
+        state={"observation.state": np.arange(14, dtype=np.float32)},
+        images={"observation.images.front": np.full((48, 64, 3), (255, 0, 0), dtype=np.uint8)},
+        task="pick",
+        inference_delay_steps=3,
+        prefix_model=np.ones((5, 14), dtype=np.float32),
+        prefix_robot=np.zeros((5, 14), dtype=np.float32),
+        episode_start=True,
+    )
+
+
+def test_observation_round_trip():
+    msg = decode_observation(encode_observation(_obs(), jpeg_quality=0))
+    ref = _obs()
+    assert np.array_equal(msg.state["observation.state"], ref.state["observation.state"])
+    assert np.array_equal(msg.images["observation.images.front"], ref.images["observation.images.front"])
+    assert np.array_equal(msg.prefix_model, ref.prefix_model) and msg.episode_start and msg.inference_delay_steps == 3
+
+
+def test_nan_state_is_refused():
+    obs = _obs()
+    obs.state["observation.state"][3] = np.nan
+    with pytest.raises(WireError, match=r"state.observation.state: contains NaN"):
+        decode_observation(encode_observation(obs))
+
+
+def test_chunk_round_trip_and_nan_refused():
+    chunk = ActionChunkMsg(np.ones((50, 14), np.float32), np.full((50, 14), 2, np.float32), "s", 7, -5, 1.0, 20.0, 1, 0.5)
+    out = decode_chunk(encode_chunk(chunk))
+    assert np.array_equal(out.chunk_robot, chunk.chunk_robot) and out.seq_id_echo == 7 and out.client_mono_ns_echo == -5
+    chunk.chunk_robot[10, 3] = np.inf
+    with pytest.raises(WireError, match="NaN or Inf"):
+        decode_chunk(encode_chunk(chunk))
+
+
+def test_chunk_with_ragged_lengths_refused():
+    chunk = ActionChunkMsg(np.ones((50, 14), np.float32), np.ones((49, 14), np.float32))
+    with pytest.raises(WireError, match="lengths differ"):
+        decode_chunk(encode_chunk(chunk))
+
+
+def test_observation_image_dims_checked():
+    body = {"images": {"cam": {**encode_image(np.zeros((8, 8, 3), np.uint8), 90), "shape": [16, 8, 3]}}}
+    with pytest.raises(WireError, match="images.cam.data"):
+        decode_observation(pack(body))
