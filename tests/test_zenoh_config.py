@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, load_json5
 
 
@@ -48,8 +49,9 @@ def test_bad_settings_say_what_to_fix(kwargs, match):
 
 
 def test_unreachable_router_gives_actionable_error():
-    from lerobot_policy_remote.zenoh_config import open_session
     from support.procs import free_port
+
+    from lerobot_policy_remote.zenoh_config import open_session
 
     with pytest.raises(ZenohConfigError, match="router is running"):
         open_session(ZenohSettings(mode="client", connect_endpoints=[f"tcp/127.0.0.1:{free_port()}"], connect_timeout_ms=300))

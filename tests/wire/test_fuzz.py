@@ -7,6 +7,7 @@ import tracemalloc
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from lerobot_policy_remote.wire import Header, WireError
 from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
 from lerobot_policy_remote.wire.messages import (

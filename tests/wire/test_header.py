@@ -1,4 +1,5 @@
 import pytest
+
 from lerobot_policy_remote.wire import HEADER_SIZE, Header, MsgType, WireError
 from lerobot_policy_remote.wire.header import I64_MAX, I64_MIN, U16_MAX, U32_MAX, U64_MAX
 

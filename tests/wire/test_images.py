@@ -2,10 +2,11 @@ import io
 
 import numpy as np
 import pytest
+from PIL import Image
+
 from lerobot_policy_remote.wire import WireError
 from lerobot_policy_remote.wire.images import decode_image, encode_image
 from lerobot_policy_remote.wire.limits import WireLimits
-from PIL import Image
 
 
 def red(h=48, w=64):

@@ -1,5 +1,6 @@
 import pytest
 import zenoh
+
 from lerobot_policy_remote.wire import ServiceKeys, WireError, check_id, encode_segment, parse_key, slug_task
 from lerobot_policy_remote.wire.keys import ROOT, check_segment, decode_segment
 

@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from lerobot_policy_remote.wire import SchemaVersionError, WireError
 from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
 from lerobot_policy_remote.wire.images import encode_image

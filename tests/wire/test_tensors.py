@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from lerobot_policy_remote.wire import WireError
 from lerobot_policy_remote.wire.codec import pack, unpack_map
 from lerobot_policy_remote.wire.limits import DEFAULT_LIMITS

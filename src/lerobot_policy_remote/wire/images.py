@@ -1,24 +1,33 @@
 """Camera frames on the wire: JPEG (quality setting) or raw, always RGB order, 1 or 3 channels uint8.
 
-A JPEG's dimensions are read from its header (Pillow's lazy open) and checked against the declared
+A JPEG's dimensions are read from its frame header (SOF marker) and checked against the declared
 shape and the limits *before* it is decoded, so a small file claiming a huge image is refused.
 """
 
 from __future__ import annotations
 
-import io
-import warnings
+import threading
 from typing import Any
 
 import cv2
 import numpy as np
-from PIL import Image
 
 from .errors import WireError
 from .limits import DEFAULT_LIMITS, WireLimits
 
 CODECS = ("jpeg", "raw")
-_PIL_CHANNELS = {"L": 1, "RGB": 3}
+# Start-of-frame markers carrying the image size (C4 DHT, C8 JPG, CC DAC are not frames).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_MAX_SEGMENTS = 256
+_scratch = threading.local()
+
+
+def _bgr_scratch(shape: tuple[int, ...]) -> np.ndarray:
+    """A per-thread conversion buffer: a fresh 1 MB array per frame costs more than the conversion."""
+    buf = getattr(_scratch, "bgr", None)
+    if buf is None or buf.shape != shape:
+        buf = _scratch.bgr = np.empty(shape, dtype=np.uint8)
+    return buf
 
 
 def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
@@ -33,7 +42,7 @@ def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
     h, w, c = (int(x) for x in img.shape)
     if quality <= 0:
         return {"codec": "raw", "shape": [h, w, c], "data": np.ascontiguousarray(img).tobytes()}
-    src = img[:, :, 0] if c == 1 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
+    src = img[:, :, 0] if c == 1 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR, dst=_bgr_scratch(img.shape))
     ok, buf = cv2.imencode(".jpg", src, [cv2.IMWRITE_JPEG_QUALITY, int(min(quality, 100))])
     if not ok:
         raise WireError("image", "JPEG encoding failed")
@@ -55,13 +64,11 @@ def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) ->
             raise WireError(f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}")
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, c)
     _check_jpeg_header(data, (h, w, c), field)
-    flag = cv2.IMREAD_GRAYSCALE if c == 1 else cv2.IMREAD_COLOR
+    flag = cv2.IMREAD_GRAYSCALE if c == 1 else cv2.IMREAD_COLOR_RGB  # libjpeg emits RGB: no conversion pass
     decoded = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flag)
     if decoded is None or decoded.shape[:2] != (h, w):
         raise WireError(f"{field}.data", "JPEG data is corrupt")
-    if c == 1:
-        return decoded[:, :, None]
-    return cv2.cvtColor(decoded, cv2.COLOR_BGR2RGB)
+    return decoded[:, :, None] if c == 1 else decoded
 
 
 def _check_shape(shape: Any, field: str, limits: WireLimits) -> tuple[int, int, int]:
@@ -75,15 +82,34 @@ def _check_shape(shape: Any, field: str, limits: WireLimits) -> tuple[int, int, 
     return h, w, c
 
 
+def jpeg_frame_size(data: bytes | bytearray) -> tuple[int, int, int] | None:
+    """(height, width, components) from the first SOF segment; None if there is none."""
+    n = len(data)
+    if n < 4 or data[0] != 0xFF or data[1] != 0xD8:
+        return None
+    pos = 2
+    for _ in range(_MAX_SEGMENTS):
+        while pos < n and data[pos] == 0xFF and pos + 1 < n and data[pos + 1] == 0xFF:
+            pos += 1  # fill bytes
+        if pos + 4 > n or data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        if marker in _SOF:
+            if pos + 10 > n or length < 8:
+                return None
+            height = (data[pos + 5] << 8) | data[pos + 6]
+            width = (data[pos + 7] << 8) | data[pos + 8]
+            return height, width, data[pos + 9]
+        if marker == 0xDA or length < 2:  # start of scan before any frame header, or a broken length
+            return None
+        pos += 2 + length
+    return None
+
+
 def _check_jpeg_header(data: bytes | bytearray, expected: tuple[int, int, int], field: str) -> None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with Image.open(io.BytesIO(data), formats=["JPEG"]) as im:
-                width, height = im.size
-                mode = im.mode
-    except Exception as exc:  # Pillow raises many types for hostile bytes; all mean "not a JPEG"
-        raise WireError(f"{field}.data", f"not a readable JPEG ({type(exc).__name__})") from None
-    got = (height, width, _PIL_CHANNELS.get(mode, 0))
+    got = jpeg_frame_size(data)
+    if got is None:
+        raise WireError(f"{field}.data", "not a readable JPEG (no frame header)")
     if got != expected:
         raise WireError(f"{field}.data", f"JPEG header says {got[0]}x{got[1]}x{got[2]} but the message declared {expected}")
