@@ -1,0 +1,98 @@
+"""Discovery + session open (protocol steps 1-2): pick a replica, open a session, classify failures."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..wire.codec import decode, encode
+from ..wire.errors import WireError
+from ..wire.keys import ServiceKeys
+from ..wire.messages import ServerStatus, SessionAck, SessionOpen
+
+logger = logging.getLogger(__name__)
+
+CONTRACT_CODES = frozenset(
+    {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "schema_mismatch", "model_mismatch", "task_mismatch", "fps_mismatch", "bad_request"}
+)
+MESSAGES = {
+    "action_mismatch": "Action name/order mismatch between server policy and this robot",
+    "model_mismatch": "the server now runs a different model/revision/checkpoint than this session was opened with: refusing to execute its chunks",
+}
+
+
+class HandshakeError(Exception):
+    """`fatal` errors end the rollout (contract violations); others are retried with backoff."""
+
+    def __init__(self, message: str, *, fatal: bool, code: str = "") -> None:
+        super().__init__(message)
+        self.fatal = fatal
+        self.code = code
+
+
+@dataclass
+class OpenedSession:
+    ack: SessionAck
+    status: ServerStatus
+
+
+def namespace_hint(keys: ServiceKeys, status_key: str) -> str:
+    return (
+        f"No policy server answered status query at '{status_key}'. Either the endpoint is wrong (check "
+        "--inference.connect_endpoint, the router and firewalls) or the service namespace does not match: the robot "
+        "uses (--inference.service_model_id [default --policy.path], --inference.service_revision [default main], "
+        "--inference.service_task [default --task]) and the server (model.repo_or_path, model.revision, service_name "
+        "[default default_task]). A task string that differs from the server's default_task is the most common cause."
+    )
+
+
+def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerStatus]:
+    """All replicas that answered, least loaded first."""
+    key = keys.server("*", "status")
+    found: list[ServerStatus] = []
+    for reply in session.get(key, timeout=timeout_s):
+        if reply.ok is None:
+            continue
+        try:
+            found.append(decode(ServerStatus, reply.ok.payload.to_bytes()))
+        except WireError as exc:
+            logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
+    if not found:
+        raise HandshakeError(namespace_hint(keys, key), fatal=False, code="no_server")
+    found.sort(key=lambda s: (s.draining, s.max_sessions > 0 and s.active_sessions >= s.max_sessions, s.load, s.active_sessions))
+    return found
+
+
+def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "") -> OpenedSession:
+    """Try replicas in order; `server_full`/`draining` move on, contract errors are fatal."""
+    statuses = discover(session, keys)
+    last = ""
+    for status in statuses:
+        if expect_fingerprint and status.model.fingerprint and status.model.fingerprint != expect_fingerprint:
+            raise HandshakeError(MESSAGES["model_mismatch"] + f" (replica {status.replica})", fatal=True, code="model_mismatch")
+        if status.draining:
+            last = f"replica {status.replica} is draining"
+            continue
+        replies = list(session.get(keys.server(status.replica, "session"), payload=encode(request), timeout=timeout_s))
+        ack = None
+        for reply in replies:
+            if reply.ok is not None:
+                try:
+                    ack = decode(SessionAck, reply.ok.payload.to_bytes())
+                except WireError as exc:
+                    last = f"replica {status.replica} sent a malformed session ack: {exc}"
+                break
+        if ack is None:
+            last = last or f"replica {status.replica} did not answer the session open within {timeout_s:g}s"
+            continue
+        if ack.ok:
+            return OpenedSession(ack=ack, status=status)
+        msg = MESSAGES.get(ack.code, "") or ack.message or ack.code
+        if ack.message and ack.message not in msg:
+            msg = f"{msg}: {ack.message}"
+        if ack.code in CONTRACT_CODES:
+            raise HandshakeError(f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=ack.code)
+        if ack.code == "server_full" and "server full" not in msg:
+            msg = f"server full: {ack.active_sessions}/{ack.max_sessions} sessions active"
+        last = f"replica {status.replica}: {msg}"
+    raise HandshakeError(last or "no replica accepted the session", fatal=False, code="refused")

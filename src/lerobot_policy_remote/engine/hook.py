@@ -1,0 +1,122 @@
+"""Make stock `build_rollout_context` weightless for `--inference.type=remote` (and only for it).
+
+lerobot 0.6.1 loads weights (`_load_pretrained_policy`), builds policy processors
+(`make_pre_post_processors`) and the engine (`create_inference_engine`) inside one function. For a
+remote config we run that same function with those three module globals swapped for the duration
+of the call, so every robot-derived step (hardware, features, action-key order, camera pre-flight,
+dataset) stays stock. Other configs go straight to the original.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from contextlib import contextmanager
+from copy import copy
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_HOOK_POINTS = ("build_rollout_context", "_load_pretrained_policy", "make_pre_post_processors", "create_inference_engine")
+_lock = threading.Lock()
+
+
+class WeightlessPolicy:
+    """Stands in for the policy object: config only, no parameters, no device."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.type = config.type
+        self.name = config.type
+
+    def to(self, *_a: Any, **_k: Any) -> WeightlessPolicy:
+        return self
+
+    def eval(self) -> WeightlessPolicy:
+        return self
+
+    def reset(self) -> None:
+        pass
+
+
+def check_hook_points() -> Any:
+    """Fail loudly when lerobot changed shape under us."""
+    import lerobot.rollout.context as context
+
+    missing = [name for name in _HOOK_POINTS if not hasattr(context, name)]
+    if missing:
+        import lerobot
+
+        raise ImportError(
+            f"lerobot_policy_remote cannot hook lerobot {getattr(lerobot, '__version__', '?')}: "
+            f"lerobot.rollout.context lacks {missing}. This package supports lerobot>=0.6.1,<0.7."
+        )
+    return context
+
+
+def install() -> None:
+    """Wrap build_rollout_context and rebind it wherever it was imported by name."""
+    context = check_hook_points()
+    if getattr(context.build_rollout_context, "_remote_wrapped", False):
+        return
+    original = context.build_rollout_context
+
+    def build_rollout_context(cfg, shutdown_event, *args, **kwargs):
+        from .config import RemoteInferenceConfig
+
+        if not isinstance(cfg.inference, RemoteInferenceConfig):
+            return original(cfg, shutdown_event, *args, **kwargs)
+        cfg = _weightless_cfg(cfg)
+        with _swapped(context, cfg):
+            return original(cfg, shutdown_event, *args, **kwargs)
+
+    build_rollout_context._remote_wrapped = True  # type: ignore[attr-defined]
+    build_rollout_context.__wrapped__ = original  # type: ignore[attr-defined]
+    context.build_rollout_context = build_rollout_context
+    for modname in ("lerobot.rollout", "lerobot.scripts.lerobot_rollout"):
+        mod = sys.modules.get(modname)
+        if mod is not None and hasattr(mod, "build_rollout_context"):
+            mod.build_rollout_context = build_rollout_context
+
+
+def _weightless_cfg(cfg: Any) -> Any:
+    if cfg.use_torch_compile:
+        logger.warning("--use_torch_compile is ignored with --inference.type=remote (the robot runs no model)")
+        cfg = copy(cfg)
+        cfg.use_torch_compile = False
+    if any(a.startswith("--device") for a in sys.argv[1:]):
+        logger.warning("--device is ignored with --inference.type=remote (the robot loads no weights)")
+    return cfg
+
+
+@contextmanager
+def _swapped(context: Any, cfg: Any):
+    from .remote import RemoteInferenceEngine
+
+    def load_policy(policy_config: Any) -> WeightlessPolicy:
+        logger.info("Remote inference: no weights loaded on the robot (policy type %s, config only)", policy_config.type)
+        return WeightlessPolicy(policy_config)
+
+    def no_processors(*_a: Any, **_k: Any) -> tuple[None, None]:
+        return None, None
+
+    def make_engine(config: Any, *, robot_wrapper: Any, hw_features: dict, ordered_action_keys: list[str], task: str,
+                    fps: float, shutdown_event: Any = None, **_ignored: Any) -> RemoteInferenceEngine:
+        model_id = config.service_model_id or str(cfg.policy.pretrained_path)
+        return RemoteInferenceEngine(
+            config, hw_features=hw_features, ordered_action_keys=ordered_action_keys, task=cfg.task or task,
+            fps=fps, model_id=model_id, policy_type=cfg.policy.type, robot_type=robot_wrapper.robot_type,
+            shutdown_event=shutdown_event,
+        )
+
+    with _lock:
+        saved = {name: getattr(context, name) for name in _HOOK_POINTS[1:]}
+        context._load_pretrained_policy = load_policy
+        context.make_pre_post_processors = no_processors
+        context.create_inference_engine = make_engine
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(context, name, value)
