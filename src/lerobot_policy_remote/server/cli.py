@@ -1,13 +1,42 @@
-"""`lerobot-policy-server` entry point."""
+"""`lerobot-policy-server` entry point: parse the manifest, load, serve, drain on SIGTERM, exit 0."""
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+import threading
 
 USAGE = """usage: lerobot-policy-server --manifest server.yaml [--model.repo_or_path=... --max_sessions=...]
 
 Serve one pre-warmed lerobot policy to many robots over Zenoh.
-See docs/user-guide.md for the manifest fields."""
+Every manifest field can be given on the command line (dotted names for nested fields).
+See docs/server.md for the manifest fields and docs/runbook.md for operations."""
+
+
+def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
+    """`--manifest X` / `--manifest=X` -> draccus' config_path; everything else goes to draccus."""
+    path, rest, i = None, [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--manifest" and i + 1 < len(args):
+            path, i = args[i + 1], i + 2
+            continue
+        if a.startswith("--manifest="):
+            path = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return path, rest
+
+
+def parse_manifest(args: list[str]):
+    import draccus
+
+    from .manifest import Manifest
+
+    path, rest = _split_manifest(args)
+    return draccus.parse(Manifest, config_path=path, args=rest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,8 +44,49 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0
-    print("lerobot-policy-server: serving is not implemented yet", file=sys.stderr)
-    return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("lerobot.policy_server.audit").setLevel(logging.WARNING)  # audit goes to Zenoh; enable with a logging config
+    from ..zenoh_config import ZenohConfigError
+    from .capabilities import StartupRefusal
+    from .manifest import ManifestError
+
+    try:
+        manifest = parse_manifest(args)
+    except SystemExit as exc:  # draccus reports bad flags itself
+        return int(exc.code or 2)
+    try:
+        manifest.validate()
+        from .service import PolicyServer
+
+        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True))
+    except (ManifestError, StartupRefusal, ZenohConfigError) as exc:
+        print(f"lerobot-policy-server: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+    stop_requested = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop_requested.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop_requested.set()
+        server.drain(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        server.start()
+    except ZenohConfigError as exc:
+        print(f"lerobot-policy-server: error: {exc}", file=sys.stderr, flush=True)
+        server.stop()
+        return 2
+    try:
+        while not server.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        print("Interrupted twice: exiting without finishing the drain", flush=True)
+    server.stop()
+    print("Policy server stopped", flush=True)
+    return 0
 
 
 if __name__ == "__main__":

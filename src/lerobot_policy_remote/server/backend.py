@@ -1,0 +1,367 @@
+"""The model seam: load a lerobot policy once and run one request for one session.
+
+Why a seam: the worker, scheduler and control plane are the same whether the model is a real
+lerobot policy or a fixed-time stub (benchmarks, fairness tests); only this object differs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from ..wire.messages import ModelInfo, ObservationMsg, RtcSettings
+from .capabilities import Capabilities, Classification, classify, resolve_action_names
+from .manifest import Manifest
+
+log = logging.getLogger("lerobot.policy_server")
+
+
+class Backend(Protocol):
+    caps: Capabilities
+    model_info: ModelInfo
+
+    def new_session_state(self) -> Any: ...
+    def on_session_open(self, state: Any) -> None: ...
+    def reset_session(self, state: Any) -> None: ...
+    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]: ...
+    def validate_obs(self, obs: ObservationMsg) -> None: ...
+
+
+class ObsContractError(ValueError):
+    """An observation that decodes but does not fit the policy (missing camera, wrong state size)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field, self.problem = field, problem
+        super().__init__(f"{field}: {problem}")
+
+
+def fingerprint_files(files: list[Path]) -> str:
+    """sha256 over the weight files in name order: identifies the exact checkpoint bytes."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.name):
+        h.update(f.name.encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def _weight_files(repo_or_path: str, revision: str | None) -> list[Path]:
+    path = Path(repo_or_path)
+    if path.is_dir():
+        files = sorted(path.glob("*.safetensors"))
+        weights = [f for f in files if f.name.startswith("model")] or files
+        return weights
+    from huggingface_hub import hf_hub_download
+
+    return [Path(hf_hub_download(repo_or_path, "model.safetensors", revision=revision))]
+
+
+@dataclass
+class SessionPipelines:
+    """One session's own copy of the pre/post processors (relative-action state never crosses robots)."""
+
+    pre: Any
+    post: Any
+    relative_step: Any = None
+    normalizer_step: Any = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class LerobotBackend:
+    """A real lerobot policy loaded through the generic factory path (third-party types included)."""
+
+    def __init__(self, manifest: Manifest, progress: Callable[[str], None] = print) -> None:
+        import torch
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.configs.types import FeatureType
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from lerobot.utils.import_utils import register_third_party_plugins
+
+        self._torch = torch
+        register_third_party_plugins()
+        m = manifest.model
+        local = Path(m.repo_or_path).is_dir()
+        revision = None if local else (m.revision or "main")
+        progress(f"Loading policy config from {m.repo_or_path} (revision {m.revision or 'main'})...")
+        cfg = PreTrainedConfig.from_pretrained(m.repo_or_path, revision=revision)
+        cfg.device = m.device
+        progress(f"Loading {cfg.type} weights on {m.device}...")
+        policy = get_policy_class(cfg.type).from_pretrained(m.repo_or_path, config=cfg, revision=revision)
+        if m.dtype:
+            policy = policy.to(getattr(torch, m.dtype))
+        policy.eval()
+        self.dtype = next(policy.parameters()).dtype if any(True for _ in policy.parameters()) else torch.float32
+        progress("Building processor pipelines (once; each session gets its own copy)...")
+        self.pre, self.post = make_pre_post_processors(
+            cfg,
+            pretrained_path=m.repo_or_path,
+            pretrained_revision=revision,
+            preprocessor_overrides={"device_processor": {"device": m.device}},
+        )
+        self.policy, self.config, self.device = policy, cfg, m.device
+        self.classification: Classification = classify(policy, cfg.type, manifest.serving_mode)
+        self.fingerprint = fingerprint_files(_weight_files(m.repo_or_path, revision))
+
+        self.supports_rtc = False
+        if manifest.rtc.enabled:
+            self.supports_rtc = self._enable_rtc(manifest)
+
+        action_ft = cfg.output_features.get("action")
+        if action_ft is None:
+            from .capabilities import StartupRefusal
+
+            raise StartupRefusal(f"policy {cfg.type!r} has no 'action' output feature: nothing to serve")
+        action_dim = int(math.prod(action_ft.shape))
+        names, warning = resolve_action_names(manifest.action_feature_names, cfg, action_dim)
+        images = {k: tuple(ft.shape) for k, ft in cfg.input_features.items() if ft.type is FeatureType.VISUAL}
+        state_key = "observation.state" if "observation.state" in cfg.input_features else None
+        state_dim = int(math.prod(cfg.input_features[state_key].shape)) if state_key else 0
+        self.other_state = {
+            k: int(math.prod(ft.shape))
+            for k, ft in cfg.input_features.items()
+            if ft.type is not FeatureType.VISUAL and k != state_key
+        }
+        exclusive = self.classification.serving_mode == "exclusive"
+        chunk = int(getattr(cfg, "chunk_size", 0) or getattr(cfg, "n_action_steps", 0) or 0)
+        self.caps = Capabilities(
+            policy_type=cfg.type,
+            action_dim=action_dim,
+            action_names=names,
+            image_keys=sorted(images),
+            image_shapes=images,
+            state_dim=state_dim,
+            state_key=state_key,
+            chunk_size=chunk,
+            trained_fps=manifest.trained_fps,
+            strict_fps=manifest.strict_fps,
+            fps_tolerance=manifest.fps_tolerance,
+            default_task=manifest.default_task,
+            pin_task=manifest.pin_task,
+            supports_rtc=self.supports_rtc,
+            serving_mode=self.classification.serving_mode,
+            max_sessions=1 if exclusive else manifest.max_sessions,
+            fingerprint=self.fingerprint,
+            names_warning=warning,
+        )
+        self.model_info = ModelInfo(
+            repo_or_path=m.repo_or_path,
+            revision=m.revision or "main",
+            policy_type=cfg.type,
+            fingerprint=self.fingerprint,
+            dtype=str(self.dtype).replace("torch.", ""),
+            device=m.device,
+        )
+        self.task = manifest.default_task
+
+    # ------------------------------------------------------------------ setup
+    def _enable_rtc(self, manifest: Manifest) -> bool:
+        from lerobot.rollout.inference.rtc import supports_rtc_inference
+
+        policy = self.policy
+        if hasattr(policy.config, "rtc_config"):
+            try:
+                from lerobot.configs import RTCAttentionSchedule
+                from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+                policy.config.rtc_config = RTCConfig(
+                    enabled=True,
+                    execution_horizon=manifest.rtc.execution_horizon,
+                    max_guidance_weight=manifest.rtc.max_guidance_weight,
+                    prefix_attention_schedule=RTCAttentionSchedule(manifest.rtc.prefix_attention_schedule),
+                )
+                if hasattr(policy, "init_rtc_processor"):
+                    policy.init_rtc_processor()
+            except Exception as exc:  # a policy whose config rejects RTC simply does not support it
+                log.warning("could not enable RTC on %s: %s", self.config.type, exc)
+        return bool(supports_rtc_inference(policy))
+
+    # ------------------------------------------------------------------ sessions
+    def new_session_state(self) -> SessionPipelines:
+        """Deep-copy both pipelines in ONE deepcopy so the absolute step keeps pointing at its own relative step."""
+        from lerobot.processor import NormalizerProcessorStep, RelativeActionsProcessorStep
+
+        pre, post = copy.deepcopy((self.pre, self.post))
+        rel = next((s for s in pre.steps if isinstance(s, RelativeActionsProcessorStep) and s.enabled), None)
+        norm = next((s for s in pre.steps if isinstance(s, NormalizerProcessorStep)), None)
+        return SessionPipelines(pre, post, rel, norm)
+
+    def on_session_open(self, state: SessionPipelines) -> None:
+        if self.classification.serving_mode == "exclusive":
+            self.policy.reset()  # exclusive: the policy's own state belongs to this one robot
+
+    def reset_session(self, state: SessionPipelines) -> None:
+        for pipe in (state.pre, state.post):
+            pipe.reset()
+        if self.classification.serving_mode == "exclusive":
+            self.policy.reset()  # never in shared mode: it is global to the shared instance
+
+    # ------------------------------------------------------------------ inference
+    def validate_obs(self, obs: ObservationMsg) -> None:
+        caps = self.caps
+        for key in caps.image_keys:
+            if key not in obs.images:
+                raise ObsContractError(f"images.{key}", "missing camera")
+            if obs.images[key].ndim != 3 or obs.images[key].shape[2] != 3:
+                raise ObsContractError(f"images.{key}", f"expected HxWx3 RGB, got shape {obs.images[key].shape}")
+        wanted = dict(self.other_state)
+        if caps.state_key:
+            wanted[caps.state_key] = caps.state_dim
+        for key, dim in wanted.items():
+            if key not in obs.state:
+                raise ObsContractError(f"state.{key}", "missing")
+            if obs.state[key].size != dim:
+                raise ObsContractError(f"state.{key}", f"expected {dim} values, got {obs.state[key].size}")
+
+    def _batch(self, obs: ObservationMsg) -> dict[str, Any]:
+        """Mirror lerobot's prepare_observation_for_inference, plus a canonical resize to the trained size."""
+        torch = self._torch
+        batch: dict[str, Any] = {}
+        for key, value in obs.state.items():
+            batch[key] = torch.from_numpy(np.array(value, dtype=np.float32).reshape(-1)).unsqueeze(0)
+        for key in self.caps.image_keys:
+            img = torch.from_numpy(np.array(obs.images[key])).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
+            want = self.caps.image_shapes[key]
+            if tuple(img.shape[-2:]) != tuple(want[-2:]):
+                img = torch.nn.functional.interpolate(img, size=tuple(want[-2:]), mode="bilinear", align_corners=False)
+            batch[key] = img
+        batch["task"] = [obs.task or self.task]
+        batch["robot_type"] = ""
+        return batch
+
+    def infer(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+        torch = self._torch
+        with torch.inference_mode():
+            pre = state.pre(self._batch(obs))
+            if self.dtype != torch.float32:
+                pre = {k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in pre.items()}
+            if self.classification.queue_fed:
+                chunk = self._queue_fed_chunk(pre)
+            elif rtc is not None:
+                chunk = self.policy.predict_action_chunk(pre, **self._rtc_kwargs(state, obs, rtc))
+            else:
+                chunk = self.policy.predict_action_chunk(pre)
+            chunk = chunk.float()
+            original = chunk.squeeze(0).detach().cpu().clone()
+            processed = state.post(chunk)
+            processed = processed.squeeze(0).detach().float().cpu()
+        return original.numpy().astype(np.float32), processed.numpy().astype(np.float32)
+
+    def _queue_fed_chunk(self, batch: dict[str, Any]) -> Any:
+        """Diffusion family: feed the observation queues through select_action and read the whole chunk."""
+        torch = self._torch
+        queues = getattr(self.policy, "_queues", None)
+        if queues is not None and "action" in queues:
+            queues["action"].clear()
+            first = self.policy.select_action(dict(batch))
+            rest = list(self.policy._queues["action"])
+            self.policy._queues["action"].clear()
+            return torch.stack([first, *rest], dim=1)
+        return self.policy.predict_action_chunk(batch)
+
+    def _rtc_kwargs(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings) -> dict[str, Any]:
+        """Client RTC settings honoured per request; the prefix re-anchored for relative-action policies."""
+        torch = self._torch
+        from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
+
+        rtc_cfg = getattr(self.policy.config, "rtc_config", None)
+        if rtc_cfg is not None:
+            from lerobot.configs import RTCAttentionSchedule
+
+            rtc_cfg.execution_horizon = int(rtc.execution_horizon)
+            rtc_cfg.max_guidance_weight = float(rtc.max_guidance_weight)
+            try:
+                rtc_cfg.prefix_attention_schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
+            except ValueError:
+                pass
+        prefix = None
+        if obs.prefix_model is not None and obs.prefix_model.size:
+            prefix = torch.from_numpy(np.array(obs.prefix_model, dtype=np.float32))
+            if state.relative_step is not None and obs.prefix_robot is not None and obs.prefix_robot.size:
+                from lerobot.policies.rtc.relative import reanchor_relative_rtc_prefix
+
+                raw_state = state.relative_step.get_cached_state()
+                if raw_state is not None:
+                    prefix = reanchor_relative_rtc_prefix(
+                        prev_actions_absolute=torch.from_numpy(np.array(obs.prefix_robot, dtype=np.float32)),
+                        current_state=raw_state,
+                        relative_step=state.relative_step,
+                        normalizer_step=state.normalizer_step,
+                        policy_device=self.device,
+                    )
+                    if prefix.ndim == 3:
+                        prefix = prefix.squeeze(0)
+            prefix = _normalize_prev_actions_length(prefix.cpu(), target_steps=int(rtc.execution_horizon)).to(self.device)
+        return {"inference_delay": int(obs.inference_delay_steps), "prev_chunk_left_over": prefix}
+
+    def dummy_observation(self) -> ObservationMsg:
+        """A plausible observation for warm-up (trained image size, zero state)."""
+        images = {k: np.full((s[1], s[2], 3), 127, dtype=np.uint8) for k, s in self.caps.image_shapes.items()}
+        state = {k: np.zeros(d, dtype=np.float32) for k, d in self.other_state.items()}
+        if self.caps.state_key:
+            state[self.caps.state_key] = np.zeros(self.caps.state_dim, dtype=np.float32)
+        return ObservationMsg(state=state, images=images, task=self.task)
+
+    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
+        state = self.new_session_state()
+        for i in range(n):
+            t0 = time.perf_counter()
+            self.infer(state, self.dummy_observation(), None)
+            progress(f"Warm-up inference {i + 1}/{n}: {(time.perf_counter() - t0) * 1000:.0f} ms")
+        if self.classification.serving_mode == "exclusive":
+            self.policy.reset()
+
+
+class StubBackend:
+    """A fixed-time model for benchmarks and scheduler tests: chunk rows are the robot's own state + step index.
+
+    Sleeping releases the GIL like a GPU forward does, so the threading picture matches a real server.
+    """
+
+    def __init__(self, infer_s: float, action_names: list[str], chunk_size: int = 10, max_sessions: int = 16,
+                 serving_mode: str = "shared", image_keys: tuple[str, ...] = ()) -> None:
+        self.infer_s = infer_s
+        n = len(action_names)
+        self.caps = Capabilities(
+            policy_type="stub", action_dim=n, action_names=list(action_names), image_keys=list(image_keys),
+            image_shapes={k: (3, 96, 128) for k in image_keys}, state_dim=n, state_key="observation.state",
+            chunk_size=chunk_size, trained_fps=30.0, strict_fps=False, fps_tolerance=0.05, default_task="",
+            pin_task=False, supports_rtc=False, serving_mode=serving_mode,
+            max_sessions=1 if serving_mode == "exclusive" else max_sessions, fingerprint="stub" * 16,
+        )
+        self.model_info = ModelInfo(repo_or_path="stub", revision="main", policy_type="stub", fingerprint=self.caps.fingerprint,
+                                    dtype="float32", device="cpu")
+        self.calls = 0
+
+    def new_session_state(self) -> dict[str, Any]:
+        return {}
+
+    def on_session_open(self, state: Any) -> None:
+        pass
+
+    def reset_session(self, state: Any) -> None:
+        pass
+
+    def validate_obs(self, obs: ObservationMsg) -> None:
+        st = obs.state.get("observation.state")
+        if st is None or st.size != self.caps.state_dim:
+            raise ObsContractError("state.observation.state", f"expected {self.caps.state_dim} values")
+
+    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+        time.sleep(self.infer_s)
+        self.calls += 1
+        base = np.asarray(obs.state["observation.state"], dtype=np.float32).reshape(-1)
+        steps = np.arange(self.caps.chunk_size, dtype=np.float32)[:, None]
+        robot = base[None, :] + steps
+        return robot - base[None, :], robot
+
+    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
+        pass

@@ -1,0 +1,84 @@
+"""Prometheus metrics (own registry per server) and the tiny /healthz + /metrics HTTP endpoint."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "lerobot_policy_server_"
+_LAT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class ServerMetrics:
+    """Per-client labels only for live sessions (removed on close), so cardinality stays <= max_sessions."""
+
+    def __init__(self, replica: str) -> None:
+        r = self.registry = CollectorRegistry()
+        self.replica = replica
+        self.requests = Counter(PREFIX + "requests_total", "Inference requests served (chunks sent)", ["client"], registry=r)
+        self.errors = Counter(PREFIX + "errors_total", "Refused or failed requests by reason", ["reason"], registry=r)
+        self.superseded = Counter(PREFIX + "superseded_total", "Observations replaced in a mailbox before inference", ["client"], registry=r)
+        self.unknown = Counter(PREFIX + "dropped_unknown_client_total", "Observations from robots without a session here", registry=r)
+        self.opened = Counter(PREFIX + "sessions_opened_total", "Sessions opened", registry=r)
+        self.closed = Counter(PREFIX + "sessions_closed_total", "Sessions closed by reason", ["reason"], registry=r)
+        self.rejected = Counter(PREFIX + "sessions_rejected_total", "Session opens refused by code", ["code"], registry=r)
+        self.active = Gauge(PREFIX + "active_sessions", "Sessions currently open", registry=r)
+        self.max_sessions = Gauge(PREFIX + "max_sessions", "Session capacity of this replica", registry=r)
+        self.load = Gauge(PREFIX + "server_load", "Fraction of recent wall time the worker spent inferring", registry=r)
+        self.draining = Gauge(PREFIX + "draining", "1 while draining", registry=r)
+        self.worker_alive = Gauge(PREFIX + "worker_alive", "1 while the inference worker thread runs", registry=r)
+        self.queue_wait = Histogram(PREFIX + "queue_wait_seconds", "Observation arrival to inference start", buckets=_LAT_BUCKETS, registry=r)
+        self.inference = Histogram(PREFIX + "inference_seconds", "Preprocess + model + postprocess time", buckets=_LAT_BUCKETS, registry=r)
+        self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
+
+    def forget_client(self, client: str) -> None:
+        for metric in (self.requests, self.superseded):
+            try:
+                metric.remove(client)
+            except KeyError:
+                pass
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """GET /healthz (200 ok / 503 reason) and GET /metrics on a daemon thread."""
+
+    def __init__(self, host: str, port: int, metrics: ServerMetrics, health: Callable[[], tuple[bool, str]]) -> None:
+        outer_metrics, outer_health = metrics, health
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server API)
+                if self.path.startswith("/healthz"):
+                    ok, why = outer_health()
+                    body, code, ctype = (why + "\n").encode(), (200 if ok else 503), "text/plain; charset=utf-8"
+                elif self.path.startswith("/metrics"):
+                    body, code, ctype = outer_metrics.render(), 200, CONTENT_TYPE_LATEST
+                else:
+                    body, code, ctype = b"not found: use /healthz or /metrics\n", 404, "text/plain"
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:  # keep scrapes out of the server log
+                pass
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="health-http", daemon=True)
+
+    def start(self) -> HealthServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -1,0 +1,148 @@
+"""Sessions, their latest-only mailboxes, and the registry (one lock, short critical sections)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..wire.messages import RtcSettings, SessionInfo
+
+
+@dataclass
+class Mail:
+    """One raw observation as deposited by the zenoh callback (decoded later, off the callback)."""
+
+    payload: bytes
+    attachment: bytes | None
+    t_arrival: float  # time.perf_counter() at deposit
+    size: int = 0  # bytes on the wire (payload is left empty when it exceeds the limit)
+
+
+class Mailbox:
+    """Newest wins: a deposit over an unread observation supersedes it (counted, reported in the next chunk)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mail: Mail | None = None
+        self.superseded_pending = 0  # superseded since the last chunk was sent
+        self.superseded_total = 0
+
+    def deposit(self, mail: Mail) -> bool:
+        """Returns True when an unread observation was replaced."""
+        with self._lock:
+            replaced = self._mail is not None
+            if replaced:
+                self.superseded_pending += 1
+                self.superseded_total += 1
+            self._mail = mail
+            return replaced
+
+    def take(self) -> tuple[Mail | None, int]:
+        with self._lock:
+            mail, self._mail = self._mail, None
+            sup, self.superseded_pending = (self.superseded_pending, 0) if mail is not None else (0, self.superseded_pending)
+            return mail, sup
+
+    def pending(self) -> bool:
+        return self._mail is not None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._mail = None
+
+
+@dataclass
+class Session:
+    session_id: str
+    client_uuid: str
+    state: Any  # the backend's per-session state (processor pipeline copies)
+    rtc: RtcSettings | None  # None: chunk-append mode
+    schema_version: int
+    task: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+    episode_id: int = 0
+    requests: int = 0
+    errors: int = 0
+    mailbox: Mailbox = field(default_factory=Mailbox)
+    opened_at: float = field(default_factory=time.monotonic)
+    gone_since: float | None = None  # monotonic time the robot's liveliness token disappeared
+    closed: bool = False
+    pub: Any = None  # the zenoh publisher on this robot's action key (QoS of spec 6.3)
+    pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
+
+    def info(self) -> SessionInfo:
+        return SessionInfo(self.session_id, self.client_uuid, self.episode_id, self.requests,
+                           self.mailbox.superseded_total, self.errors, dict(self.tags))
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Registry:
+    """client_uuid -> Session plus the round-robin ring. Mutated by control queryables and housekeeping."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self._by_client: dict[str, Session] = {}
+        self._ring: list[str] = []  # client uuids in open order
+        self._cursor = 0  # ring index after the last served session
+
+    def get(self, client_uuid: str) -> Session | None:
+        return self._by_client.get(client_uuid)  # dict read is atomic; callbacks use this lock-free
+
+    def by_session_id(self, session_id: str) -> Session | None:
+        with self.lock:
+            return next((s for s in self._by_client.values() if s.session_id == session_id), None)
+
+    def add(self, session: Session) -> Session | None:
+        """Insert, replacing (and returning) this client's previous session."""
+        with self.lock:
+            old = self._by_client.get(session.client_uuid)
+            if old is not None:
+                old.closed = True
+            else:
+                self._ring.append(session.client_uuid)
+            self._by_client[session.client_uuid] = session
+            return old
+
+    def remove(self, client_uuid: str) -> Session | None:
+        with self.lock:
+            s = self._by_client.pop(client_uuid, None)
+            if s is not None:
+                s.closed = True
+                i = self._ring.index(client_uuid)
+                self._ring.pop(i)
+                if i < self._cursor:
+                    self._cursor -= 1
+                if self._ring:
+                    self._cursor %= len(self._ring)
+                else:
+                    self._cursor = 0
+            return s
+
+    def all(self) -> list[Session]:
+        with self.lock:
+            return list(self._by_client.values())
+
+    def count(self) -> int:
+        return len(self._by_client)
+
+    def ready_in_ring_order(self) -> list[Session]:
+        """Sessions with a pending observation, starting after the last served one."""
+        with self.lock:
+            n = len(self._ring)
+            out = []
+            for k in range(n):
+                s = self._by_client[self._ring[(self._cursor + k) % n]]
+                if s.mailbox.pending():
+                    out.append(s)
+            return out
+
+    def served(self, session: Session) -> None:
+        with self.lock:
+            if session.client_uuid in self._by_client:
+                self._cursor = (self._ring.index(session.client_uuid) + 1) % len(self._ring)

@@ -1,0 +1,73 @@
+"""Server fixtures: tiny real checkpoints (module-scoped) and in-process PolicyServer factories."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
+from lerobot_policy_remote.zenoh_config import ZenohSettings
+from support.procs import free_port
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def act_ckpt(tmp_path_factory: pytest.TempPathFactory):
+    from support.policies import save_tiny_act
+
+    return save_tiny_act(tmp_path_factory.mktemp("act"))
+
+
+@pytest.fixture(scope="session")
+def act_rel_ckpt(tmp_path_factory: pytest.TempPathFactory):
+    from support.policies import save_tiny_act
+
+    return save_tiny_act(tmp_path_factory.mktemp("act_rel"), relative_actions=True)
+
+
+@pytest.fixture(scope="session")
+def diffusion_ckpt(tmp_path_factory: pytest.TempPathFactory):
+    from support.policies import save_tiny_diffusion
+
+    return save_tiny_diffusion(tmp_path_factory.mktemp("diffusion"))
+
+
+def make_manifest(router: Any, path: str, **kw: Any) -> Manifest:
+    """A manifest on the shared router; a unique task keeps tests isolated from each other."""
+    kw.setdefault("default_task", f"test task {next(_ids)} {uuid.uuid4().hex[:6]}")
+    kw.setdefault("health_port", free_port())
+    kw.setdefault("warmup_inferences", 1)
+    kw.setdefault("session_grace_s", 1.0)
+    return Manifest(model=ModelSpec(repo_or_path=str(path)), zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]), **kw)
+
+
+@pytest.fixture
+def server_factory(router: Any) -> Iterator[Any]:
+    from lerobot_policy_remote.server.service import PolicyServer
+
+    servers: list[PolicyServer] = []
+
+    def make(path: str, backend: Any = None, **kw: Any) -> PolicyServer:
+        s = PolicyServer(make_manifest(router, path, **kw), backend=backend, progress=lambda t: None).start()
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def robots(zenoh_client: Any) -> Any:
+    """Factory: robots(server, n) -> n Robots, each on its own zenoh client session."""
+    from robot import Robot
+
+    def make(server: Any, n: int = 1, prefix: str = "robot") -> list[Robot]:
+        return [Robot(zenoh_client(), server.keys, f"{prefix}-{i}-{uuid.uuid4().hex[:6]}") for i in range(n)]
+
+    return make
