@@ -1,0 +1,193 @@
+"""Unit tests of isolated robot-side logic: stamped queue, windowed latency, link state machine, fallbacks."""
+
+from __future__ import annotations
+
+import math
+
+import lerobot.rollout  # noqa: F401  (loads lerobot so the plugin registers)
+import numpy as np
+import pytest
+import torch
+from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+from lerobot_policy_remote.engine.config import FallbackBehavior, RemoteInferenceConfig
+from lerobot_policy_remote.engine.link import LinkState, LinkStateMachine
+from lerobot_policy_remote.engine.queue import ChunkMeta, StampedActionQueue, WindowedLatency
+from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+
+META = ChunkMeta("s", 1, 0)
+
+
+def chunk(n: int, start: float = 0.0, a: int = 2) -> torch.Tensor:
+    return torch.arange(start, start + n, dtype=torch.float32)[:, None].repeat(1, a)
+
+
+def test_first_chunk_over_trim_is_clamped_to_consumed_steps():
+    q = StampedActionQueue(RTCConfig(enabled=True))
+    trimmed = q.merge_stamped(chunk(10), chunk(10), real_delay=4, idx_before=0, src_t=100.0, meta=META)
+    assert trimmed == 0 and q.qsize() == 10  # nothing was consumed while the first request was in flight
+    for _ in range(3):
+        q.pop_fresh(100.0, 3.0)
+    idx = q.get_action_index()
+    q.get()  # one more consumed during the "inference"
+    trimmed = q.merge_stamped(chunk(10, 50), chunk(10, 50), real_delay=5, idx_before=idx, src_t=101.0, meta=META)
+    assert trimmed == 1 and q.qsize() == 9
+    assert float(q.pop_fresh(101.0, 3.0)[0][0]) == 51.0
+
+
+def test_staleness_is_tracked_per_action_in_append_mode():
+    q = StampedActionQueue(RTCConfig(enabled=False))
+    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=ChunkMeta("s", 1, 0))
+    q.pop_fresh(10.0, 3.0)
+    q.merge_stamped(chunk(4, 100), chunk(4, 100), 0, None, src_t=12.0, meta=ChunkMeta("s", 2, 0))
+    assert q.qsize() == 7
+    # at t=13.5 the first chunk's 3 leftovers are 3.5 s old (stale), the second chunk's 1.5 s
+    assert q.fresh_count(13.5, 3.0) == 4
+    action, src_t, meta = q.pop_fresh(13.5, 3.0)
+    assert float(action[0]) == 100.0 and src_t == 12.0 and meta.seq_id == 2
+    assert q.stale_dropped == 3
+    assert q.pop_fresh(20.0, 3.0) is None  # everything is stale now: never returned
+
+
+def test_staleness_in_replace_mode_and_clear():
+    q = StampedActionQueue(RTCConfig(enabled=True))
+    q.merge_stamped(chunk(5), chunk(5), 0, 0, src_t=1.0, meta=META)
+    assert q.pop_fresh(3.9, 3.0) is not None
+    assert q.pop_fresh(4.1, 3.0) is None
+    q.clear()
+    assert q.qsize() == 0 and q.src_t.size == 0 and q.meta == []
+
+
+def test_windowed_latency_decays_after_a_slow_sample():
+    w = WindowedLatency(maxlen=5)
+    w.add(2.0)
+    for _ in range(5):
+        w.add(0.05)
+    assert w.max() == pytest.approx(0.05)
+    assert w.delay_steps(1 / 30) == math.ceil(0.05 * 30)
+    w.reset()
+    assert w.delay_steps(1 / 30) == 0
+
+
+def test_link_state_machine_transitions():
+    m = LinkStateMachine(degraded_after_s=1.0, max_offline_s=10.0, now=0.0)
+    assert m.state is LinkState.CONNECTING
+    m.on_handshake_ok(0.1)
+    assert m.state is LinkState.CONNECTING  # only a merged chunk proves the link
+    m.on_merge(0.2)
+    assert m.state is LinkState.STREAMING
+    m.evaluate(1.0, fresh_actions=5, streaming_began=True)
+    assert m.state is LinkState.STREAMING
+    m.evaluate(1.5, fresh_actions=5, streaming_began=True)
+    assert m.state is LinkState.DEGRADED
+    m.evaluate(1.6, fresh_actions=0, streaming_began=True)
+    assert m.state is LinkState.STALLED
+    m.on_link_lost(2.0, "timeouts")
+    assert m.state is LinkState.RECONNECTING
+    m.on_merge(2.1)  # a late chunk does not skip the re-handshake
+    assert m.state is LinkState.RECONNECTING
+    m.on_handshake_ok(3.0)
+    assert m.state is LinkState.CONNECTING
+    m.on_merge(3.1)
+    assert m.state is LinkState.STREAMING
+    m.evaluate(3.2, fresh_actions=0, streaming_began=True)
+    assert m.state is LinkState.STALLED  # STREAMING with an empty queue is STALLED too
+    m.on_link_lost(4.0, "liveliness")
+    m.evaluate(13.0, 0, True)
+    assert m.state is LinkState.RECONNECTING
+    m.evaluate(13.2, 0, True)
+    assert m.state is LinkState.DEAD and "max_offline_s" in m.dead_reason
+    m.on_merge(14.0)
+    assert m.state is LinkState.DEAD  # terminal
+
+
+def test_pause_does_not_count_as_offline():
+    m = LinkStateMachine(1.0, 5.0, now=0.0)
+    m.on_merge(0.0)
+    m.on_link_lost(1.0, "x")
+    assert not m.evaluate(100.0, 0, True, paused=True)
+    m.restart_offline_clock(100.0)
+    m.evaluate(101.0, 0, True)
+    assert m.state is LinkState.RECONNECTING
+
+
+def test_contract_violation_is_dead():
+    m = LinkStateMachine(1.0, 60.0, now=0.0)
+    m.on_fatal(0.5, "model_mismatch")
+    assert m.state is LinkState.DEAD and m.dead_reason == "model_mismatch"
+
+
+def make_engine(fallback: str, names: list[str]) -> RemoteInferenceEngine:
+    cfg = RemoteInferenceConfig(fallback=FallbackBehavior(fallback), rtc=RTCConfig(enabled=False))
+    return RemoteInferenceEngine(cfg, hw_features={}, ordered_action_keys=names, task="t", fps=30, model_id="m")
+
+
+VEL = ["x.vel", "y.vel", "theta.vel"]
+POS = ["a.pos", "b.pos"]
+
+
+@pytest.mark.parametrize("fallback", ["hold", "repeat_last", "zero"])
+def test_no_action_before_the_first_chunk_whatever_the_fallback(fallback):
+    e = make_engine(fallback, VEL)
+    assert e.get_action(None) is None
+    assert e.fallback_count == 0
+
+
+def _feed(e: RemoteInferenceEngine, rows: np.ndarray, src_t: float) -> None:
+    t = torch.from_numpy(rows.astype(np.float32))
+    e.queue.merge_stamped(t, t, 0, None, src_t, ChunkMeta("s", 1, e.episode_id))
+
+
+def test_fallbacks_after_streaming_began():
+    import time
+
+    e = make_engine("zero", VEL)
+    _feed(e, np.ones((1, 3)), time.monotonic())
+    assert torch.equal(e.get_action(None), torch.ones(3))
+    assert torch.equal(e.get_action(None), torch.zeros(3))  # dry: explicit zero velocity
+    e.reset()
+    assert e.get_action(None) is None  # after a reset zero waits for streaming again
+
+    e = make_engine("zero", POS)
+    _feed(e, np.ones((1, 2)), time.monotonic())
+    e.get_action(None)
+    assert e.get_action(None) is None  # zero never applies to position features
+
+    e = make_engine("repeat_last", POS)
+    _feed(e, np.full((1, 2), 7.0), time.monotonic())
+    e.get_action(None)
+    assert torch.equal(e.get_action(None), torch.full((2,), 7.0))
+
+    e = make_engine("hold", POS)
+    _feed(e, np.ones((1, 2)), time.monotonic())
+    e.get_action(None)
+    assert e.get_action(None) is None
+
+
+def test_get_action_never_returns_stale_actions():
+    import time
+
+    e = make_engine("repeat_last", POS)
+    _feed(e, np.ones((5, 2)), time.monotonic() - 10.0)  # source observation 10 s old
+    assert e.get_action(None) is None
+    assert e.queue.stale_dropped == 5
+
+
+def test_mixed_zero_fallback_holds_positions():
+    import time
+
+    e = make_engine("zero", ["arm.pos", "x.vel"])
+    _feed(e, np.array([[3.0, 2.0]]), time.monotonic())
+    e.get_action(None)
+    assert e.get_action(None).tolist() == [3.0, 0.0]
+
+
+def test_reset_bumps_episode_and_drops_in_flight():
+    e = make_engine("hold", POS)
+    e._in_flight = object()  # type: ignore[assignment]
+    ep = e.episode_id
+    e.reset()
+    assert e.episode_id == ep + 1 and e._in_flight is None and e._episode_start
+    e.latency.add(0.2)
+    e.reset()
+    assert len(e.latency) == 1  # latency survives episode resets
