@@ -1,0 +1,286 @@
+"""The live source: liveliness (with history), robot telemetry, audit lines, status polls, metrics scrapes.
+
+Threads: zenoh's callback threads only append `(kind, key, bytes)` to a bounded deque and return; one
+decoder thread turns those into store updates; one poller checks the router link and queries
+`status`; one scraper reads `/metrics`. Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from lerobot_policy_remote.wire.codec import decode, decode_json, encode
+from lerobot_policy_remote.wire.errors import WireError
+from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
+from lerobot_policy_remote.wire.messages import (
+    AuditLine,
+    DrainAck,
+    DrainRequest,
+    EpisodeResetAck,
+    EpisodeResetCommand,
+    RobotTelemetry,
+    ServerStatus,
+)
+from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+
+from ..store import FleetStore, Namespace
+from .base import ActionResult
+from .prometheus import scrape
+
+ANY = ServiceKeys.any()
+INBOX_MAX = 50_000
+
+
+def operator_name() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "operator"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _ns(p: ParsedKey) -> Namespace:
+    return (p.model_id, p.revision, p.service)
+
+
+def _reply_error(reply: Any) -> str:
+    try:
+        return reply.err.payload.to_bytes().decode("utf-8", "replace")
+    except Exception:
+        return "error reply"
+
+
+def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatus, Namespace]]:
+    """`get(.../server/*/status)` across every namespace; undecodable replies are skipped."""
+    out = []
+    for reply in session.get(ANY.server("*", "status"), timeout=timeout):
+        if reply.ok is None:
+            continue
+        try:
+            p = parse_key(str(reply.ok.key_expr))
+            out.append((decode(ServerStatus, reply.ok.payload.to_bytes()), _ns(p)))
+        except WireError:
+            continue
+    return out
+
+
+def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    key = keys.server(replica, "drain")
+    payload = encode(DrainRequest(reason=reason, requested_by=requested_by))
+    results = []
+    for reply in session.get(key, payload=payload, timeout=timeout):
+        if reply.ok is None:
+            results.append(ActionResult(False, replica, "drain", _reply_error(reply)))
+            continue
+        try:
+            ack = decode(DrainAck, reply.ok.payload.to_bytes())
+        except WireError as exc:
+            results.append(ActionResult(False, replica, "drain", f"bad reply: {exc}"))
+            continue
+        results.append(ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}))
+    if not results:
+        return ActionResult(False, replica, "drain", f"no server answered at {key}")
+    ok = [r for r in results if r.ok]
+    return ok[0] if ok else results[0]
+
+
+def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    key = keys.robot(robot_id, "episode_reset")
+    payload = encode(EpisodeResetCommand(reason=reason, requested_by=requested_by))
+    results = []
+    for reply in session.get(key, payload=payload, timeout=timeout):
+        if reply.ok is None:
+            results.append(ActionResult(False, robot_id, "reset", _reply_error(reply)))
+            continue
+        try:
+            ack = decode(EpisodeResetAck, reply.ok.payload.to_bytes())
+        except WireError as exc:
+            results.append(ActionResult(False, robot_id, "reset", f"bad reply: {exc}"))
+            continue
+        results.append(ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id))
+    if not results:
+        return ActionResult(False, robot_id, "reset", f"no robot answered at {key}")
+    ok = [r for r in results if r.ok]
+    return ok[0] if ok else results[0]
+
+
+class ZenohSource:
+    """Live fleet data through a Zenoh router (client mode)."""
+
+    can_act = True
+
+    def __init__(self, settings: ZenohSettings, status_period_s: float = 2.0, scrape_period_s: float = 2.0) -> None:
+        self.settings = settings
+        self.label = ", ".join(settings.connect_endpoints)
+        self.status_period_s = status_period_s
+        self.scrape_period_s = scrape_period_s
+        self.session: Any = None
+        self._decls: list[Any] = []
+        self._inbox: deque[tuple[str, str, bytes | None]] = deque(maxlen=INBOX_MAX)
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._store: FleetStore | None = None
+        self._ns: dict[tuple[str, str], Namespace] = {}  # (role, id) -> namespace, for actions
+        self._metrics_urls: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self.received = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, store: FleetStore) -> None:
+        self._store = store
+        store.router = self.label
+        store.set_connection("connecting")
+        for name, target in (("fleet-zenoh", self._run), ("fleet-decode", self._decode_loop), ("fleet-scrape", self._scrape_loop)):
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=3)
+        session, self.session = self.session, None
+        for d in self._decls:
+            try:
+                d.undeclare()
+            except Exception:
+                pass
+        if session is not None:
+            try:
+                session.close()
+            except Exception:
+                pass
+
+    def _run(self) -> None:
+        """Open the session (retrying: the console starts even when the router is down), then poll."""
+        store = self._store
+        assert store is not None
+        while not self._stop.is_set() and self.session is None:
+            try:
+                self.session = open_session(self.settings)
+            except Exception as exc:
+                store.set_connection("disconnected")
+                store.note(str(exc).split(". ")[0][:160])
+                self._stop.wait(1.0)
+        if self._stop.is_set():
+            return
+        self._declare()
+        next_status = 0.0
+        while not self._stop.is_set():
+            try:
+                linked = bool(self.session.info.routers_zid())
+            except Exception:
+                linked = False
+            store.set_connection("connected" if linked else "disconnected")
+            now = time.monotonic()
+            if linked and now >= next_status:
+                next_status = now + self.status_period_s
+                self._poll_status()
+            self._stop.wait(0.25)
+
+    def _declare(self) -> None:
+        s = self.session
+        live = s.liveliness()
+        self._decls = [
+            live.declare_subscriber(ANY.server("*", "alive"), lambda smp: self._deposit("alive", smp), history=True),
+            live.declare_subscriber(ANY.robot("*", "alive"), lambda smp: self._deposit("alive", smp), history=True),
+            s.declare_subscriber(ANY.robot("*", "telemetry"), lambda smp: self._deposit("telemetry", smp)),
+            s.declare_subscriber(ANY.server("*", "audit"), lambda smp: self._deposit("audit", smp)),
+        ]
+
+    def _deposit(self, kind: str, sample: Any) -> None:
+        """Zenoh callback: copy out and return (never decode, lock the store, or touch widgets here)."""
+        import zenoh
+
+        if kind == "alive":
+            self._inbox.append(("alive+" if sample.kind == zenoh.SampleKind.PUT else "alive-", str(sample.key_expr), None))
+        else:
+            if len(self._inbox) >= INBOX_MAX and self._store is not None:
+                self._store.dropped += 1
+            self._inbox.append((kind, str(sample.key_expr), sample.payload.to_bytes()))
+
+    # ------------------------------------------------------------ workers
+
+    def _decode_loop(self) -> None:
+        store = self._store
+        assert store is not None
+        inbox = self._inbox
+        while not self._stop.is_set():
+            if not inbox:
+                self._stop.wait(0.05)
+                continue
+            while inbox:
+                kind, key, payload = inbox.popleft()
+                self.received += 1
+                try:
+                    self._apply(store, kind, key, payload)
+                except WireError as exc:
+                    store.note(f"bad {kind} on {key}: {exc}"[:200])
+
+    def _apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
+        p = parse_key(key)
+        ns = _ns(p)
+        if kind in ("alive+", "alive-"):
+            alive = kind == "alive+"
+            if p.role == "server":
+                self._ns[("server", p.ident)] = ns
+                store.on_server_alive(p.ident, alive, ns)
+            else:
+                self._ns[("robot", p.ident)] = ns
+                store.on_robot_alive(p.ident, alive, ns)
+        elif kind == "telemetry":
+            tel = decode(RobotTelemetry, payload)
+            if tel.client_uuid != p.ident:
+                tel.client_uuid = p.ident  # the key is authoritative: a robot cannot speak for another
+            self._ns[("robot", p.ident)] = ns
+            store.on_telemetry(tel, ns)
+        elif kind == "audit":
+            store.on_audit(decode_json(AuditLine, payload), p.ident, ns)
+
+    def _poll_status(self) -> None:
+        store = self._store
+        assert store is not None
+        try:
+            statuses = query_statuses(self.session, timeout=min(2.0, self.status_period_s))
+        except Exception as exc:
+            store.note(f"status query failed: {exc}"[:200])
+            return
+        for status, ns in statuses:
+            self._ns[("server", status.replica)] = ns
+            if status.metrics_url:
+                with self._lock:
+                    self._metrics_urls[status.replica] = status.metrics_url
+            store.on_status(status, ns)
+
+    def _scrape_loop(self) -> None:
+        import httpx
+
+        store = self._store
+        assert store is not None
+        with httpx.Client(timeout=1.0) as client:
+            while not self._stop.wait(self.scrape_period_s):
+                with self._lock:
+                    urls = dict(self._metrics_urls)
+                for replica, url in urls.items():
+                    values, error = scrape(client, url)
+                    store.on_metrics(replica, values, error)
+
+    # ------------------------------------------------------------ actions (called from a worker thread)
+
+    def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult:
+        if self.session is None:
+            return ActionResult(False, replica, "drain", "not connected to the router")
+        return send_drain(self.session, replica, self._ns.get(("server", replica)), reason, requested_by)
+
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str) -> ActionResult:
+        if self.session is None:
+            return ActionResult(False, robot_id, "reset", "not connected to the router")
+        return send_episode_reset(self.session, robot_id, self._ns.get(("robot", robot_id)), reason, requested_by)

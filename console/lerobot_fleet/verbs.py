@@ -1,0 +1,102 @@
+"""Non-interactive verbs for scripts: `status [--json]`, `drain SERVER`, `reset ROBOT`.
+
+They use the same store and Zenoh source as the console (no second implementation of the protocol).
+Exit codes: 0 ok, 1 the target answered "no", 2 nobody answered / could not connect.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
+
+from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
+from .sources.base import ActionResult
+from .store import FleetStore
+
+
+def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
+    def robot(r: Any) -> dict[str, Any]:
+        d = asdict(r)
+        d["state"] = r.state.name
+        d["superseded_pct"] = r.superseded_pct
+        return d
+
+    return {
+        "router": snap.router,
+        "connection": snap.connection,
+        "data_age_s": snap.data_age_s,
+        "robots": [robot(r) for r in sort_robots(list(snap.robots), "robot")],
+        "servers": [asdict(s) for s in sort_servers(list(snap.servers))],
+        "notes": list(snap.notes),
+    }
+
+
+def snapshot_text(snap: FleetSnapshot) -> str:
+    lines = [f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"]
+    lines.append(f"SERVERS ({len(snap.servers)})")
+    lines.append(f"  {'replica':<16} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
+    for s in sort_servers(list(snap.servers)):
+        nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
+        rps = "—" if s.requests_per_s is None else f"{s.requests_per_s:.1f}"
+        lines.append(f"  {s.replica:<16} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6}  {s.model_id} / {s.service}")
+    lines.append(f"ROBOTS ({len(snap.robots)})")
+    lines.append(f"  {'robot':<20} {'state':<13} {'server':<16} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
+    for r in sort_robots(list(snap.robots), "state"):
+        rtt = "—" if r.rtt_p50_ms is None else f"{r.rtt_p50_ms:.0f}"
+        lines.append(f"  {r.robot_id:<20} {r.state.name:<13} {r.replica or '—':<16} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}")
+    return "\n".join(lines)
+
+
+def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
+    """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot."""
+    from .sources.zenoh_source import ZenohSource
+
+    store = FleetStore()
+    source = ZenohSource(settings, status_period_s=max(0.5, wait_s / 2), scrape_period_s=max(0.5, wait_s / 2))
+    source.start(store)
+    try:
+        time.sleep(wait_s)
+        snap = store.snapshot()
+    finally:
+        source.stop()
+    print(json.dumps(snapshot_json(snap), indent=2) if as_json else snapshot_text(snap))
+    return 0 if snap.connection == "connected" else 2
+
+
+def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:
+    from .sources.zenoh_source import operator_name, send_drain, send_episode_reset
+
+    try:
+        session = open_session(settings)
+    except ZenohConfigError as exc:
+        print(f"lerobot-fleet {kind}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        by = f"{operator_name()} via lerobot-fleet {kind}"
+        if kind == "drain":
+            result = send_drain(session, target, None, reason, by, timeout)
+        else:
+            result = send_episode_reset(session, target, None, reason, by, timeout)
+    finally:
+        session.close()
+    print(json.dumps(_result_json(result)) if as_json else result.summary())
+    if result.ok:
+        return 0
+    return 2 if result.message.startswith("no ") and "answered" in result.message else 1
+
+
+def _result_json(r: ActionResult) -> dict[str, Any]:
+    return {
+        "ok": r.ok,
+        "action": r.action,
+        "target": r.target,
+        "message": r.message,
+        "sessions": list(r.sessions),
+        "episode_id": r.episode_id,
+        **{k: v for k, v in r.details.items()},
+    }

@@ -1,0 +1,100 @@
+"""Snapshot tests of every console view, against the deterministic fake fleet and a frozen clock.
+
+Regenerate baselines on purpose only: `pytest tests/console --snapshot-update` (then review the SVGs).
+"""
+
+from __future__ import annotations
+
+from fleet_helpers import make_app
+
+from lerobot_fleet.widgets import KeyedTable
+
+SIZE = (140, 42)
+
+
+async def _select(pilot, table_id: str, key: str) -> None:
+    table = pilot.app.screen.query_one(f"#{table_id}", KeyedTable)
+    table.focus()
+    table.select_key(key)
+    await pilot.pause()
+
+
+def test_fleet_mixed_states(snap_compare):
+    """Robots in every state (DEAD, GONE, STALLED, ..., UNKNOWN) sorted by severity; servers by health."""
+    assert snap_compare(make_app(), terminal_size=SIZE)
+
+
+def test_fleet_filtered(snap_compare):
+    """`/` filters both tables: only robots and servers matching "gpu-a-1" stay."""
+    assert snap_compare(make_app(), press=["slash", *"gpu-a-1", "enter"], terminal_size=SIZE)
+
+
+def test_fleet_faults_only(snap_compare):
+    """`f` hides healthy robots and servers."""
+    assert snap_compare(make_app(), press=["f"], terminal_size=SIZE)
+
+
+def test_fleet_read_only(snap_compare):
+    """--read-only: READ-ONLY badge, no drain/reset in the footer."""
+    assert snap_compare(make_app(read_only=True), terminal_size=SIZE)
+
+
+def test_robot_detail(snap_compare):
+    """Enter on a robot: state history, RTT sparkline, audit tail (markup in wire text shown verbatim)."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-04")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_server_detail(snap_compare):
+    """Enter on a server: sessions, capacity inputs, metrics, audit tail."""
+
+    async def before(pilot):
+        await _select(pilot, "servers", "gpu-a-0")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_drain_confirmation(snap_compare):
+    """`d` on a server names it, the sessions that will move and the replicas with room."""
+
+    async def before(pilot):
+        await _select(pilot, "servers", "gpu-a-1")
+        await pilot.press("d")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_reset_confirmation(snap_compare):
+    """`r` on a robot names it, its episode and its session."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-03")
+        await pilot.press("r")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_disconnected_router(snap_compare):
+    """Router lost: header DISCONNECTED, data age grows, robots keep their last state; arm-09 (gone before) stays GONE."""
+    app = make_app()
+
+    async def before(pilot):
+        store = pilot.app.store
+        store.set_connection("connected")
+        for r in store.snapshot().robots:  # the router going away deletes every token we were watching (again for arm-09)
+            store.on_robot_alive(r.robot_id, False, (r.model_id, r.revision, r.service))
+        store.set_connection("disconnected")
+        pilot.app.source.clock.advance(12.0)
+        pilot.app.tick()
+        await pilot.pause()
+
+    assert snap_compare(app, run_before=before, terminal_size=SIZE)
