@@ -53,7 +53,7 @@ class Robot:
         if replica is None:
             replica = self.statuses()[0].replica
         req = SessionOpen(self.uuid, list(SIM_ARM_ACTION_NAMES if action_names is None else action_names),
-                          default_features() if features is None else features, rtc=RtcSettings(enabled=rtc), fps=30.0, **kw)
+                          default_features() if features is None else features, rtc=RtcSettings(enabled=rtc), **{"fps": 30.0, **kw})
         return self.open_raw(replica, encode(req), timeout)
 
     def open_raw(self, replica: str, payload: bytes, timeout: float = 5.0) -> SessionAck:
@@ -65,13 +65,13 @@ class Robot:
         return ack
 
     def send(self, state: np.ndarray, image: np.ndarray | None = None, *, seq: int | None = None, episode_start: bool = False,
-             schema: int = SCHEMA_VERSION, prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0) -> int:
+             schema: int = SCHEMA_VERSION, prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0, quality: int = 90) -> int:
         self.seq = self.seq + 1 if seq is None else seq
         img = np.full((96, 128, 3), 100, np.uint8) if image is None else image
         msg = ObservationMsg({"observation.state": np.asarray(state, np.float32)}, {"observation.images.front": img},
                              episode_start=episode_start, inference_delay_steps=delay,
                              prefix_model=None if prefix is None else prefix[0], prefix_robot=None if prefix is None else prefix[1])
-        self.send_raw(encode_observation(msg, 90), Header(schema, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
+        self.send_raw(encode_observation(msg, quality), Header(schema, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
         return self.seq
 
     def send_raw(self, payload: bytes, attachment: bytes | None) -> None:
