@@ -1,0 +1,82 @@
+"""The real `lerobot-rollout --inference.type=remote` CLI against a real `lerobot-policy-server` process.
+
+One rollout rides through: streaming -> server kill -9 -> restart (same model, resumes) -> kill -9 ->
+restart with ANOTHER model at the same path -> DEAD -> clean stop before --duration.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from support.policies import save_tiny_act
+from support.procs import VENV_BIN, Proc
+
+pytestmark = pytest.mark.slow
+MAX_AGE = 1.5
+
+
+def start_server(model: Path, endpoint: str) -> Proc:
+    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", "--default_task=pick",
+              f"--zenoh.connect_endpoints=[{endpoint}]", "--health_port=0"], name="server", max_seconds=240)
+    p.wait_for("Policy server up", timeout=120)
+    return p
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def test_cli_rollout_executes_server_actions_and_survives_chaos(router, tmp_path):
+    model = tmp_path / "act"
+    save_tiny_act(model, seed=1)
+    server = start_server(model, router.endpoint)
+    rec = tmp_path / "cmds.jsonl"
+    rollout = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
+                    f"--robot.record_path={rec}", f"--policy.path={model}", "--task=pick", "--duration=120", "--fps=30",
+                    f"--inference.connect_endpoint={router.endpoint}", f"--inference.max_action_age_s={MAX_AGE}",
+                    "--inference.max_offline_s=60", "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1",
+                    "--return_to_initial_position=false"], name="rollout", max_seconds=200)
+    try:
+        first = rollout.wait_for("Session ", timeout=90)
+        rollout.wait_for("executing session_id=", timeout=30)
+        time.sleep(1.0)
+        n_before = len(records(rec))
+        assert n_before > 5
+
+        # 1) kill -9 mid-episode: robot rides its buffer, never executes stale actions, is not failed
+        server.signal_program(signal.SIGKILL)
+        server.wait(10)
+        time.sleep(3.0)
+        assert rollout.popen.poll() is None, rollout.output()[-3000:]
+        server = start_server(model, router.endpoint)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and rollout.output().count("Link state: STREAMING") < 2:
+            time.sleep(0.2)
+        assert rollout.output().count("Link state: STREAMING") >= 2, rollout.output()[-3000:]
+        assert "RECONNECTING" in rollout.output()
+        sessions = {r["provenance"]["session_id"] for r in records(rec) if r["provenance"]}
+        assert len(sessions) >= 2, "did not resume on a new session after the restart"
+
+        # 2) server restarted with another model at the same path: DEAD, clean stop
+        server.signal_program(signal.SIGKILL)
+        server.wait(10)
+        save_tiny_act(model, seed=2)  # same path and shape, different weights: another checkpoint
+        server = start_server(model, router.endpoint)
+        rc = rollout.wait(90)
+        out = rollout.output()
+        assert rc == 0, out[-3000:]
+        assert "DEAD" in out and "different model" in out
+        assert "Rollout finished" in out
+    finally:
+        rollout.stop()
+        server.stop()
+
+    recs = records(rec)
+    executed = [r for r in recs if r["provenance"]]
+    assert executed and len(executed) == len(recs), "an action without server provenance reached the motors"
+    assert max(r["provenance"]["source_age_s"] for r in executed) <= MAX_AGE
+    assert first
