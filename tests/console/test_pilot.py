@@ -1,0 +1,150 @@
+"""Pilot tests of console behaviour against the fake fleet: keys, actions, cursor stability, read-only."""
+
+from __future__ import annotations
+
+from fleet_helpers import make_app, screen_text, sync
+
+from lerobot_fleet.screens import ConfirmScreen, FleetScreen, RobotDetailScreen
+from lerobot_fleet.widgets import KeyedTable
+from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+SIZE = (140, 42)
+ACT = ("lerobot/act_pick_place", "main", "pick up the cube")
+
+
+async def _wait_result(pilot, prefix: str) -> str:
+    for _ in range(100):
+        await pilot.pause(0.02)
+        text = pilot.app.last_result[0]
+        if text.startswith(prefix) and "waiting" not in text:
+            return text
+    raise AssertionError(f"no result starting with {prefix!r}; last: {pilot.app.last_result}")
+
+
+@sync
+async def test_drain_confirmed_calls_source_and_shows_result():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        servers = app.screen.query_one("#servers", KeyedTable)
+        servers.focus()
+        servers.select_key("gpu-a-1")
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        text = await _wait_result(pilot, "drain gpu-a-1")
+        assert text.startswith("drain gpu-a-1: ok"), text
+        assert "3 session(s) affected" in text
+        assert app.source.actions == [("drain", "gpu-a-1")]
+        assert app.store.snapshot().server("gpu-a-1").health == "draining"
+        assert "drain gpu-a-1: ok" in screen_text(app)
+
+
+@sync
+async def test_cancel_does_nothing():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        robots = app.screen.query_one("#robots", KeyedTable)
+        robots.select_key("arm-03")
+        await pilot.press("r")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.source.actions == []
+
+
+@sync
+async def test_reset_from_detail_screen_advances_episode():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        robots = app.screen.query_one("#robots", KeyedTable)
+        robots.select_key("arm-03")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, RobotDetailScreen) and app.screen.robot_id == "arm-03"
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        text = await _wait_result(pilot, "reset arm-03")
+        assert "episode now 5" in text
+        assert app.store.snapshot().robot("arm-03").episode_id == 5
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+
+
+@sync
+async def test_read_only_hides_and_disables_actions():
+    app = make_app(read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        app.screen.query_one("#robots", KeyedTable).select_key("arm-03")
+        await pilot.press("r")
+        await pilot.pause()
+        app.screen.query_one("#servers", KeyedTable).focus()
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.source.actions == []
+        text = screen_text(app)
+        assert "READ-ONLY" in text and "Drain server" not in text and "Reset episode" not in text
+
+
+@sync
+async def test_cursor_stays_on_robot_when_order_changes():
+    """The row under the cursor is the robot the next keystroke acts on: it must follow the robot."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        robots = app.screen.query_one("#robots", KeyedTable)
+        robots.select_key("towel-2")
+        await pilot.pause()
+        index_before = robots.cursor_row
+        # towel-3 and towel-4 collapse to DEAD: both jump above towel-2 in the severity order
+        for rid in ("towel-3", "towel-4"):
+            app.store.on_telemetry(RobotTelemetry(client_uuid=rid, state="DEAD"), ACT)
+        app.tick()
+        await pilot.pause()
+        assert robots.selected_key == "towel-2"
+        assert robots.cursor_row != index_before
+        await pilot.press("o")  # re-sort by robot id
+        await pilot.pause()
+        assert robots.selected_key == "towel-2"
+
+
+@sync
+async def test_filter_inverse_and_faults_only():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("slash", *"!towel", "enter")
+        await pilot.pause()
+        robots = app.screen.query_one("#robots", KeyedTable)
+        keys = [k for k in robots._order]
+        assert keys and not any(k.startswith("towel") for k in keys)
+        await pilot.press("escape")
+        await pilot.press("f")
+        await pilot.pause()
+        assert set(robots._order) == {"arm-07", "arm-09", "arm-04", "arm-05", "arm-03", "arm-10"}
+
+
+@sync
+async def test_wire_text_is_never_markup():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        robots = app.screen.query_one("#robots", KeyedTable)
+        cell = robots.get_cell("arm-04", "outcome")
+        assert cell.plain.startswith("[bold]bad_request[/bold]")
+
+
+@sync
+async def test_gone_robot_is_kept_and_marked():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        app.store.set_connection("connected")
+        app.source.clock.advance(0.5)
+        app.store.on_robot_alive("arm-02", False, ACT)
+        app.tick()
+        await pilot.pause()
+        robots = app.screen.query_one("#robots", KeyedTable)
+        assert robots.get_cell("arm-02", "state").plain == "GONE"
