@@ -1,0 +1,121 @@
+"""Fairness, newest-wins and liveliness GC with a fixed-time stub model over the real router."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from lerobot_policy_remote.server.backend import StubBackend
+from lerobot_policy_remote.server.scheduler import RoundRobin
+from lerobot_policy_remote.server.sessions import Mail, Mailbox, Registry, Session
+from lerobot_policy_remote.wire.messages import ActionChunkMsg
+from support.policies import SIM_ARM_ACTION_NAMES
+
+
+def _session(cid: str) -> Session:
+    return Session(cid, cid, None, None, 1)
+
+
+def test_round_robin_ring_is_fair_and_never_starves():
+    reg, rr = Registry(), RoundRobin()
+    sessions = [_session(f"c{i}") for i in range(4)]
+    for s in sessions:
+        reg.add(s)
+    served: list[str] = []
+    for _ in range(40):
+        for s in sessions:  # every session always has work (saturated)
+            s.mailbox.deposit(Mail(b"x", None, 0.0))
+        [pick] = rr.select(reg.ready_in_ring_order())
+        pick.mailbox.take()
+        reg.served(pick)
+        served.append(pick.client_uuid)
+    counts = {c: served.count(c) for c in set(served)}
+    assert counts == {f"c{i}": 10 for i in range(4)}
+    reg.remove("c1")  # removal keeps the ring consistent
+    assert [s.client_uuid for s in reg.ready_in_ring_order()] and "c1" not in {s.client_uuid for s in reg.ready_in_ring_order()}
+
+
+def test_mailbox_newest_wins_and_counts_superseded():
+    mb = Mailbox()
+    assert not mb.deposit(Mail(b"1", None, 0.0))
+    assert mb.deposit(Mail(b"2", None, 0.0)) and mb.deposit(Mail(b"3", None, 0.0))
+    mail, sup = mb.take()
+    assert mail.payload == b"3" and sup == 2 and mb.superseded_total == 2
+    assert mb.take() == (None, 0)
+
+
+def test_fairness_each_busy_session_gets_one_nth(server_factory, robots):
+    """N saturating robots (always one request in flight): counts differ by at most one cycle."""
+    n, t_inf = 4, 0.03
+    server = server_factory("stub", backend=StubBackend(t_inf, SIM_ARM_ACTION_NAMES))
+    fleet = robots(server, n)
+    for r in fleet:
+        assert r.open(server.replica).ok
+    stop = threading.Event()
+    counts = [0] * n
+
+    def saturate(i: int) -> None:
+        r = fleet[i]
+        while not stop.is_set():
+            r.send(np.full(6, float(i)))  # a new observation arrives before the previous chunk is back
+            r.send(np.full(6, float(i)))
+            try:
+                r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == r.seq, 10)
+            except Exception:
+                continue
+
+    threads = [threading.Thread(target=saturate, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(2.5)
+    stop.set()
+    for t in threads:
+        t.join(15)
+    for i, r in enumerate(fleet):
+        counts[i] = next(s for s in server.registry.all() if s.client_uuid == r.uuid).requests
+    total = sum(counts)
+    assert total >= 20, counts
+    assert max(counts) - min(counts) <= 2, counts  # within one inference of 1/N (plus the one in flight at stop)
+
+
+def test_newest_wins_stub_reports_superseded(server_factory, robots):
+    server = server_factory("stub", backend=StubBackend(0.2, SIM_ARM_ACTION_NAMES))
+    [r] = robots(server, 1)
+    assert r.open(server.replica).ok
+    first = r.send(np.zeros(6))
+    time.sleep(0.05)  # the worker is now busy with `first`
+    for v in range(1, 6):
+        r.send(np.full(6, float(v)))
+    _, c1 = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == first, 10)
+    h2, c2 = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 10)
+    assert h2.seq_id == r.seq  # the newest observation won
+    np.testing.assert_allclose(c2.chunk_robot[0], np.full(6, 5.0))
+    assert c2.superseded_seqs == 4
+
+
+def test_session_collected_after_grace_not_when_paused(server_factory, robots):
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES), session_grace_s=1.0)
+    paused, leaving = robots(server, 2)
+    assert paused.open(server.replica).ok and leaving.open(server.replica).ok
+    leaving.drop_token()
+    time.sleep(0.5)
+    assert server.registry.get(leaving.uuid) is not None  # still within the grace period
+    deadline = time.monotonic() + 10
+    while server.registry.get(leaving.uuid) is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert server.registry.get(leaving.uuid) is None
+    time.sleep(1.5)  # the paused robot sent nothing for longer than the grace period, but is alive
+    assert server.registry.get(paused.uuid) is not None
+    assert paused.request(np.ones(6), timeout=10).chunk_robot.shape == (10, 6)
+
+
+def test_server_full_and_reopen_replaces(server_factory, robots):
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2))
+    a, b, c = robots(server, 3)
+    assert a.open(server.replica).ok and b.open(server.replica).ok
+    ack = c.open(server.replica)
+    assert not ack.ok and ack.code == "server_full" and ack.message == "server full: 2/2 sessions active"
+    again = a.open(server.replica)  # same client re-opens: replaces, never "full"
+    assert again.ok and server.registry.count() == 2
