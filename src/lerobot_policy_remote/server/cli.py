@@ -79,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lerobot-policy-server: error: {exc}", file=sys.stderr, flush=True)
         server.stop()
         return 2
+    except Exception as exc:  # e.g. warm-up failed: the model cannot run with this manifest
+        logging.getLogger("lerobot.policy_server").exception("startup failed")
+        print(f"lerobot-policy-server: error: startup failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        server.stop()
+        return 1
     try:
         while not server.wait(0.5):
             pass

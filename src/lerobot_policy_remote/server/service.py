@@ -204,9 +204,12 @@ class PolicyServer:
                 pass
         self._decls.clear()
         self._drop_token()
-        for s in self.registry.all():
+        sessions = self.registry.all()
+        for s in sessions:
             self._close(s, "shutdown")
         if self.z is not None:
+            if sessions:
+                time.sleep(0.2)  # let the last chunks/events leave before the transport closes
             try:
                 self.z.close()
             except Exception:
