@@ -157,6 +157,9 @@ class RemoteInferenceEngine(InferenceEngine):
         self._tele_seq = 0
         self._last_exec_key: tuple[str, int] | None = None
         self._rtt_ms: collections.deque[float] = collections.deque(maxlen=64)
+        # The request clock (send stamp, RTT, delay statistic). A seam so the golden parity test can
+        # drive the merge with a fixed latency, exactly like lerobot's engine measures inference time.
+        self._now_ns = time.monotonic_ns
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -171,8 +174,11 @@ class RemoteInferenceEngine(InferenceEngine):
     def state(self) -> LinkState:
         return self.link.snapshot()[0]
 
-    def start(self, wait_first_handshake: bool = True) -> None:
-        """Open our Zenoh session and do the first handshake before the robot moves (fail fast)."""
+    def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:
+        """Open our Zenoh session and do the first handshake before the robot moves (fail fast).
+
+        `worker=False` leaves the network worker unstarted so a test can step send/merge by hand.
+        """
         self._stop.clear()
         self._session = self._session_factory()
         s = self._session
@@ -192,8 +198,9 @@ class RemoteInferenceEngine(InferenceEngine):
                         self._close_session()
                         raise RuntimeError(f"Remote inference could not start: {exc}") from None
                     time.sleep(0.2)
-        self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
-        self._thread.start()
+        if worker:
+            self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
+            self._thread.start()
         logger.info("Remote inference started: robot %s -> %s (replica %s, session %s)", self.client_uuid, self.keys.base, self.replica, self.session_id)
 
     def stop(self) -> None:
@@ -480,7 +487,7 @@ class RemoteInferenceEngine(InferenceEngine):
             logger.error("Could not encode the observation: %s", exc)
             return
         self._seq += 1
-        mono = time.monotonic_ns()
+        mono = self._now_ns()
         header = Header(SCHEMA_VERSION, MsgType.OBS, self._seq, self.episode_id, mono, self.session_epoch)
         self._in_flight = _InFlight(self._seq, mono, t_obs, time.monotonic(), idx_before, self.episode_id, self.session_epoch)
         self._publisher.put(body, attachment=header.pack())
@@ -555,7 +562,7 @@ class RemoteInferenceEngine(InferenceEngine):
             self.counters["bad_chunk"] += 1
             logger.error("Refused a chunk for seq=%d: %s", fl.seq_id, problem)
             return
-        now_ns = time.monotonic_ns()
+        now_ns = self._now_ns()
         rtt = max(0.0, (now_ns - fl.mono_ns) / 1e9)
         new_delay = math.ceil(rtt / self._dt)
         meta = ChunkMeta(self.session_id, fl.seq_id, fl.episode_id, self.replica)

@@ -15,8 +15,14 @@ def save_rtc_toy(
     action_dim: int = 6,
     cameras: dict[str, tuple[int, int]] | None = None,
     chunk_size: int = 20,
+    relative_actions: bool = False,
 ) -> Path:
-    """Build an rtc_toy policy with fixed weights and realistic stats; save it to `path`."""
+    """Build an rtc_toy policy with fixed weights and realistic stats; save it to `path`.
+
+    `relative_actions=True` saves lerobot's Relative/Absolute action steps around the normalizer
+    (gripper excluded), so RTC prefixes must be re-anchored at the current state (the contract the
+    golden parity test checks against lerobot's local engine).
+    """
     from lerobot.configs.types import FeatureType, PolicyFeature
 
     from .configuration_rtc_toy import RtcToyConfig
@@ -36,10 +42,26 @@ def save_rtc_toy(
         "action": {"mean": mean[:action_dim], "std": std[:action_dim]},
     }
     policy = RtcToyPolicy(cfg)
-    pre, post = make_rtc_toy_pre_post_processors(cfg, stats)
+    if relative_actions:
+        pre, post = _relative_pipelines(cfg, stats, SIM_ARM_ACTIONS[:action_dim] if action_dim <= 6 else None)
+    else:
+        pre, post = make_rtc_toy_pre_post_processors(cfg, stats)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(out)
     pre.save_pretrained(out)
     post.save_pretrained(out)
     return out
+
+
+def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
+    """raw -> relative -> normalize -> model -> unnormalize -> absolute (lerobot's OpenPI order)."""
+    from lerobot.processor.factory import make_default_policy_processor_steps, make_policy_processor_pipelines
+    from lerobot.processor.relative_action_processor import AbsoluteActionsProcessorStep, RelativeActionsProcessorStep
+
+    steps = make_default_policy_processor_steps(config, stats)
+    relative = RelativeActionsProcessorStep(enabled=True, exclude_joints=["gripper"], action_names=action_names)
+    return make_policy_processor_pipelines(
+        input_steps=[steps.rename_observations, steps.add_batch_dim, relative, steps.to_device, steps.normalize],
+        output_steps=[steps.unnormalize, AbsoluteActionsProcessorStep(enabled=True, relative_step=relative), steps.to_cpu],
+    )
