@@ -16,14 +16,14 @@ from .model import (
 )
 
 ROBOT_COLUMNS: list[tuple[str, str, int]] = [
-    ("robot", "robot", 14),
+    ("robot", "robot", 16),
     ("state", "state", 12),
     ("stale", "stale s", 7),
     ("queue", "queue s", 7),
     ("rtt", "rtt p50/p95", 11),
     ("delay", "delay", 5),
     ("episode", "ep", 4),
-    ("server", "server", 10),
+    ("server", "server", 14),
     ("sup", "sup%", 5),
     ("errors", "err", 4),
     ("outcome", "last outcome", 20),
@@ -31,7 +31,7 @@ ROBOT_COLUMNS: list[tuple[str, str, int]] = [
 ]
 
 SERVER_COLUMNS: list[tuple[str, str, int]] = [
-    ("replica", "replica", 10),
+    ("replica", "replica", 14),
     ("model", "model", 22),
     ("revision", "rev", 6),
     ("service", "service", 17),

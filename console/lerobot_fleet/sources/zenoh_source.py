@@ -62,10 +62,17 @@ def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatu
         if reply.ok is None:
             continue
         try:
-            p = parse_key(str(reply.ok.key_expr))
-            out.append((decode(ServerStatus, reply.ok.payload.to_bytes()), _ns(p)))
+            status = decode(ServerStatus, reply.ok.payload.to_bytes())
         except WireError:
             continue
+        try:
+            ns = _ns(parse_key(str(reply.ok.key_expr)))
+        except WireError:
+            ns = ("", "", "")
+        if "*" in "".join(ns) or not all(ns):
+            # a replica that replied on the query's wildcard key: its body still names the namespace
+            ns = (status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
+        out.append((status, ns))
     return out
 
 

@@ -1,0 +1,181 @@
+"""The console and the verbs against a live local fleet: a real router, a real `lerobot-policy-server`
+process serving a tiny real ACT, and a real `lerobot-rollout --inference.type=remote` robot (sim_arm).
+
+Order matters (one fleet per module, drain last): status verb -> reset verb -> console in tmux ->
+Pilot-driven reset and drain through the console's Zenoh source.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from fleet_helpers import screen_text, sync
+from support.policies import save_tiny_act
+from support.procs import VENV_BIN, Proc, free_port
+
+from lerobot_fleet.app import FleetConsoleApp
+from lerobot_fleet.model import RobotState
+from lerobot_fleet.sources.zenoh_source import ZenohSource
+from lerobot_fleet.widgets import KeyedTable
+from lerobot_policy_remote.zenoh_config import ZenohSettings
+
+pytestmark = pytest.mark.slow
+ROBOT = "console-arm-1"
+REPLICA = "console-gpu-0"
+FLEET = str(VENV_BIN / "lerobot-fleet")
+
+
+@pytest.fixture(scope="module")
+def fleet(router, tmp_path_factory):
+    model = save_tiny_act(tmp_path_factory.mktemp("console_act") / "act", seed=3)
+    task = f"console pick {uuid.uuid4().hex[:6]}"
+    health = free_port()
+    server = Proc(
+        [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
+         f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={health}", f"--replica_id={REPLICA}"],
+        name="server", max_seconds=400,
+    )
+    rollout = None
+    try:
+        server.wait_for("Policy server up", timeout=150)
+        rollout = Proc(
+            [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
+             f"--policy.path={model}", f"--task={task}", "--duration=300", "--fps=30",
+             f"--inference.connect_endpoint={router.endpoint}", f"--inference.client_uuid={ROBOT}",
+             "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=120",
+             "--return_to_initial_position=false"],
+            name="rollout", max_seconds=400,
+        )
+        rollout.wait_for("executing session_id=", timeout=150)
+        yield {"router": router, "server": server, "rollout": rollout, "health": health}
+    finally:
+        if rollout is not None:
+            rollout.stop()
+        server.stop()
+
+
+def _run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([FLEET, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_status_verb_sees_the_live_fleet(fleet):
+    out = _run("status", "--json", "--router", fleet["router"].endpoint, "--wait", "3")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["connection"] == "connected"
+    robot = next(r for r in data["robots"] if r["robot_id"] == ROBOT)
+    assert robot["state"] in ("STREAMING", "DEGRADED") and robot["replica"] == REPLICA and robot["alive"] is True
+    server = next(s for s in data["servers"] if s["replica"] == REPLICA)
+    assert server["health"] == "ok" and server["active_sessions"] == 1 and ROBOT in server["session_robots"]
+    assert server["metrics_url"].endswith(f":{fleet['health']}/metrics")
+    text = _run("status", "--router", fleet["router"].endpoint, "--wait", "2")
+    assert ROBOT in text.stdout and REPLICA in text.stdout
+
+
+def test_reset_verb_advances_the_episode(fleet):
+    before = json.loads(_run("status", "--json", "--router", fleet["router"].endpoint, "--wait", "2").stdout)
+    ep = next(r for r in before["robots"] if r["robot_id"] == ROBOT)["episode_id"]
+    out = _run("reset", ROBOT, "--json", "--router", fleet["router"].endpoint)
+    assert out.returncode == 0, out.stdout + out.stderr
+    ack = json.loads(out.stdout)
+    assert ack["ok"] is True and ack["episode_id"] == ep + 1
+    fleet["rollout"].wait_for("Operator episode reset applied", timeout=10)
+    missing = _run("reset", "no-such-robot", "--router", fleet["router"].endpoint, "--timeout", "2")
+    assert missing.returncode == 2 and "no robot answered" in missing.stdout
+
+
+def test_console_in_a_real_terminal(fleet, tmp_path):
+    """tmux runs the real `lerobot-fleet console`; we read the screen like an operator would.
+
+    COLUMNS/LINES are unset: when tmux is started from under pytest the pane's shell gets COLUMNS=80,
+    which `shutil.get_terminal_size()` (and so Textual) would prefer over the real 160x45 pane.
+    """
+    tmux = shutil.which("tmux")
+    assert tmux, "tmux is required for the end-to-end console check (apt-get install -y tmux)"
+    name = f"fleet-{uuid.uuid4().hex[:8]}"
+    sock = str(tmp_path / "tmux.sock")
+    subprocess.run([tmux, "-S", sock, "new-session", "-d", "-s", name, "-x", "160", "-y", "45",
+                    f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console --router {fleet['router'].endpoint} --read-only"], check=True, timeout=10)
+    try:
+        screen = ""
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            screen = subprocess.run([tmux, "-S", sock, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10).stdout
+            if ROBOT in screen and REPLICA in screen and " CONNECTED " in screen and "STREAMING" in screen:
+                break
+            time.sleep(0.5)
+        size = subprocess.run([tmux, "-S", sock, "display", "-p", "-t", name, "#{window_width}x#{window_height}"], capture_output=True, text=True, timeout=10).stdout
+        assert ROBOT in screen and REPLICA in screen and " CONNECTED " in screen and "STREAMING" in screen, size + screen
+        assert "READ-ONLY" in screen and "Drain server" not in screen
+        subprocess.run([tmux, "-S", sock, "send-keys", "-t", name, "q"], check=True, timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            alive = subprocess.run([tmux, "-S", sock, "has-session", "-t", name], capture_output=True, timeout=10).returncode == 0
+            if not alive:
+                break
+            time.sleep(0.3)
+        assert not alive, "the console did not quit on q"
+    finally:
+        subprocess.run([tmux, "-S", sock, "kill-server"], capture_output=True, timeout=10)
+
+
+async def _until(pilot, pred, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pilot.app.tick()
+        if pred():
+            return
+        await pilot.pause(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}")
+
+
+@sync
+async def test_console_resets_a_robot_and_drains_the_server(fleet):
+    settings = ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=2000)
+    app = FleetConsoleApp(ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest")
+    async with app.run_test(size=(150, 45)) as pilot:
+        store = app.store
+
+        def robot():
+            return store.snapshot().robot(ROBOT)
+
+        def server():
+            return store.snapshot().server(REPLICA)
+
+        await _until(pilot, lambda: robot() is not None and robot().state is RobotState.STREAMING, 30, "robot streaming")
+        await _until(pilot, lambda: server() is not None and server().requests_per_s is not None, 30, "server metrics scraped")
+        assert server().n_max is not None and server().active_sessions == 1
+        assert store.snapshot().connection == "connected"
+
+        # reset the robot's episode from the fleet screen
+        robots = app.screen.query_one("#robots", KeyedTable)
+        robots.focus()
+        robots.select_key(ROBOT)
+        ep = robot().episode_id
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("y")
+        await _until(pilot, lambda: app.last_result[0].startswith(f"reset {ROBOT}: ok"), 15, "reset acknowledged")
+        assert f"episode now {ep + 1}" in app.last_result[0]
+        await _until(pilot, lambda: robot().episode_id == ep + 1, 10, "telemetry shows the new episode")
+
+        # drain the server: it finishes, tells the robot to move, and exits
+        servers = app.screen.query_one("#servers", KeyedTable)
+        servers.focus()
+        servers.select_key(REPLICA)
+        await pilot.press("d")
+        await pilot.pause()
+        assert ROBOT in screen_text(app)  # the dialog names the session that will move
+        await pilot.press("y")
+        await _until(pilot, lambda: app.last_result[0].startswith(f"drain {REPLICA}: ok"), 15, "drain acknowledged")
+        assert "1 session(s) affected" in app.last_result[0]
+        assert fleet["server"].wait(60) == 0, fleet["server"].output()[-2000:]
+        await _until(pilot, lambda: server().health == "gone", 20, "server marked gone")
+        await _until(pilot, lambda: robot().state is not RobotState.STREAMING, 20, "robot left STREAMING")
+        assert "gone" in screen_text(app)
