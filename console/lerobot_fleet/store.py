@@ -32,6 +32,7 @@ Namespace = tuple[str, str, str]  # (model_id, revision, service), decoded
 METRIC_PREFIX = "lerobot_policy_server_"
 STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
+LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
 DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
@@ -276,7 +277,7 @@ class FleetStore:
         if alive is not False or gone_at is None:
             return False
         if self._connection != "connected":
-            return self._link_down_at is None or gone_at < self._link_down_at - 1.0
+            return self._link_down_at is None or gone_at < self._link_down_at - LINK_LOSS_MARGIN_S
         if self._link_up_at is None or gone_at > self._link_up_at:
             return True
         return now - self._link_up_at > RECONNECT_GRACE_S
