@@ -48,12 +48,15 @@ SERVER_COLUMNS: list[tuple[str, str, int]] = [
 AGE_STYLES = ((60.0, "bold red"), (10.0, "red"), (3.0, "yellow"))
 
 
-def _t(value: object, style: str = "") -> Text:
-    """Wire text -> a Text cell, never parsed as markup; control characters are made visible."""
+Cell = tuple[str, str]  # (plain text, rich style): joined into one Text line by KeyedTable, never markup
+
+
+def _t(value: object, style: str = "") -> Cell:
+    """Wire text -> a cell; control characters are made visible (they would break the line)."""
     s = str(value)
-    if any(ord(ch) < 32 for ch in s):
-        s = "".join(ch if ord(ch) >= 32 else "?" for ch in s)
-    return Text(s, style=style, no_wrap=True, overflow="ellipsis")
+    if not s.isprintable():
+        s = "".join(ch if ch.isprintable() else "?" for ch in s)
+    return (s, style)
 
 
 def age_style(age: float | None) -> str:
@@ -65,7 +68,7 @@ def age_style(age: float | None) -> str:
     return ""
 
 
-def robot_cells(r: RobotRow) -> tuple[Text, ...]:
+def robot_cells(r: RobotRow) -> tuple[Cell, ...]:
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)}"
     sup = r.superseded_pct
     stale_style = "red" if (r.staleness_s or 0) >= 1.0 else ""
@@ -85,7 +88,7 @@ def robot_cells(r: RobotRow) -> tuple[Text, ...]:
     )
 
 
-def server_cells(s: ServerRow) -> tuple[Text, ...]:
+def server_cells(s: ServerRow) -> tuple[Cell, ...]:
     sessions = f"{s.active_sessions}/{s.max_sessions}" if s.max_sessions else f"{s.active_sessions}/—"
     room_style = "red" if s.headroom is not None and s.headroom < 0 else ("yellow" if s.headroom == 0 else "")
     return (

@@ -133,8 +133,8 @@ async def test_wire_text_is_never_markup():
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        cell = robots.get_cell("arm-04", "outcome")
-        assert cell.plain.startswith("[bold]bad_request[/bold]")
+        assert robots.get_column_text("arm-04", "outcome").startswith("[bold]bad_request[/bold]")
+        assert "[bold]bad_request[/" in robots.get_cell("arm-04", "line").plain  # rendered text, not markup
 
 
 @sync
@@ -147,4 +147,4 @@ async def test_gone_robot_is_kept_and_marked():
         app.tick()
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        assert robots.get_cell("arm-02", "state").plain == "GONE"
+        assert robots.get_column_text("arm-02", "state") == "GONE"
