@@ -6,7 +6,6 @@ it received, so tests can prove which server chunk drove the motors.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict, dataclass
 
 
@@ -22,16 +21,25 @@ class Provenance:
         return asdict(self)
 
 
-_lock = threading.Lock()
-_latest: Provenance | None = None
+# One module global, replaced (never mutated) by a single assignment: atomic under the GIL, so the
+# control thread publishes without a lock or an allocation beyond the tuple.
+_latest: Provenance | tuple | None = None
 
 
 def publish(p: Provenance | None) -> None:
     global _latest
-    with _lock:
-        _latest = p
+    _latest = p
+
+
+def publish_meta(meta, age_s: float) -> None:
+    """Hot path: stash the chunk metadata (session_id, seq_id, episode_id, replica) + age; built lazily."""
+    global _latest
+    _latest = (meta, age_s)
 
 
 def latest() -> Provenance | None:
-    with _lock:
-        return _latest
+    p = _latest
+    if isinstance(p, tuple):
+        meta, age = p
+        return Provenance(meta.session_id, meta.seq_id, meta.episode_id, meta.replica, age)
+    return p

@@ -28,20 +28,34 @@ class ChunkMeta:
 
 
 class StampedActionQueue(ActionQueue):
+    """Stock queue tensors (RTC prefixes, parity) + per-row views prepared for a cheap `pop_fresh`.
+
+    Why the row list: every torch call drops and re-takes the GIL, so a control thread that indexes
+    and clones a tensor per tick queues behind the network worker (p99 in the hundreds of us). Rows
+    are cut once per merge on the worker (one clone of the chunk, then `unbind`, so a caller that
+    mutates its action cannot touch the queue), and `pop_fresh` does no torch work at all. The new
+    tensors are built outside the lock; the swap under it retries if the robot consumed meanwhile.
+    """
+
     def __init__(self, cfg: RTCConfig) -> None:
         super().__init__(cfg)
-        self.src_t = np.zeros(0, dtype=np.float64)  # monotonic time of each action's source observation
+        self.rows: list[torch.Tensor] = []  # aligned with self.queue
+        self.src: list[float] = []  # monotonic time of each action's source observation, aligned too
         self.meta: list[ChunkMeta] = []
         self.stale_dropped = 0
         self.last_trim = 0
+
+    @property
+    def src_t(self) -> np.ndarray:
+        with self.lock:
+            return np.asarray(self.src, dtype=np.float64)
 
     def clear(self) -> None:
         with self.lock:
             self.queue = None
             self.original_queue = None
             self.last_index = 0
-            self.src_t = np.zeros(0, dtype=np.float64)
-            self.meta = []
+            self.rows, self.src, self.meta = [], [], []
 
     def merge_stamped(
         self,
@@ -54,51 +68,59 @@ class StampedActionQueue(ActionQueue):
     ) -> int:
         """Merge a chunk; returns the number of leading steps trimmed (replace mode)."""
         n = len(processed)
-        with self.lock:
+        while True:
+            with self.lock:
+                li, q, oq = self.last_index, self.queue, self.original_queue
+                rows, src, metas = self.rows, self.src, self.meta
             if self.cfg.enabled:
-                consumed = max(0, self.last_index - idx_before) if idx_before is not None else max(0, real_delay)
+                consumed = max(0, li - idx_before) if idx_before is not None else max(0, real_delay)
                 delay = max(0, min(int(real_delay), consumed, n))
-                self._replace_actions_queue(original, processed, delay)
-                self.src_t = np.full(n - delay, src_t, dtype=np.float64)
-                self.meta = [meta] * (n - delay)
+                new_o, new_q = original[delay:].clone(), processed[delay:].clone()
+                new = (new_o, new_q, list(new_q.clone().unbind(0)), [src_t] * (n - delay), [meta] * (n - delay))
+            else:
+                delay = 0
+                added = processed.clone()
+                if q is None:
+                    new = (original.clone(), added, list(added.clone().unbind(0)), [src_t] * n, [meta] * n)
+                else:
+                    new = (torch.cat([oq, original.clone()])[li:], torch.cat([q, added])[li:],
+                           rows[li:] + list(added.clone().unbind(0)), src[li:] + [src_t] * n, metas[li:] + [meta] * n)
+            with self.lock:
+                if self.last_index != li or self.queue is not q:
+                    continue  # the robot consumed (or a reset cleared) while we built: redo with the new index
+                self.original_queue, self.queue, self.rows, self.src, self.meta = new
+                self.last_index = 0
                 self.last_trim = delay
                 return delay
-            keep = self.last_index if self.src_t.size else 0
-            self._append_actions_queue(original, processed)
-            self.src_t = np.concatenate([self.src_t[keep:], np.full(n, src_t, dtype=np.float64)])
-            self.meta = self.meta[keep:] + [meta] * n
-            self.last_trim = 0
-            return 0
 
     def pop_fresh(self, now: float, max_age_s: float) -> tuple[torch.Tensor, float, ChunkMeta] | None:
-        """Next action whose source observation is younger than `max_age_s`; older ones are dropped."""
+        """Next action whose source observation is younger than `max_age_s`; older ones are dropped.
+
+        Control thread, every tick: list indexing only (no torch call, no allocation but the tuple).
+        """
         with self.lock:
-            if self.queue is None:
-                return None
-            n = len(self.queue)
-            while self.last_index < n and now - self.src_t[self.last_index] > max_age_s:
-                self.last_index += 1
+            src = self.src
+            i, n = self.last_index, len(src)
+            while i < n and now - src[i] > max_age_s:
+                i += 1
                 self.stale_dropped += 1
-            if self.last_index >= n:
+            if i >= n:
+                self.last_index = i
                 return None
-            i = self.last_index
-            self.last_index += 1
-            return self.queue[i].clone(), float(self.src_t[i]), self.meta[i]
+            self.last_index = i + 1
+            return self.rows[i], src[i], self.meta[i]
 
     def fresh_count(self, now: float, max_age_s: float) -> int:
         """Unconsumed actions that are still young enough to execute."""
         with self.lock:
-            if self.queue is None:
-                return 0
-            rest = self.src_t[self.last_index :]
-            return int(np.count_nonzero(now - rest <= max_age_s))
+            return sum(1 for t in self.src[self.last_index :] if now - t <= max_age_s)
 
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""
         with self.lock:
-            if self.queue is None or self.last_index >= len(self.src_t):
+            if self.last_index >= len(self.src):
                 return 0.0
-            return float(now - self.src_t[self.last_index])
+            return float(now - self.src[self.last_index])
 
 
 class WindowedLatency(LatencyTracker):

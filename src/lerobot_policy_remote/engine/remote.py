@@ -108,6 +108,7 @@ class RemoteInferenceEngine(InferenceEngine):
             execution_horizon=config.rtc.execution_horizon,
         )
         self.queue = StampedActionQueue(queue_cfg)
+        self._max_age_s = float(config.max_action_age_s)
         self.latency = WindowedLatency(maxlen=config.latency_window)
         self.link = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
 
@@ -245,15 +246,21 @@ class RemoteInferenceEngine(InferenceEngine):
             self._obs_version += 1
 
     def get_action(self, obs_frame: dict | None = None) -> torch.Tensor | None:
+        """Control thread, every tick: no I/O, no logging, no torch call on the streaming path.
+
+        The returned tensor is a row prepared at merge time (independent of the queue): see
+        StampedActionQueue. Provenance is logged by the worker from `_executed`.
+        """
         now = time.monotonic()
-        item = self.queue.pop_fresh(now, self.cfg.max_action_age_s)
+        item = self.queue.pop_fresh(now, self._max_age_s)
         if item is not None:
             action, src_t, meta = item
             self._last_action = action
             self._streaming_began = True
             self.executed_count += 1
-            self._executed.append((meta, now - src_t))
-            provenance.publish(provenance.Provenance(meta.session_id, meta.seq_id, meta.episode_id, meta.replica, now - src_t))
+            age = now - src_t
+            self._executed.append((meta, age))
+            provenance.publish_meta(meta, age)
             return action
         provenance.publish(None)
         # Queue dry or only stale actions left: STALLED (the worker publishes the change).
