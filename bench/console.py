@@ -190,6 +190,7 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float) -> 
         "console_cpu_pct_of_one_core": round(100 * cpu / wall, 1),
         "samples_per_s": round(received / wall),
         "dropped": app.store.dropped,
+        "coalesced": source.coalesced,
         "refresh_ms": {"p50": round(1000 * statistics.median(ticks), 1), "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
                        "max": round(1000 * max(ticks), 1), "n": len(ticks)},
         "tick_only_ms_p50": round(1000 * statistics.median(app.tick_times[-len(ticks):]), 1),

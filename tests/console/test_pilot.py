@@ -148,3 +148,24 @@ async def test_gone_robot_is_kept_and_marked():
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-02", "state") == "GONE"
+
+
+@sync
+async def test_offscreen_rows_are_current_once_scrolled_into_view():
+    """Only rows near the viewport are re-rendered per tick; scrolling brings the others up to date."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        ns = ("m", "main", "t")
+        for i in range(300):
+            app.store.on_telemetry(RobotTelemetry(client_uuid=f"zz-{i:03d}", state="STREAMING", episode_id=1), ns)
+        app.tick()
+        await pilot.pause()
+        robots = app.screen.query_one("#robots", KeyedTable)
+        app.store.on_telemetry(RobotTelemetry(client_uuid="zz-299", state="STREAMING", episode_id=77), ns)
+        app.tick()
+        await pilot.pause()
+        assert robots.get_column_text("zz-299", "episode") == "1"  # far below the viewport: not re-rendered yet
+        robots.select_key("zz-299")  # moves the cursor there and scrolls
+        await pilot.pause()
+        assert robots.get_column_text("zz-299", "episode") == "77"
+        assert "zz-299" in screen_text(app) and " 77 " in screen_text(app)

@@ -138,6 +138,8 @@ class ZenohSource:
         self._metrics_urls: dict[str, str] = {}
         self._lock = threading.Lock()
         self.received = 0
+        self.coalesced = 0
+        self._keys: dict[str, ParsedKey] = {}
 
     # ------------------------------------------------------------ lifecycle
 
@@ -217,6 +219,8 @@ class ZenohSource:
     # ------------------------------------------------------------ workers
 
     def _decode_loop(self) -> None:
+        """Drain the inbox in batches. Telemetry is state, not events: when we fall behind, only the
+        newest sample per robot key in a batch is decoded (counted in `coalesced`)."""
         store = self._store
         assert store is not None
         inbox = self._inbox
@@ -224,16 +228,36 @@ class ZenohSource:
             if not inbox:
                 self._stop.wait(0.05)
                 continue
-            while inbox:
+            latest: dict[str, bytes | None] = {}
+            for _ in range(len(inbox)):
                 kind, key, payload = inbox.popleft()
                 self.received += 1
-                try:
-                    self._apply(store, kind, key, payload)
-                except WireError as exc:
-                    store.note(f"bad {kind} on {key}: {exc}"[:200])
+                if kind == "telemetry":
+                    if key in latest:
+                        self.coalesced += 1
+                    latest[key] = payload
+                    continue
+                self._safe_apply(store, kind, key, payload)
+            for key, payload in latest.items():
+                self._safe_apply(store, "telemetry", key, payload)
+
+    def _safe_apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
+        try:
+            self._apply(store, kind, key, payload)
+        except WireError as exc:
+            store.note(f"bad {kind} on {key}: {exc}"[:200])
+
+    def _parse(self, key: str) -> ParsedKey:
+        p = self._keys.get(key)
+        if p is None:
+            p = parse_key(key)  # raises WireError for a key outside our tree; not cached
+            if len(self._keys) > 20_000:
+                self._keys.clear()
+            self._keys[key] = p
+        return p
 
     def _apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
-        p = parse_key(key)
+        p = self._parse(key)
         ns = _ns(p)
         if kind in ("alive+", "alive-"):
             alive = kind == "alive+"
