@@ -137,6 +137,7 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float) -> 
     sys.path.insert(0, str(ROOT / "console"))
     from lerobot_fleet.app import FleetConsoleApp
     from lerobot_fleet.sources.zenoh_source import ZenohSource
+
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 
     source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=2.0)

@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--replay", default=None, metavar="FILE.jsonl", help="replay a recorded fleet instead of connecting (read-only)")
     console.add_argument("--replay-speed", type=float, default=1.0, help="replay pace multiplier (0 loads everything at once)")
     console.add_argument("--fake", action="store_true", help="show a built-in fake fleet (demo, no router needed)")
+    console.add_argument("--record", default=None, metavar="FILE.jsonl", help="also write what the console sees to a replay file")
 
     status = sub.add_parser("status", help="print the fleet once (text or --json) and exit")
     _add_connect(status)
@@ -81,9 +82,9 @@ def _run_console(args: argparse.Namespace) -> int:
     from .sources.zenoh_source import operator_name
 
     if args.fake:
-        from .sources.fake import FakeSource
-
         import time
+
+        from .sources.fake import FakeSource
 
         source = FakeSource(clock=time.monotonic, live=True)
         clock = source.clock
@@ -95,7 +96,7 @@ def _run_console(args: argparse.Namespace) -> int:
     else:
         from .sources.zenoh_source import ZenohSource
 
-        app = FleetConsoleApp(ZenohSource(_settings(args)), read_only=args.read_only, refresh_s=args.refresh, operator=f"{operator_name()} via lerobot-fleet console")
+        app = FleetConsoleApp(ZenohSource(_settings(args), record_path=args.record), read_only=args.read_only, refresh_s=args.refresh, operator=f"{operator_name()} via lerobot-fleet console")
     app.run()
     return 0
 

@@ -24,7 +24,7 @@ from .model import (
     sort_servers,
     sparkline,
 )
-from .render import ROBOT_COLUMNS, SERVER_COLUMNS, _t, header_text, robot_cells, server_cells
+from .render import ROBOT_COLUMNS, SERVER_COLUMNS, header_text, robot_cells, server_cells
 from .widgets import KeyedTable
 
 if TYPE_CHECKING:

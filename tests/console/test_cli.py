@@ -46,3 +46,14 @@ def test_console_help_is_instant():
     for verb in ("status", "drain", "reset"):
         out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), verb, "--help"], capture_output=True, text=True, timeout=60, check=True)
         assert "--router" in out.stdout
+
+
+def test_model_store_and_sources_never_import_textual():
+    """Layering (as harlequin's import-linter contract): data code is usable without the TUI."""
+    code = (
+        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.verbs, lerobot_fleet.sources.zenoh_source, "
+        "lerobot_fleet.sources.fake, lerobot_fleet.sources.replay, lerobot_fleet.sources.prometheus; "
+        "print('TEXTUAL', 'textual' in sys.modules)"
+    )
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert "TEXTUAL False" in out.stdout

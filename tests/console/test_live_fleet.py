@@ -12,17 +12,16 @@ import shutil
 import subprocess
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from fleet_helpers import screen_text, sync
-from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc, free_port
-
 from lerobot_fleet.app import FleetConsoleApp
 from lerobot_fleet.model import RobotState
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
+from support.policies import save_tiny_act
+from support.procs import VENV_BIN, Proc, free_port
+
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow

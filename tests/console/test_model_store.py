@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from lerobot_fleet.model import RobotState, fmt_age, n_max, robot_matches, sort_robots, sparkline
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
+
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
 
 NS = ("m", "main", "task")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fleet_helpers import make_app, screen_text, sync
-
 from lerobot_fleet.screens import ConfirmScreen, FleetScreen, RobotDetailScreen
 from lerobot_fleet.widgets import KeyedTable
+
 from lerobot_policy_remote.wire.messages import RobotTelemetry
 
 SIZE = (140, 42)

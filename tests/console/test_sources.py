@@ -7,13 +7,12 @@ import json
 import threading
 
 import httpx
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from support.procs import free_port
-
+from lerobot_fleet.model import RobotState
 from lerobot_fleet.sources.prometheus import parse_metrics, scrape
 from lerobot_fleet.sources.replay import ReplaySource
 from lerobot_fleet.store import FleetStore
-from lerobot_fleet.model import RobotState
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from support.procs import free_port
 
 
 def _exposition() -> str:

@@ -11,14 +11,23 @@ import time
 from dataclasses import replace
 
 import pytest
-from support.procs import VENV_BIN
-
 from lerobot_fleet.model import RobotState
+from lerobot_fleet.sources.replay import ReplaySource
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
+from support.procs import VENV_BIN
+
 from lerobot_policy_remote.wire.codec import decode, encode, encode_json
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.wire.messages import AuditLine, DrainAck, DrainRequest, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
+from lerobot_policy_remote.wire.messages import (
+    AuditLine,
+    DrainAck,
+    DrainRequest,
+    ModelInfo,
+    RobotTelemetry,
+    ServerStatus,
+    SessionInfo,
+)
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 MODEL, REV, TASK = "org/tiny act", "main", "stack [red]cubes[/red]"  # free text with spaces and markup
@@ -98,15 +107,22 @@ class FakeFleetPeer:
 
 
 @pytest.fixture
-def rig(own_router):
+def rig(own_router, tmp_path):
     peer = FakeFleetPeer(own_router.endpoint)
     store = FleetStore()
     source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[own_router.endpoint], connect_timeout_ms=1000,
-                                       retry_period_max_ms=300), status_period_s=0.5, scrape_period_s=0.5)
+                                       retry_period_max_ms=300), status_period_s=0.5, scrape_period_s=0.5,
+                         record_path=str(tmp_path / "rec.jsonl"))
     source.start(store)
     yield own_router, peer, store, source
     source.stop()
     peer.close()
+    # what was recorded replays into the same picture (read-only)
+    replayed = FleetStore()
+    ReplaySource(tmp_path / "rec.jsonl", speed=0).start(replayed)
+    snap = replayed.snapshot()
+    assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").service == TASK
+    assert snap.server(REPLICA).session_robots == ("r-a", "r-b")
 
 
 def test_zenoh_source_end_to_end(rig):

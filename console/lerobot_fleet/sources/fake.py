@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
@@ -90,7 +90,7 @@ class FakeSource:
             self.clock.advance(seconds)
 
     def _populate(self, store: FleetStore) -> None:
-        for replica, ns, max_s, inf_ms, chunk, fps, draining, warm, load in SERVERS:
+        for replica, ns, *_ in SERVERS:
             store.on_server_alive(replica, True, ns)
         # Robots go through a short state history so the detail screen has something to show.
         for row in [*ROBOTS, GONE_ROBOT]:

@@ -8,13 +8,14 @@ decoder thread turns those into store updates; one poller checks the router link
 from __future__ import annotations
 
 import getpass
+import json
 import socket
 import threading
 import time
 from collections import deque
 from typing import Any
 
-from lerobot_policy_remote.wire.codec import decode, decode_json, encode
+from lerobot_policy_remote.wire.codec import decode, decode_json, encode, to_dict
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
 from lerobot_policy_remote.wire.messages import (
@@ -118,12 +119,45 @@ def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason
     return ok[0] if ok else results[0]
 
 
+class Recorder:
+    """Writes what the source saw as replay JSONL (`--record`), for demos and bug reports."""
+
+    def __init__(self, path: str) -> None:
+        self._f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def event(self, ev: dict[str, Any]) -> None:
+        ev = {"t": round(time.monotonic() - self._t0, 3), **ev}
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+    def raw(self, kind: str, key: str, payload: bytes | None) -> None:
+        """Decoded again here (only when recording) so the file holds plain JSON, never msgpack."""
+        try:
+            if kind in ("alive+", "alive-"):
+                self.event({"kind": "alive", "key": key, "alive": kind == "alive+"})
+            elif kind == "telemetry":
+                self.event({"kind": "telemetry", "key": key, "data": to_dict(decode(RobotTelemetry, payload))})
+            elif kind == "audit":
+                self.event({"kind": "audit", "key": key, "data": to_dict(decode_json(AuditLine, payload))})
+        except WireError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
+
+
 class ZenohSource:
     """Live fleet data through a Zenoh router (client mode)."""
 
     can_act = True
 
-    def __init__(self, settings: ZenohSettings, status_period_s: float = 2.0, scrape_period_s: float = 2.0) -> None:
+    def __init__(
+        self, settings: ZenohSettings, status_period_s: float = 2.0, scrape_period_s: float = 2.0, record_path: str | None = None
+    ) -> None:
         self.settings = settings
         self.label = ", ".join(settings.connect_endpoints)
         self.status_period_s = status_period_s
@@ -139,6 +173,7 @@ class ZenohSource:
         self._lock = threading.Lock()
         self.received = 0
         self.coalesced = 0
+        self._recorder = Recorder(record_path) if record_path else None
         self._keys: dict[str, ParsedKey] = {}
 
     # ------------------------------------------------------------ lifecycle
@@ -156,6 +191,8 @@ class ZenohSource:
         self._stop.set()
         for t in self._threads:
             t.join(timeout=3)
+        if self._recorder is not None:
+            self._recorder.close()
         session, self.session = self.session, None
         for d in self._decls:
             try:
@@ -259,6 +296,8 @@ class ZenohSource:
     def _apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
         p = self._parse(key)
         ns = _ns(p)
+        if self._recorder is not None:
+            self._recorder.raw(kind, key, payload)
         if kind in ("alive+", "alive-"):
             alive = kind == "alive+"
             if p.role == "server":
@@ -285,6 +324,8 @@ class ZenohSource:
             store.note(f"status query failed: {exc}"[:200])
             return
         for status, ns in statuses:
+            if self._recorder is not None:
+                self._recorder.event({"kind": "status", "key": ServiceKeys.for_service(*ns).server(status.replica, "status"), "data": to_dict(status)})
             self._ns[("server", status.replica)] = ns
             if status.metrics_url:
                 with self._lock:
@@ -302,6 +343,8 @@ class ZenohSource:
                     urls = dict(self._metrics_urls)
                 for replica, url in urls.items():
                     values, error = scrape(client, url)
+                    if self._recorder is not None and values is not None:
+                        self._recorder.event({"kind": "metrics", "replica": replica, "data": values})
                     store.on_metrics(replica, values, error)
 
     # ------------------------------------------------------------ actions (called from a worker thread)
