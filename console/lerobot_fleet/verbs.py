@@ -61,6 +61,9 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
     source.start(store)
     try:
         time.sleep(wait_s)
+        deadline = time.monotonic() + 5.0  # let a pending connection attempt finish, so the answer is definite
+        while store.snapshot().connection == "connecting" and time.monotonic() < deadline:
+            time.sleep(0.1)
         snap = store.snapshot()
     finally:
         source.stop()

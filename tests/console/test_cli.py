@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -57,3 +58,16 @@ def test_model_store_and_sources_never_import_textual():
     )
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "TEXTUAL False" in out.stdout
+
+
+def test_verbs_without_a_router_say_so():
+    from support.procs import free_port
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    fleet = str(VENV_BIN / "lerobot-fleet")
+    out = subprocess.run([fleet, "status", "--json", "--router", endpoint, "--wait", "1"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    data = json.loads(out.stdout)
+    assert data["connection"] == "disconnected" and any("could not open a zenoh client session" in n for n in data["notes"])
+    out = subprocess.run([fleet, "drain", "gpu-0", "--router", endpoint], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Check that the router is running" in out.stderr
