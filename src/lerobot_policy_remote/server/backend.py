@@ -88,6 +88,10 @@ class LerobotBackend:
 
         self._torch = torch
         register_third_party_plugins()
+        # Our own package was imported before lerobot (by this CLI), so its hooks were skipped: register now.
+        import lerobot_policy_remote
+
+        lerobot_policy_remote.register_lerobot_plugins()
         m = manifest.model
         local = Path(m.repo_or_path).is_dir()
         revision = None if local else (m.revision or "main")
@@ -228,7 +232,7 @@ class LerobotBackend:
         for key, value in obs.state.items():
             batch[key] = torch.from_numpy(np.array(value, dtype=np.float32).reshape(-1)).unsqueeze(0)
         for key in self.caps.image_keys:
-            img = torch.from_numpy(np.array(obs.images[key])).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
+            img = torch.from_numpy(np.array(obs.images[key])).permute(2, 0, 1).contiguous().float().div_(255.0).unsqueeze(0)
             want = self.caps.image_shapes[key]
             if tuple(img.shape[-2:]) != tuple(want[-2:]):
                 img = torch.nn.functional.interpolate(img, size=tuple(want[-2:]), mode="bilinear", align_corners=False)
