@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--reason", default="operator episode reset", help="recorded by the robot")
     reset.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement")
     reset.add_argument("--json", action="store_true")
+    demo = sub.add_parser("demo", help="run a whole local fleet (router, 2 servers, simulated robots) with the console",
+                          description="Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback.")
+    demo.add_argument("--robots", type=int, default=4, help="number of simulated robots (default 4)")
+    demo.add_argument("--port", type=int, default=7447, help="router port on 127.0.0.1 (default 7447)")
+    demo.add_argument("--duration", type=float, default=3600, help="seconds the robots run (default 3600)")
+    demo.add_argument("--no-console", action="store_true", help="keep the fleet running without the console (Ctrl-C stops it)")
+    demo.add_argument("--workdir", default=None, help="where the policy and the logs go (default: a new temp dir)")
     return parser
 
 
@@ -113,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_router(settings)
         if args.command == "console":
             return _run_console(args)
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir)
         from . import verbs
 
         if args.command == "status":

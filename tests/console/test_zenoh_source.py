@@ -180,3 +180,26 @@ def test_zenoh_source_end_to_end(rig):
     snap = store.snapshot()
     assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").alive is True
     assert snap.robot("r-b").state is RobotState.GONE
+
+
+def test_status_query_sees_every_replica_even_on_the_wildcard_key(zenoh_client):
+    """Replicas that reply on the query's (wildcard) key would be collapsed to one by zenoh's default
+    consolidation; the console asks with consolidation NONE so each replica still shows."""
+    from lerobot_fleet.sources.zenoh_source import query_statuses
+
+    keys = ServiceKeys.for_service("org/consolidation", "main", "task")
+    def replier(body: bytes):
+        def handle(query) -> None:
+            with query:
+                query.reply(query.key_expr, body)  # the wildcard key, not the replica's own
+
+        return handle
+
+    decls = []
+    for i in range(2):
+        status = ServerStatus(replica=f"rep-{i}", model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task")
+        decls.append(zenoh_client().declare_queryable(keys.server(f"rep-{i}", "status"), replier(encode(status))))
+    console = zenoh_client()
+    got = wait_for(lambda: (found := {s.replica: ns for s, ns in query_statuses(console, 2.0) if s.model.repo_or_path == "org/consolidation"})
+                   and len(found) == 2 and found, what="both replicas")
+    assert got["rep-0"] == ("org/consolidation", "main", "task")

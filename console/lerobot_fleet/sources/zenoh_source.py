@@ -58,8 +58,12 @@ def _reply_error(reply: Any) -> str:
 
 def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatus, Namespace]]:
     """`get(.../server/*/status)` across every namespace; undecodable replies are skipped."""
+    import zenoh
+
     out = []
-    for reply in session.get(ANY.server("*", "status"), timeout=timeout):
+    # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
+    # default consolidation would collapse into one.
+    for reply in session.get(ANY.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
         if reply.ok is None:
             continue
         try:

@@ -1,0 +1,189 @@
+"""`lerobot-fleet demo`: a whole local fleet on loopback, then the console on top of it.
+
+Router + two policy-server replicas serving a small RTC-capable policy (built on the spot, random
+weights) + N simulated arms, each a real `lerobot-rollout --inference.type=remote` process. Every
+child runs in its own process group, logs to the work directory, and is ended by PID on exit.
+This module imports neither torch nor lerobot: the heavy parts live in the child processes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TASK = "pick the cube"  # no ": " — draccus would read it as a YAML mapping
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tool(name: str) -> str:
+    local = BIN / name
+    return str(local) if local.exists() else (shutil.which(name) or name)
+
+
+@dataclass
+class Child:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+@dataclass
+class Fleet:
+    workdir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str]) -> Child:
+        log = self.workdir / f"{name}.log"
+        handle = log.open("w")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        child = Child(name, popen, log)
+        self.children.append(child)
+        return child
+
+    def wait_for(self, child: Child, text: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in child.text():
+                return
+            if child.popen.poll() is not None:
+                break
+            time.sleep(0.2)
+        tail = "\n".join(child.text().splitlines()[-20:])
+        raise RuntimeError(f"{child.name} did not become ready ({text!r} not seen); its log {child.log} ends with:\n{tail}")
+
+    def stop(self) -> None:
+        """SIGTERM every child (servers drain, robots tear down), then SIGKILL what is left."""
+        for child in reversed(self.children):
+            if child.popen.poll() is None:
+                try:
+                    os.killpg(child.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for child in reversed(self.children):
+            try:
+                child.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(child.popen.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.popen.wait(timeout=5)
+
+
+def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print) -> str:
+    """Bring the fleet up; returns the router endpoint."""
+    endpoint = f"tcp/127.0.0.1:{port}"
+    policy = fleet.workdir / "policy"
+    say(f"[demo] building a small RTC-capable policy (random weights) in {policy} ...")
+    build = fleet.spawn("build-policy", [sys.executable, "-m", "lerobot_policy_remote.sim.toy", str(policy)])
+    if build.popen.wait(timeout=300) != 0:
+        raise RuntimeError(f"building the demo policy failed; see {build.log}:\n{build.text()[-2000:]}")
+
+    say(f"[demo] starting the Zenoh router on {endpoint} ...")
+    router = fleet.spawn("router", [_tool("lerobot-fleet"), "router", "--listen", endpoint])
+    fleet.wait_for(router, "Zenoh router up", 30)
+
+    per_server = max(1, (robots + 1) // 2 + 1)
+    servers = []
+    for replica in ("demo-a", "demo-b"):
+        say(f"[demo] starting policy server replica {replica} (max {per_server} sessions) ...")
+        servers.append(
+            fleet.spawn(
+                f"server-{replica}",
+                [
+                    _tool("lerobot-policy-server"),
+                    f"--model.repo_or_path={policy}",
+                    f"--default_task={TASK}",
+                    f"--replica_id={replica}",
+                    f"--max_sessions={per_server}",
+                    f"--health_port={_free_port()}",
+                    f"--zenoh.connect_endpoints=[{endpoint}]",
+                ],
+            )
+        )
+    for server in servers:
+        fleet.wait_for(server, "Policy server up", 180)
+
+    for i in range(robots):
+        uuid = f"sim-arm-{i + 1:02d}"
+        say(f"[demo] starting robot {uuid} (lerobot-rollout --inference.type=remote --robot.type=sim_arm) ...")
+        fleet.spawn(
+            uuid,
+            [
+                _tool("lerobot-rollout"),
+                "--strategy.type=base",
+                "--inference.type=remote",
+                f"--inference.connect_endpoint={endpoint}",
+                f"--inference.client_uuid={uuid}",
+                f"--inference.fallback={'repeat_last' if i % 3 == 2 else 'hold'}",
+                "--robot.type=sim_arm",
+                f"--robot.id={uuid}",
+                f"--policy.path={policy}",
+                f"--task={TASK}",
+                "--fps=30",
+                f"--duration={duration}",
+                "--return_to_initial_position=false",
+            ],
+        )
+    return endpoint
+
+
+def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None) -> int:
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lerobot-fleet-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    fleet = Fleet(work)
+    stop = {"now": False}
+
+    def on_signal(*_: object) -> None:
+        stop["now"] = True
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        endpoint = start_fleet(fleet, robots, port, duration)
+        print(f"[demo] fleet is up: router {endpoint}, logs in {work}")
+        if console:
+            from lerobot_policy_remote.zenoh_config import ZenohSettings
+
+            from .app import FleetConsoleApp
+            from .sources.zenoh_source import ZenohSource, operator_name
+
+            settings = ZenohSettings(mode="client", connect_endpoints=[endpoint], connect_timeout_ms=2000, lease_ms=2000)
+            FleetConsoleApp(ZenohSource(settings), operator=f"{operator_name()} via lerobot-fleet demo").run()
+        else:
+            print("[demo] running without the console; Ctrl-C stops the fleet. "
+                  f"Watch it with: lerobot-fleet console --router {endpoint}")
+            deadline = time.monotonic() + duration
+            while not stop["now"] and time.monotonic() < deadline:
+                time.sleep(0.5)
+        return 0
+    except RuntimeError as exc:
+        print(f"lerobot-fleet demo: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        print("[demo] stopping the fleet ...")
+        fleet.stop()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        print(f"[demo] stopped; logs kept in {work}")
