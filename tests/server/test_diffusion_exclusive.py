@@ -41,3 +41,18 @@ def test_policy_without_chunk_api_is_refused():
         except StartupRefusal:
             continue
         raise AssertionError(f"{name} must be refused")
+
+
+def test_stateless_chunking_is_opt_in_and_never_overrides_stateful():
+    class Unverified:
+        def predict_action_chunk(self, batch):  # a real chunk API, but nobody vouched for it
+            return batch
+
+    class Declared(Unverified):
+        supports_stateless_chunking = True
+
+    assert classify(Unverified(), "plugin_policy", "auto").serving_mode == "exclusive"
+    assert classify(Declared(), "plugin_policy", "auto").serving_mode == "shared"
+    assert classify(Declared(), "plugin_policy", "exclusive").serving_mode == "exclusive"
+    # A stateful family stays exclusive even if it claims otherwise.
+    assert classify(Declared(), "diffusion", "shared").serving_mode == "exclusive"

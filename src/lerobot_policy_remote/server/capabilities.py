@@ -48,6 +48,9 @@ def classify(policy: Any, policy_type: str, requested: str) -> Classification:
         mode, reason, queue_fed = "exclusive", f"{policy_type}: predict_action_chunk reads observation queues fed by select_action (stateful)", True
     elif policy_type in CHUNK_STATELESS:
         mode, reason, queue_fed = "shared", f"{policy_type}: verified chunk-stateless", False
+    elif getattr(type(policy), "supports_stateless_chunking", False) is True:
+        # Opt-in by the policy's author (the spec's proposed PreTrainedPolicy attribute), e.g. plugin policies.
+        mode, reason, queue_fed = "shared", f"{policy_type}: declares supports_stateless_chunking", False
     elif policy_type == "smolvla":
         n_obs = int(getattr(policy.config, "n_obs_steps", 1))
         if n_obs == 1:

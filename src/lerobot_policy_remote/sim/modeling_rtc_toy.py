@@ -20,6 +20,8 @@ from .configuration_rtc_toy import RtcToyConfig
 class RtcToyPolicy(PreTrainedPolicy):
     config_class = RtcToyConfig
     name = "rtc_toy"
+    # predict_action_chunk reads only its arguments and fixed weights: safe to share across sessions.
+    supports_stateless_chunking = True
 
     def __init__(self, config: RtcToyConfig, **kwargs) -> None:
         super().__init__(config)

@@ -65,3 +65,13 @@ def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
         input_steps=[steps.rename_observations, steps.add_batch_dim, relative, steps.to_device, steps.normalize],
         output_steps=[steps.unnormalize, AbsoluteActionsProcessorStep(enabled=True, relative_step=relative), steps.to_cpu],
     )
+
+
+if __name__ == "__main__":  # `python -m lerobot_policy_remote.sim.toy DIR`: the demo's policy, one camera
+    import sys
+
+    from lerobot_policy_remote import register_lerobot_plugins
+
+    register_lerobot_plugins()
+    out = save_rtc_toy(sys.argv[1], cameras={"front": (96, 128)})
+    print(f"saved rtc_toy policy to {out}")
