@@ -18,11 +18,11 @@ import time
 import lerobot.rollout  # noqa: F401
 import numpy as np
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
+from lerobot.utils.feature_utils import hw_to_dataset_features
 
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig
-from lerobot.utils.feature_utils import hw_to_dataset_features
 
 
 def measure(engine: RemoteInferenceEngine, robot: SimArm, seconds: float) -> dict[str, tuple[float, float]]:

@@ -18,14 +18,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "server")]
 
+from robot import Robot  # noqa: E402
+from support.policies import SIM_ARM_ACTION_NAMES  # noqa: E402
+from support.procs import Router  # noqa: E402
+
 from lerobot_policy_remote.server.backend import StubBackend  # noqa: E402
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec  # noqa: E402
 from lerobot_policy_remote.server.service import PolicyServer  # noqa: E402
 from lerobot_policy_remote.wire.messages import ActionChunkMsg  # noqa: E402
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session  # noqa: E402
-from robot import Robot  # noqa: E402
-from support.policies import SIM_ARM_ACTION_NAMES  # noqa: E402
-from support.procs import Router  # noqa: E402
 
 
 def jain(xs: list[float]) -> float:
@@ -78,7 +79,7 @@ def run(router: Router, n: int, t: float, seconds: float, shm: bool) -> dict:
     server.stop()
     for z in sessions:
         z.close()
-    per = [b - a for a, b in zip(c0, c1)]
+    per = [b - a for a, b in zip(c0, c1, strict=True)]
     rate = sum(per) / (t1 - t0)
     return {
         "n": n, "chunks_per_s": rate, "ideal": 1 / t, "ratio": rate * t,

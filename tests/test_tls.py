@@ -11,8 +11,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
 from support.procs import Router
+
+from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
+
 
 def _run(*args: str, cwd: Path) -> None:
     """openssl (Debian package `openssl`, present on every machine of this kind) makes the test PKI."""

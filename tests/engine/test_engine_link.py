@@ -7,9 +7,9 @@ import time
 
 import lerobot.rollout  # noqa: F401
 import pytest
+from fake_server import FakeServer
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
-from fake_server import FakeServer
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine

@@ -57,7 +57,7 @@ OBS_FEATURES = {**{k: float for k in SIM_ARM_ACTIONS}, "front": (CAM[0], CAM[1],
 def observations(n: int, camera: bool = True) -> list[dict]:
     rng = np.random.default_rng(7)
     out = []
-    for i in range(n):
+    for _ in range(n):
         obs: dict = {k: float(v) for k, v in zip(SIM_ARM_ACTIONS, rng.normal([0, -30, 40, 20, 0, 25], 5.0), strict=True)}
         img = rng.integers(0, 256, size=(*CAM, 3), dtype=np.uint8)
         if camera:

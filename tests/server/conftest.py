@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.procs import free_port
 
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
 from lerobot_policy_remote.zenoh_config import ZenohSettings
-from support.procs import free_port
 
 _ids = itertools.count()
 

@@ -7,14 +7,25 @@ import time
 from typing import Any
 
 import numpy as np
+from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.header import Header, MsgType
 from lerobot_policy_remote.wire.messages import (
-    SCHEMA_VERSION, ActionChunkMsg, EventMsg, FeatureSpec, ObservationMsg, ResetAck, ResetRequest,
-    RtcSettings, ServerStatus, SessionAck, SessionOpen, decode_chunk, encode_observation,
+    SCHEMA_VERSION,
+    ActionChunkMsg,
+    EventMsg,
+    FeatureSpec,
+    ObservationMsg,
+    ResetAck,
+    ResetRequest,
+    RtcSettings,
+    ServerStatus,
+    SessionAck,
+    SessionOpen,
+    decode_chunk,
+    encode_observation,
 )
-from support.policies import SIM_ARM_ACTION_NAMES
 
 
 def default_features(state_dim: int = 6, cams: dict[str, tuple[int, int]] | None = None) -> list[FeatureSpec]:

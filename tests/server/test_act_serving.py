@@ -9,14 +9,13 @@ import uuid
 import numpy as np
 import pytest
 import torch
+from conftest import make_manifest
+from robot import Robot, default_features
+from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.wire.codec import encode
 from lerobot_policy_remote.wire.header import Header, MsgType
 from lerobot_policy_remote.wire.messages import ActionChunkMsg, EventMsg, FeatureSpec, SessionOpen
-from support.policies import SIM_ARM_ACTION_NAMES
-
-from conftest import make_manifest
-from robot import Robot, default_features
 
 
 @pytest.fixture(scope="module")

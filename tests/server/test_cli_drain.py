@@ -10,14 +10,12 @@ import uuid
 
 import numpy as np
 import pytest
-import zenoh
+from robot import Robot
+from support.procs import VENV_BIN, Proc, free_port
 
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.wire.messages import ActionChunkMsg, DrainAck, DrainRequest, EventMsg
-from support.procs import VENV_BIN, Proc, free_port
-
-from robot import Robot
 
 
 def _health(port: int) -> int:

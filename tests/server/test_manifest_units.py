@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.server.capabilities import Capabilities, StartupRefusal, check_open, resolve_action_names
 from lerobot_policy_remote.server.cli import parse_manifest
 from lerobot_policy_remote.server.manifest import Manifest, ManifestError, ModelSpec
 from lerobot_policy_remote.wire.messages import FeatureSpec, RtcSettings, SessionOpen
-from support.policies import SIM_ARM_ACTION_NAMES
 
 MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 

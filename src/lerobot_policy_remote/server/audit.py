@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ audit_log = logging.getLogger("lerobot.policy_server.audit")
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 class Auditor:

@@ -6,7 +6,8 @@ take yet; when it can, a MicroBatch scheduler returns several sessions here and 
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 S = TypeVar("S")
 

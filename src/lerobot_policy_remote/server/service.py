@@ -14,7 +14,8 @@ import logging
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import zenoh
 

@@ -10,9 +10,8 @@ execution horizon), so two runs on the same inputs give bit-identical chunks.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
-
 from lerobot.policies.pretrained import PreTrainedPolicy
+from torch import Tensor, nn
 
 from .configuration_rtc_toy import RtcToyConfig
 
