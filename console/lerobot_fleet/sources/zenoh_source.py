@@ -225,16 +225,19 @@ class ZenohSource:
         self._declare()
         next_status = 0.0
         while not self._stop.is_set():
-            try:
-                linked = bool(self.session.info.routers_zid())
-            except Exception:
-                linked = False
+            linked = self._linked()
             store.set_connection("connected" if linked else "disconnected")
             now = time.monotonic()
             if linked and now >= next_status:
                 next_status = now + self.status_period_s
                 self._poll_status()
             self._stop.wait(0.25)
+
+    def _linked(self) -> bool:
+        try:
+            return self.session is not None and bool(self.session.info.routers_zid())
+        except Exception:
+            return False
 
     def _declare(self) -> None:
         s = self.session
@@ -304,6 +307,10 @@ class ZenohSource:
             self._recorder.raw(kind, key, payload)
         if kind in ("alive+", "alive-"):
             alive = kind == "alive+"
+            if not alive and not self._linked():
+                # The router went away: zenoh reports every token deleted. Record the link loss first so
+                # these robots are shown as unseen, not GONE (the poller may notice a moment later).
+                store.set_connection("disconnected")
             if p.role == "server":
                 self._ns[("server", p.ident)] = ns
                 store.on_server_alive(p.ident, alive, ns)
