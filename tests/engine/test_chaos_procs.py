@@ -191,8 +191,11 @@ def test_engine_rides_out_forgery_sigstop_router_restart_and_drain(own_router, t
         wait_until(lambda: e.session_epoch > epoch and e.state is LinkState.STREAMING, 45, "re-handshake + streaming after router restart")
         hist = states_since(e, t_router)
         assert LinkState.RECONNECTING in hist and LinkState.DEAD not in hist, hist
+        t_fresh, fresh_session = time.monotonic(), e.session_id
         time.sleep(2.0)  # a late DELETE storm must not tear the fresh session down again
-        assert e.state is LinkState.STREAMING and not e.failed, states_since(e, t_router)
+        after = states_since(e, t_fresh)  # a slow chunk on a loaded box may show DEGRADED: that is not a teardown
+        assert e.session_id == fresh_session and not e.failed, after
+        assert LinkState.RECONNECTING not in after and LinkState.DEAD not in after, after
         reconnects_router = states_since(e, t_router).count(LinkState.RECONNECTING)
         assert reconnects_router <= 2, f"spurious reconnects after one router restart: {states_since(e, t_router)}"
         del lost
