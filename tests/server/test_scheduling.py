@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 
 import numpy as np
 from support.policies import SIM_ARM_ACTION_NAMES
@@ -119,3 +120,24 @@ def test_server_full_and_reopen_replaces(server_factory, robots):
     assert not ack.ok and ack.code == "server_full" and ack.message == "server full: 2/2 sessions active"
     again = a.open(server.replica)  # same client re-opens: replaces, never "full"
     assert again.ok and server.registry.count() == 2
+
+
+def test_two_replicas_are_both_discovered_and_observations_reach_only_their_own(server_factory, robots):
+    from lerobot_policy_remote.engine.handshake import discover
+
+    task = f"replicated {uuid.uuid4().hex[:6]}"
+    a = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES), default_task=task, replica_id="rep-a")
+    b = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES), default_task=task, replica_id="rep-b")
+    [r] = robots(a, 1)
+    # The robot's own discovery (one wildcard status query) must see every replica, each on its own key.
+    assert sorted(s.replica for s in discover(r.z, a.keys)) == ["rep-a", "rep-b"]
+    assert sorted(s.replica for s in r.statuses()) == ["rep-a", "rep-b"]
+    assert r.open("rep-a").ok
+    for v in range(3):
+        assert r.request(np.full(6, float(v)), timeout=10).session_id
+    [on_a] = a.status().sessions
+    assert on_a.client_uuid == r.uuid and on_a.requests == 3
+    # rep-b never saw this robot's observations (it would have counted them as from an unknown robot).
+    assert b.status().sessions == []
+    assert b.metrics.unknown._value.get() == 0
+    assert r.inbox.empty()  # and no unknown_session event came back

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zenoh
+
 import logging
 from dataclasses import dataclass
 
@@ -50,7 +52,8 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
     """All replicas that answered, least loaded first."""
     key = keys.server("*", "status")
     found: list[ServerStatus] = []
-    for reply in session.get(key, timeout=timeout_s):
+    # Each replica answers on its own key; NONE keeps zenoh from folding several replicas into one reply.
+    for reply in session.get(key, timeout=timeout_s, consolidation=zenoh.ConsolidationMode.NONE):
         if reply.ok is None:
             continue
         try:

@@ -244,7 +244,7 @@ class PolicyServer:
 
     def _on_status(self, query: Any) -> None:
         with query:
-            query.reply(query.key_expr, encode(self.status()))
+            query.reply(self.keys.server(self.replica, "status"), encode(self.status()))
 
     def _on_session(self, query: Any) -> None:
         with query:
@@ -257,7 +257,7 @@ class PolicyServer:
             except Exception as exc:  # never let a callback die silently
                 log.exception("session open failed")
                 ack = SessionAck(False, "bad_request", f"session open failed: {exc}", replica=self.replica)
-            query.reply(query.key_expr, encode(ack))
+            query.reply(self.keys.server(self.replica, "session"), encode(ack))
 
     def open_session(self, req: SessionOpen) -> SessionAck:
         """Validate (pure CPU) and register; re-open by the same client replaces its session."""
@@ -307,7 +307,7 @@ class PolicyServer:
             except WireError as exc:
                 self.metrics.errors.labels("bad_reset").inc()
                 ack = ResetAck(False, 0, f"malformed reset: {exc}")
-            query.reply(query.key_expr, encode(ack))
+            query.reply(self.keys.server(self.replica, "reset"), encode(ack))
 
     def _on_drain(self, query: Any) -> None:
         with query:
@@ -316,7 +316,7 @@ class PolicyServer:
                 ack = self.drain(f"{req.reason} (by {req.requested_by or 'operator'})")
             except WireError as exc:
                 ack = DrainAck(False, f"malformed drain request: {exc}")
-            query.reply(query.key_expr, encode(ack))
+            query.reply(self.keys.server(self.replica, "drain"), encode(ack))
 
     # ================================================================== data plane (callbacks deposit only)
     def _on_obs(self, sample: Any) -> None:
