@@ -76,6 +76,7 @@ def test_streams_chunks_and_stamps_provenance(rig):
     assert e.state in (LinkState.STREAMING, LinkState.DEGRADED)
     assert server.obs_seen[0][1].episode_start is True
     assert all(float(a[0]) >= 1.0 for a in got)  # every executed action came from a server chunk (seq >= 1)
+    assert e.telemetry().last_outcome == "ok"  # how the last request ended, not the link state
 
 
 @pytest.mark.parametrize("mode", ["nan", "wrong_shape", "foreign_session"])
@@ -87,6 +88,7 @@ def test_bad_chunks_are_never_executed(rig, mode):
     assert all(a is None for a in acts)
     assert e.counters["bad_chunk"] >= 1
     assert e.counters["chunks"] == 0
+    assert e.telemetry().last_outcome in ("bad_chunk", "timeout")
 
 
 def test_silent_server_times_out_then_reconnects(rig):

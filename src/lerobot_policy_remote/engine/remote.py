@@ -151,6 +151,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self._backoff = config.reconnect_initial_backoff_s
         self._next_attempt = 0.0
         self.counters = collections.Counter()
+        self._last_outcome = ""  # how the last request ended: ok | timeout | bad_chunk | event:<name>
         self._ready = Event()
         self._failed = Event()
         self._last_telemetry = 0.0
@@ -449,6 +450,7 @@ class RemoteInferenceEngine(InferenceEngine):
             self._in_flight = None
             self._timeouts += 1
             self.counters["timeouts"] += 1
+            self._last_outcome = "timeout"
             logger.warning("Request seq=%d timed out after %.1fs (%d in a row)", fl.seq_id, self.cfg.request_timeout_s, self._timeouts)
             if self._timeouts >= TIMEOUT_STREAK:
                 self._lose_link(now, f"{self._timeouts} request timeouts in a row")
@@ -526,6 +528,7 @@ class RemoteInferenceEngine(InferenceEngine):
             logger.warning("Dropped a malformed event: %s", exc)
             return
         self.counters[f"event_{ev.event}"] += 1
+        self._last_outcome = f"event:{ev.event}"
         fl = self._in_flight
         answers_latest = fl is not None and header.seq_id == fl.seq_id and header.session_epoch == self.session_epoch
         if ev.event == "unknown_session":
@@ -551,6 +554,7 @@ class RemoteInferenceEngine(InferenceEngine):
         except WireError as exc:
             self._in_flight = None
             self.counters["bad_chunk"] += 1
+            self._last_outcome = "bad_chunk"
             logger.error("Refused a chunk for seq=%d: %s", fl.seq_id, exc)
             return
         model, robot = msg.chunk_model, msg.chunk_robot
@@ -567,6 +571,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if problem:
             self._in_flight = None
             self.counters["bad_chunk"] += 1
+            self._last_outcome = "bad_chunk"
             logger.error("Refused a chunk for seq=%d: %s", fl.seq_id, problem)
             return
         now_ns = self._now_ns()
@@ -583,6 +588,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self._rtt_ms.append(rtt * 1000.0)
         self.counters["chunks"] += 1
         self.counters["superseded"] += msg.superseded_seqs
+        self._last_outcome = "ok"
         self.link.on_merge(time.monotonic())
         logger.debug("Merged seq=%d rtt=%.1fms delay=%d trimmed=%d queue=%d", fl.seq_id, rtt * 1000, new_delay, trimmed, self.queue.qsize())
 
@@ -634,7 +640,7 @@ class RemoteInferenceEngine(InferenceEngine):
             staleness_s=self.queue.head_age(now), queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) * self._dt,
             rtt_p50_ms=pct(0.5), rtt_p95_ms=pct(0.95), delay_steps=self.latency.delay_steps(self._dt),
             fallback_count=self.fallback_count, requests=self.counters["requests"], superseded=self.counters["superseded"],
-            errors=self.counters["bad_chunk"] + self.counters["timeouts"], last_outcome=self.link.dead_reason or state.value,
+            errors=self.counters["bad_chunk"] + self.counters["timeouts"], last_outcome=self.link.dead_reason or self._last_outcome,
             state_age_s=now - since, fps=self._fps, seq=self._tele_seq,
         )
 
