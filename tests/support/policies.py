@@ -156,6 +156,7 @@ def save_tiny_diffusion(
     n_obs_steps: int = 2,
     n_action_steps: int = 8,
     num_inference_steps: int = 3,
+    num_train_timesteps: int = 100,
     seed: int = 0,
 ) -> Path:
     """Save a small random-weight Diffusion Policy checkpoint (stateful: observation queues)."""
@@ -180,6 +181,7 @@ def save_tiny_diffusion(
         diffusion_step_embed_dim=32,
         spatial_softmax_num_keypoints=16,
         num_inference_steps=num_inference_steps,
+        num_train_timesteps=num_train_timesteps,
         push_to_hub=False,
     )
     torch.manual_seed(seed)
