@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from lerobot_policy_remote.wire.codec import decode, decode_json, encode, to_dict
@@ -32,6 +34,8 @@ from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 from ..store import FleetStore, Namespace
 from .base import ActionResult
 from .prometheus import scrape
+
+log = logging.getLogger(__name__)
 
 ANY = ServiceKeys.any()
 INBOX_MAX = 50_000
@@ -83,42 +87,36 @@ def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatu
 
 def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
     keys = ServiceKeys.for_service(*ns) if ns else ANY
-    key = keys.server(replica, "drain")
-    payload = encode(DrainRequest(reason=reason, requested_by=requested_by))
-    results = []
-    for reply in session.get(key, payload=payload, timeout=timeout):
-        if reply.ok is None:
-            results.append(ActionResult(False, replica, "drain", _reply_error(reply)))
-            continue
-        try:
-            ack = decode(DrainAck, reply.ok.payload.to_bytes())
-        except WireError as exc:
-            results.append(ActionResult(False, replica, "drain", f"bad reply: {exc}"))
-            continue
-        results.append(ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}))
-    if not results:
-        return ActionResult(False, replica, "drain", f"no server answered at {key}")
-    ok = [r for r in results if r.ok]
-    return ok[0] if ok else results[0]
+    return _ask(
+        session, keys.server(replica, "drain"), encode(DrainRequest(reason=reason, requested_by=requested_by)), timeout,
+        DrainAck, replica, "drain", "server",
+        lambda ack: ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}),
+    )
 
 
 def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
     keys = ServiceKeys.for_service(*ns) if ns else ANY
-    key = keys.robot(robot_id, "episode_reset")
-    payload = encode(EpisodeResetCommand(reason=reason, requested_by=requested_by))
+    return _ask(
+        session, keys.robot(robot_id, "episode_reset"), encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)), timeout,
+        EpisodeResetAck, robot_id, "reset", "robot",
+        lambda ack: ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id),
+    )
+
+
+def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, target: str, action: str, who: str,
+         result: Callable[[Any], ActionResult]) -> ActionResult:
+    """One operator query: the first acknowledgement that succeeded wins, else the first failure is shown."""
     results = []
     for reply in session.get(key, payload=payload, timeout=timeout):
         if reply.ok is None:
-            results.append(ActionResult(False, robot_id, "reset", _reply_error(reply)))
+            results.append(ActionResult(False, target, action, _reply_error(reply)))
             continue
         try:
-            ack = decode(EpisodeResetAck, reply.ok.payload.to_bytes())
+            results.append(result(decode(ack_cls, reply.ok.payload.to_bytes())))
         except WireError as exc:
-            results.append(ActionResult(False, robot_id, "reset", f"bad reply: {exc}"))
-            continue
-        results.append(ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id))
+            results.append(ActionResult(False, target, action, f"bad reply: {exc}"))
     if not results:
-        return ActionResult(False, robot_id, "reset", f"no robot answered at {key}")
+        return ActionResult(False, target, action, f"no {who} answered at {key}")
     ok = [r for r in results if r.ok]
     return ok[0] if ok else results[0]
 
@@ -201,13 +199,13 @@ class ZenohSource:
         for d in self._decls:
             try:
                 d.undeclare()
-            except Exception:
-                pass
+            except Exception:  # teardown: the router may already be gone
+                log.debug("undeclare failed during stop", exc_info=True)
         if session is not None:
             try:
                 session.close()
             except Exception:
-                pass
+                log.debug("session close failed during stop", exc_info=True)
 
     def _run(self) -> None:
         """Open the session (retrying: the console starts even when the router is down), then poll."""
