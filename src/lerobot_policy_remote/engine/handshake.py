@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import zenoh
-
 import logging
 from dataclasses import dataclass
+
+import zenoh
 
 from ..wire.codec import decode, encode
 from ..wire.errors import WireError
