@@ -17,7 +17,7 @@ import time
 import cv2
 import numpy as np
 
-from lerobot_policy_remote.wire.messages import (
+from lerobot_policy_remote.wire.data import (
     ActionChunkMsg,
     ObservationMsg,
     decode_chunk,

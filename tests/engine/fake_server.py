@@ -12,18 +12,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lerobot_policy_remote.wire.codec import decode, encode
+from lerobot_policy_remote.wire.data import ActionChunkMsg, decode_observation, encode_chunk
 from lerobot_policy_remote.wire.header import Header, MsgType
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.wire.messages import (
-    ActionChunkMsg,
-    ModelInfo,
-    ResetAck,
-    ServerStatus,
-    SessionAck,
-    SessionOpen,
-    decode_observation,
-    encode_chunk,
-)
+from lerobot_policy_remote.wire.messages import ModelInfo, ResetAck, ServerStatus, SessionAck, SessionOpen
 
 
 @dataclass

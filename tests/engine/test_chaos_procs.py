@@ -32,8 +32,9 @@ from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
+from lerobot_policy_remote.wire.data import ActionChunkMsg, encode_chunk
 from lerobot_policy_remote.wire.header import Header, MsgType
-from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, ActionChunkMsg, encode_chunk
+from lerobot_policy_remote.wire.messages import SCHEMA_VERSION
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 pytestmark = pytest.mark.slow

@@ -10,21 +10,18 @@ import numpy as np
 from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.wire.codec import decode, encode
+from lerobot_policy_remote.wire.data import ActionChunkMsg, ObservationMsg, decode_chunk, encode_observation
 from lerobot_policy_remote.wire.header import Header, MsgType
 from lerobot_policy_remote.wire.messages import (
     SCHEMA_VERSION,
-    ActionChunkMsg,
     EventMsg,
     FeatureSpec,
-    ObservationMsg,
     ResetAck,
     ResetRequest,
     RtcSettings,
     ServerStatus,
     SessionAck,
     SessionOpen,
-    decode_chunk,
-    encode_observation,
 )
 
 

@@ -14,8 +14,9 @@ from robot import Robot, default_features
 from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.wire.codec import encode
+from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.header import Header, MsgType
-from lerobot_policy_remote.wire.messages import ActionChunkMsg, EventMsg, FeatureSpec, SessionOpen
+from lerobot_policy_remote.wire.messages import EventMsg, FeatureSpec, SessionOpen
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ from robot import Robot
 from support.procs import VENV_BIN, Proc, free_port
 
 from lerobot_policy_remote.wire.codec import decode, encode
+from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.wire.messages import ActionChunkMsg, DrainAck, DrainRequest, EventMsg
+from lerobot_policy_remote.wire.messages import DrainAck, DrainRequest, EventMsg
 
 
 def _health(port: int) -> int:

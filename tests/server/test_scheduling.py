@@ -12,7 +12,7 @@ from support.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.server.backend import StubBackend
 from lerobot_policy_remote.server.scheduler import RoundRobin
 from lerobot_policy_remote.server.sessions import Mail, Mailbox, Registry, Session
-from lerobot_policy_remote.wire.messages import ActionChunkMsg
+from lerobot_policy_remote.wire.data import ActionChunkMsg
 
 
 def _session(cid: str) -> Session:

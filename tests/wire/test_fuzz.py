@@ -10,25 +10,27 @@ from hypothesis import strategies as st
 
 from lerobot_policy_remote.wire import Header, WireError
 from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
-from lerobot_policy_remote.wire.messages import (
+from lerobot_policy_remote.wire.data import (
     ActionChunkMsg,
+    ObservationMsg,
+    decode_chunk,
+    decode_observation,
+    encode_chunk,
+    encode_observation,
+)
+from lerobot_policy_remote.wire.messages import (
     AuditLine,
     DrainAck,
     DrainRequest,
     EpisodeResetAck,
     EpisodeResetCommand,
     EventMsg,
-    ObservationMsg,
     ResetAck,
     ResetRequest,
     RobotTelemetry,
     ServerStatus,
     SessionAck,
     SessionOpen,
-    decode_chunk,
-    decode_observation,
-    encode_chunk,
-    encode_observation,
 )
 
 CONTROL = [SessionOpen, SessionAck, ServerStatus, ResetRequest, ResetAck, DrainRequest, DrainAck, EpisodeResetCommand,

@@ -3,21 +3,16 @@ import pytest
 
 from lerobot_policy_remote.wire import SchemaVersionError, WireError
 from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
-from lerobot_policy_remote.wire.images import encode_image
-from lerobot_policy_remote.wire.messages import (
+from lerobot_policy_remote.wire.data import (
     ActionChunkMsg,
-    AuditLine,
-    FeatureSpec,
     ObservationMsg,
-    RtcSettings,
-    SessionAck,
-    SessionOpen,
     decode_chunk,
     decode_observation,
     encode_chunk,
     encode_observation,
-    negotiate_schema,
 )
+from lerobot_policy_remote.wire.images import encode_image
+from lerobot_policy_remote.wire.messages import AuditLine, FeatureSpec, RtcSettings, SessionAck, SessionOpen, negotiate_schema
 
 
 def test_control_message_round_trip():

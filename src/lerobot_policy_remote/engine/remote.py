@@ -27,6 +27,7 @@ from lerobot.rollout.inference.base import InferenceEngine
 from lerobot.utils.feature_utils import build_dataset_frame
 
 from ..wire.codec import decode, encode
+from ..wire.data import ObservationMsg, decode_chunk, encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys, check_id
@@ -35,14 +36,11 @@ from ..wire.messages import (
     EpisodeResetAck,
     EventMsg,
     FeatureSpec,
-    ObservationMsg,
     ResetAck,
     ResetRequest,
     RobotTelemetry,
     RtcSettings,
     SessionOpen,
-    decode_chunk,
-    encode_observation,
 )
 from ..zenoh_config import open_session
 from . import provenance

@@ -18,7 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..wire.messages import ModelInfo, ObservationMsg, RtcSettings
+from ..wire.data import ObservationMsg
+from ..wire.messages import ModelInfo, RtcSettings
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
 

@@ -20,12 +20,12 @@ from typing import Any
 import zenoh
 
 from ..wire.codec import decode, encode
+from ..wire.data import ActionChunkMsg, decode_observation, encode_chunk
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
 from ..wire.messages import (
     SCHEMA_VERSION,
-    ActionChunkMsg,
     AuditLine,
     DrainAck,
     DrainRequest,
@@ -35,8 +35,6 @@ from ..wire.messages import (
     ServerStatus,
     SessionAck,
     SessionOpen,
-    decode_observation,
-    encode_chunk,
 )
 from ..zenoh_config import open_session
 from .audit import Auditor, DebugCapture, now_iso

@@ -1,0 +1,141 @@
+"""Data-plane message bodies: the observation (robot -> server) and the action chunk (server -> robot).
+
+They carry arrays, so they have their own encode/decode with stricter checks than the control codec
+(sizes, dtypes, finiteness, JPEG dimensions before pixels). This is the only wire module that loads
+numpy and cv2; the console never imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .codec import CONTROL_MAX_BYTES, pack, unpack_map
+from .errors import WireError
+from .images import decode_image, encode_image
+from .limits import DEFAULT_LIMITS, WireLimits
+from .tensors import decode_tensor, encode_tensor
+
+OBS_MAX_BYTES = DEFAULT_LIMITS.max_payload_bytes
+
+
+@dataclass
+class ObservationMsg:
+    """Robot -> server. `state` holds non-image features (canonical policy keys), `images` RGB uint8."""
+
+    state: dict[str, np.ndarray]
+    images: dict[str, np.ndarray]
+    task: str = ""
+    inference_delay_steps: int = 0
+    prefix_model: np.ndarray | None = None
+    prefix_robot: np.ndarray | None = None
+    episode_start: bool = False
+
+
+def encode_observation(msg: ObservationMsg, jpeg_quality: int = 90) -> bytes:
+    body: dict[str, Any] = {
+        "state": {k: encode_tensor(np.asarray(v, dtype=np.float32)) for k, v in msg.state.items()},
+        "images": {k: encode_image(v, jpeg_quality) for k, v in msg.images.items()},
+        "task": msg.task,
+        "inference_delay_steps": int(msg.inference_delay_steps),
+        "episode_start": bool(msg.episode_start),
+    }
+    if msg.prefix_model is not None:
+        body["prefix_model"] = encode_tensor(np.asarray(msg.prefix_model, dtype=np.float32))
+    if msg.prefix_robot is not None:
+        body["prefix_robot"] = encode_tensor(np.asarray(msg.prefix_robot, dtype=np.float32))
+    return pack(body)
+
+
+def decode_observation(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS) -> ObservationMsg:
+    """Validates everything (sizes, dtypes, NaN state, JPEG dims) before decoding pixels."""
+    body = unpack_map(data, "ObservationMsg", limits, limits.max_payload_bytes)
+    state = _map(body.get("state", {}), "state", limits)
+    images = _map(body.get("images", {}), "images", limits)
+    task = body.get("task", "")
+    if not isinstance(task, str):
+        raise WireError("task", "expected a string")
+    delay = body.get("inference_delay_steps", 0)
+    if type(delay) is not int or not 0 <= delay <= 100_000:
+        raise WireError("inference_delay_steps", f"expected a non-negative int, got {delay!r}")
+    start = body.get("episode_start", False)
+    if type(start) is not bool:
+        raise WireError("episode_start", "expected a bool")
+    prefixes = {}
+    for name in ("prefix_model", "prefix_robot"):
+        raw = body.get(name)
+        prefixes[name] = None if raw is None else decode_tensor(raw, name, limits, finite=True, dtype="float32", ndim=2)
+    return ObservationMsg(
+        state={k: decode_tensor(v, f"state.{k}", limits, finite=True, dtype="float32") for k, v in state.items()},
+        images={k: decode_image(v, f"images.{k}", limits) for k, v in images.items()},
+        task=task,
+        inference_delay_steps=delay,
+        episode_start=start,
+        **prefixes,
+    )
+
+
+@dataclass
+class ActionChunkMsg:
+    """Server -> robot. Both spaces are returned because the client's merge needs both."""
+
+    chunk_model: np.ndarray
+    chunk_robot: np.ndarray
+    session_id: str = ""
+    seq_id_echo: int = 0
+    client_mono_ns_echo: int = 0
+    queue_wait_ms: float = 0.0
+    inference_ms: float = 0.0
+    superseded_seqs: int = 0
+    server_load: float = 0.0
+
+
+_CHUNK_SCALARS: dict[str, type] = {
+    "session_id": str,
+    "seq_id_echo": int,
+    "client_mono_ns_echo": int,
+    "queue_wait_ms": float,
+    "inference_ms": float,
+    "superseded_seqs": int,
+    "server_load": float,
+}
+
+
+def encode_chunk(msg: ActionChunkMsg) -> bytes:
+    body: dict[str, Any] = {
+        "chunk_model": encode_tensor(np.asarray(msg.chunk_model, dtype=np.float32)),
+        "chunk_robot": encode_tensor(np.asarray(msg.chunk_robot, dtype=np.float32)),
+    }
+    for name, tp in _CHUNK_SCALARS.items():
+        body[name] = tp(getattr(msg, name))
+    return pack(body)
+
+
+def decode_chunk(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS) -> ActionChunkMsg:
+    """Refuses NaN/Inf, wrong dtypes and ragged shapes: a robot never executes such a chunk."""
+    body = unpack_map(data, "ActionChunkMsg", limits, CONTROL_MAX_BYTES * 16)
+    model = decode_tensor(body.get("chunk_model"), "chunk_model", limits, finite=True, dtype="float32", ndim=2)
+    robot = decode_tensor(body.get("chunk_robot"), "chunk_robot", limits, finite=True, dtype="float32", ndim=2)
+    if model.shape[0] != robot.shape[0] or model.shape[0] == 0:
+        raise WireError("chunk_robot.shape", f"chunk lengths differ or are empty: {model.shape} vs {robot.shape}")
+    scalars: dict[str, Any] = {}
+    for name, tp in _CHUNK_SCALARS.items():
+        if name not in body:
+            continue
+        value = body[name]
+        ok = isinstance(value, str) if tp is str else (type(value) is int if tp is int else type(value) in (int, float))
+        if not ok:
+            raise WireError(name, f"expected {tp.__name__}, got {type(value).__name__}")
+        scalars[name] = tp(value)
+    return ActionChunkMsg(chunk_model=model, chunk_robot=robot, **scalars)
+
+
+def _map(value: Any, field_name: str, limits: WireLimits) -> dict[str, Any]:
+    if not isinstance(value, dict) or len(value) > 64:
+        raise WireError(field_name, "expected a map of at most 64 entries")
+    for k in value:
+        if not isinstance(k, str) or not k or len(k) > 256:
+            raise WireError(field_name, f"bad feature name {k!r}")
+    return value
