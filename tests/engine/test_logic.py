@@ -12,10 +12,12 @@ from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import FallbackBehavior, RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState, LinkStateMachine
-from lerobot_policy_remote.engine.queue import ChunkMeta, StampedActionQueue, WindowedLatency
+from lerobot_policy_remote.engine.provenance import Provenance
+from lerobot_policy_remote.engine.queue import StampedActionQueue, WindowedLatency
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+from lerobot_policy_remote.testing.memory_link import MemoryLink
 
-META = ChunkMeta("s", 1, 0)
+META = Provenance("s", 1, 0)
 
 
 def chunk(n: int, start: float = 0.0, a: int = 2) -> torch.Tensor:
@@ -37,9 +39,9 @@ def test_first_chunk_over_trim_is_clamped_to_consumed_steps():
 
 def test_staleness_is_tracked_per_action_in_append_mode():
     q = StampedActionQueue(RTCConfig(enabled=False))
-    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=ChunkMeta("s", 1, 0))
+    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=Provenance("s", 1, 0))
     q.pop_fresh(10.0, 3.0)
-    q.merge_stamped(chunk(4, 100), chunk(4, 100), 0, None, src_t=12.0, meta=ChunkMeta("s", 2, 0))
+    q.merge_stamped(chunk(4, 100), chunk(4, 100), 0, None, src_t=12.0, meta=Provenance("s", 2, 0))
     assert q.qsize() == 7
     # at t=13.5 the first chunk's 3 leftovers are 3.5 s old (stale), the second chunk's 1.5 s
     assert q.fresh_count(13.5, 3.0) == 4
@@ -124,6 +126,7 @@ def make_engine(fallback: str, names: list[str]) -> RemoteInferenceEngine:
 
 VEL = ["x.vel", "y.vel", "theta.vel"]
 POS = ["a.pos", "b.pos"]
+HW = {"observation.state": {"dtype": "float32", "shape": (2,), "names": POS}}
 
 
 @pytest.mark.parametrize("fallback", ["hold", "repeat_last", "zero"])
@@ -135,7 +138,7 @@ def test_no_action_before_the_first_chunk_whatever_the_fallback(fallback):
 
 def _feed(e: RemoteInferenceEngine, rows: np.ndarray, src_t: float) -> None:
     t = torch.from_numpy(rows.astype(np.float32))
-    e.queue.merge_stamped(t, t, 0, None, src_t, ChunkMeta("s", 1, e.episode_id))
+    e.queue.merge_stamped(t, t, 0, None, src_t, Provenance("s", 1, e.episode_id))
 
 
 def test_fallbacks_after_streaming_began():
@@ -182,12 +185,24 @@ def test_mixed_zero_fallback_holds_positions():
     assert e.get_action(None).tolist() == [3.0, 0.0]
 
 
-def test_reset_bumps_episode_and_drops_in_flight():
-    e = make_engine("hold", POS)
-    e._in_flight = object()  # type: ignore[assignment]
+def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():
+    link = MemoryLink()  # silent server: the test answers by hand
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=10.0)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", link=link)
+    e.start(worker=False)
+    e.resume()
+    e.notify_observation({"a.pos": 1.0, "b.pos": 2.0})
+    e.step()
+    old = link.requests[-1][0]
     ep = e.episode_id
     e.reset()
-    assert e.episode_id == ep + 1 and e._in_flight is None and e._episode_start
+    assert e.episode_id == ep + 1
+    link.reply(old, np.ones((5, 2)))
+    e.step()  # drains the late chunk, then sends the new episode's first request
+    assert e.counters["late_dropped"] == 1 and e.counters["chunks"] == 0
+    assert link.requests[-1][1].episode_start and link.requests[-1][0].episode_id == ep + 1
+    assert [r.episode_id for r in link.server_resets] == [ep + 1]  # the acked server reset
     e.latency.add(0.2)
     e.reset()
     assert len(e.latency) == 1  # latency survives episode resets
+    e.stop()
