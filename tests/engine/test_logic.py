@@ -1,4 +1,4 @@
-"""Unit tests of isolated robot-side logic: stamped queue, windowed latency, link state machine, fallbacks."""
+"""Unit tests of isolated robot-side logic: stamped queue, windowed latency, fallbacks, resets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import FallbackBehavior, RemoteInferenceConfig
-from lerobot_policy_remote.engine.link import LinkState, LinkStateMachine
 from lerobot_policy_remote.engine.provenance import Provenance
 from lerobot_policy_remote.engine.queue import StampedActionQueue, WindowedLatency
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
@@ -69,54 +68,6 @@ def test_windowed_latency_decays_after_a_slow_sample():
     assert w.delay_steps(1 / 30) == math.ceil(0.05 * 30)
     w.reset()
     assert w.delay_steps(1 / 30) == 0
-
-
-def test_link_state_machine_transitions():
-    m = LinkStateMachine(degraded_after_s=1.0, max_offline_s=10.0, now=0.0)
-    assert m.state is LinkState.CONNECTING
-    m.on_handshake_ok(0.1)
-    assert m.state is LinkState.CONNECTING  # only a merged chunk proves the link
-    m.on_merge(0.2)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(1.0, fresh_actions=5, streaming_began=True)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(1.5, fresh_actions=5, streaming_began=True)
-    assert m.state is LinkState.DEGRADED
-    m.evaluate(1.6, fresh_actions=0, streaming_began=True)
-    assert m.state is LinkState.STALLED
-    m.on_link_lost(2.0, "timeouts")
-    assert m.state is LinkState.RECONNECTING
-    m.on_merge(2.1)  # a late chunk does not skip the re-handshake
-    assert m.state is LinkState.RECONNECTING
-    m.on_handshake_ok(3.0)
-    assert m.state is LinkState.CONNECTING
-    m.on_merge(3.1)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(3.2, fresh_actions=0, streaming_began=True)
-    assert m.state is LinkState.STALLED  # STREAMING with an empty queue is STALLED too
-    m.on_link_lost(4.0, "liveliness")
-    m.evaluate(13.0, 0, True)
-    assert m.state is LinkState.RECONNECTING
-    m.evaluate(13.2, 0, True)
-    assert m.state is LinkState.DEAD and "max_offline_s" in m.dead_reason
-    m.on_merge(14.0)
-    assert m.state is LinkState.DEAD  # terminal
-
-
-def test_pause_does_not_count_as_offline():
-    m = LinkStateMachine(1.0, 5.0, now=0.0)
-    m.on_merge(0.0)
-    m.on_link_lost(1.0, "x")
-    assert not m.evaluate(100.0, 0, True, paused=True)
-    m.restart_offline_clock(100.0)
-    m.evaluate(101.0, 0, True)
-    assert m.state is LinkState.RECONNECTING
-
-
-def test_contract_violation_is_dead():
-    m = LinkStateMachine(1.0, 60.0, now=0.0)
-    m.on_fatal(0.5, "model_mismatch")
-    assert m.state is LinkState.DEAD and m.dead_reason == "model_mismatch"
 
 
 def make_engine(fallback: str, names: list[str]) -> RemoteInferenceEngine:
@@ -206,3 +157,12 @@ def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():
     e.reset()
     assert len(e.latency) == 1  # latency survives episode resets
     e.stop()
+
+
+def test_several_router_endpoints_and_the_single_form():
+    import draccus
+
+    one = draccus.parse(RemoteInferenceConfig, args=["--connect_endpoint=tcp/127.0.0.1:1"])
+    assert one.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1"]
+    many = draccus.parse(RemoteInferenceConfig, args=["--connect_endpoints=[tcp/127.0.0.1:1,tcp/127.0.0.1:2]"])
+    assert many.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"]

@@ -167,3 +167,67 @@ def test_contract_refusal_at_start_fails_before_the_robot_moves():
     with pytest.raises(RuntimeError, match="action_mismatch"):
         e.start(worker=False)
     assert link.closed
+
+
+# ---------------------------------------------------------------- issue 9: states and event-driven failover
+def test_healthy_streaming_with_a_full_queue_is_never_degraded():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, degraded_after_s=0.01, buffer_time_s=0.05)
+    e.step()
+    e.step()
+    states = set()
+    for _ in range(40):  # the robot executes; the next request goes out only when the queue runs low
+        e.get_action()
+        e.step()
+        e.step()
+        states.add(e.state)
+    assert states == {LinkState.STREAMING}, states
+    assert e.counters["requests"] >= 4
+
+
+def test_a_late_request_is_degraded_then_stalled_when_the_queue_runs_dry():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, degraded_after_s=0.05, buffer_time_s=0.2)
+    e.step()
+    e.step()
+    link.respond = None  # the server goes silent
+    while e.counters["requests"] < 2:
+        e.get_action()
+        e.step()
+    assert e.state is LinkState.STREAMING  # just sent: not late yet
+    seen = []
+    for _ in range(1_000_000):  # bounded: the request turns late after 50 ms of real time
+        if e.queue.fresh_count(1e18, 1e18) == 0:
+            break
+        e.step()
+        seen.append(e.state)
+        if e.state is LinkState.DEGRADED:
+            e.get_action()
+    e.get_action()
+    e.step()
+    assert LinkState.DEGRADED in seen and e.state is LinkState.STALLED
+
+
+def test_a_new_server_token_ends_the_backoff_at_once():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    e.step()
+    link.remove_replica("a")
+    e.step()
+    assert e.state is LinkState.RECONNECTING
+    e.step()
+    assert e.replica == "a"  # nothing changed: the 30 s backoff holds
+    link.add_replica(MemoryReplica("b"))
+    e.step()
+    assert e.replica == "b" and e.state is LinkState.CONNECTING  # no wait for the backoff
+
+
+def test_drain_moves_to_another_replica_at_once():
+    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    e.step()
+    first = e.replica
+    link.replicas[first].draining = True
+    link.event("draining", epoch=e.session_epoch)
+    e.step()
+    assert e.replica != first and e.state is LinkState.CONNECTING

@@ -24,24 +24,24 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
 
-from ..wire.codec import decode
-from ..wire.data import decode_chunk, encode_observation
+from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys, check_id
 from ..wire.messages import SCHEMA_VERSION, EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry
-from . import provenance, request
+from . import request
 from .config import RemoteInferenceConfig
-from .fallback import fallback_action
+from .control import ControlSide
 from .handshake import HandshakeError
+from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
 from .provenance import Provenance
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
-from .telemetry import ProvenanceLog, RttWindow, TelemetryPacer, robot_telemetry
+from .telemetry import RttWindow, TelemetryPacer, robot_telemetry
 from .transport import RemoteLink
-from .validate import answers, chunk_problem
+from .validate import InboundError, answers, read_chunk, read_inbound
 
 logger = logging.getLogger(__name__)
 
@@ -52,21 +52,9 @@ TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
 
 
 class RemoteInferenceEngine(InferenceEngine):
-    def __init__(
-        self,
-        config: RemoteInferenceConfig,
-        *,
-        hw_features: dict,
-        ordered_action_keys: list[str],
-        task: str,
-        fps: float,
-        model_id: str,
-        policy_type: str = "",
-        robot_type: str = "",
-        shutdown_event: Event | None = None,
-        link: RemoteLink | None = None,
-        request_clock_ns: Callable[[], int] = time.monotonic_ns,
-    ) -> None:
+    def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict, ordered_action_keys: list[str], task: str, fps: float,
+                 model_id: str, policy_type: str = "", robot_type: str = "", shutdown_event: Event | None = None,
+                 link: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
         """`link`: the transport (default: Zenoh per `config`). `request_clock_ns`: stamps requests and
         measures RTT -> RTC delay; a seam so the parity test can fix the latency like lerobot's engine."""
         self.cfg = config
@@ -87,7 +75,6 @@ class RemoteInferenceEngine(InferenceEngine):
             link = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid)
         self.transport: RemoteLink = link
         self._clock_ns = request_clock_ns
-        self._vel_mask = torch.tensor([k.endswith(".vel") for k in self.action_names])
 
         rtc = config.rtc
         self.queue = StampedActionQueue(RTCConfig(enabled=rtc.enabled, prefix_attention_schedule=rtc.prefix_attention_schedule,
@@ -96,34 +83,26 @@ class RemoteInferenceEngine(InferenceEngine):
         self.link = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
         self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s)
         self.counters: collections.Counter[str] = collections.Counter()
-        self.fallback_count = 0
-        self.executed_count = 0
-
-        # control thread (memory only)
-        self._obs_lock = Lock()
-        self._obs: tuple[dict, float] | None = None  # (obs, monotonic time it was notified)
-        self._last_action: torch.Tensor | None = None
-        self._streaming_began = False  # this episode saw a merged chunk (gates the fallbacks)
-        self._prov_log = ProvenanceLog()
-
-        # worker
         self._active, self._stop, self._wake = Event(), Event(), Event()
+        self.control = ControlSide(config, self.queue, self.link, self.action_names, self._active)
         self._ready, self._failed, self._pending_reset = Event(), Event(), Event()
         self._reset_lock = Lock()
         self._thread: Thread | None = None
         self.episode_id = 0
         self._episode_start = True
         self.session = RemoteSession()
-        self._seq = 0
-        self._outstanding: request.Outstanding | None = None
-        self._timeouts = 0
-        self.last_outcome = ""  # how the last request ended: ok | timeout | bad_chunk | event:<name>
+        self.requests = RequestTracker()
         self.rtt = RttWindow()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
 
     @property
     def telemetry_seq(self) -> int:
         return self._pacer.seq
+
+    @property
+    def last_outcome(self) -> str:
+        """How the last request ended: ok | timeout | bad_chunk | event:<name>."""
+        return self.requests.last_outcome
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -144,6 +123,8 @@ class RemoteInferenceEngine(InferenceEngine):
     session_epoch = property(lambda self: self.session.epoch)
     fingerprint = property(lambda self: self.session.fingerprint)
     rtc_active = property(lambda self: self.session.rtc_active)
+    executed_count = property(lambda self: self.control.executed_count)
+    fallback_count = property(lambda self: self.control.fallback_count)
 
     def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:
         """Join the network and do the first handshake before the robot moves (fail fast).
@@ -199,39 +180,15 @@ class RemoteInferenceEngine(InferenceEngine):
         self.queue.clear()
         self.episode_id += 1
         self._episode_start = True
-        self._outstanding = None  # a late chunk of the old episode no longer answers the latest request
-        self._streaming_began = False
-        self._last_action = None
+        self.requests.drop()  # a late chunk of the old episode no longer answers the latest request
+        self.control.new_episode()
 
     # ------------------------------------------------------------------ control thread
     def notify_observation(self, obs: dict) -> None:
-        with self._obs_lock:
-            self._obs = (obs, time.monotonic())
+        self.control.notify(obs)
 
     def get_action(self, obs_frame: dict | None = None) -> torch.Tensor | None:
-        """Control thread, every tick: no I/O, no logging, no torch call on the streaming path.
-
-        The returned tensor is a row prepared at merge time (independent of the queue): see
-        StampedActionQueue. Provenance is logged by the worker.
-        """
-        now = time.monotonic()
-        item = self.queue.pop_fresh(now, self.cfg.max_action_age_s)
-        if item is not None:
-            action, src_t, meta = item
-            self._last_action = action
-            self._streaming_began = True
-            self.executed_count += 1
-            age = now - src_t
-            self._prov_log.executed.append((meta, age))
-            provenance.publish(meta, age)
-            return action
-        provenance.publish(None)
-        # Queue dry or only stale actions left: STALLED (the worker publishes the change).
-        self.link.evaluate(now, 0, self._streaming_began, paused=not self._active.is_set())
-        act = fallback_action(self.cfg.fallback, self._last_action, self._vel_mask, self._streaming_began)
-        if act is not None:
-            self.fallback_count += 1
-        return act
+        return self.control.get_action()
 
     # ------------------------------------------------------------------ worker
     def _worker(self) -> None:
@@ -262,12 +219,12 @@ class RemoteInferenceEngine(InferenceEngine):
             return False
         if self.reconnect.needed:
             self._try_reconnect(now)
-        elif self._active.is_set() and self._outstanding is None and self._should_send(now):
+        elif self._active.is_set() and self.requests.current is None and self._should_send(now):
             self._send_request(now)
         now = time.monotonic()
-        self.link.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self._streaming_began,
-                           paused=not self._active.is_set())
-        self._prov_log.flush()
+        self.link.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
+                           paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
+        self.control.prov_log.flush()
         self._maybe_telemetry()
         return True
 
@@ -292,8 +249,7 @@ class RemoteInferenceEngine(InferenceEngine):
         opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint)
         self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))
         self.transport.bind(self.replica)
-        self._outstanding = None
-        self._timeouts = 0
+        self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger
         if self.cfg.rtc.enabled and not self.rtc_active:
             logger.warning("RTC downgraded to chunk-append (server does not support RTC)")
@@ -322,34 +278,30 @@ class RemoteInferenceEngine(InferenceEngine):
     def _lose_link(self, now: float, why: str) -> None:
         if self.link.on_link_lost(now, why):
             logger.warning("Link lost (%s): reconnecting", why)
-        self._outstanding = None
+        self.requests.drop()
         self.reconnect.lost(now)
 
     def _check_link(self, now: float) -> None:
         if self.transport.server_lost() and not self.reconnect.needed:
             self._lose_link(now, f"server liveliness lost (replica {self.replica})")
             return
-        out = self._outstanding
-        if out is not None and now - out.t_send > self.cfg.request_timeout_s:
-            self._outstanding = None
-            self._timeouts += 1
+        out = self.requests.expire(now, self.cfg.request_timeout_s)
+        if out is not None:
+            n = self.requests.timeouts
             self.counters["timeouts"] += 1
-            self.last_outcome = "timeout"
-            logger.warning("Request seq=%d timed out after %.1fs (%d in a row)", out.seq_id, self.cfg.request_timeout_s, self._timeouts)
-            if self._timeouts >= TIMEOUT_STREAK:
-                self._lose_link(now, f"{self._timeouts} request timeouts in a row")
+            logger.warning("Request seq=%d timed out after %.1fs (%d in a row)", out.seq_id, self.cfg.request_timeout_s, n)
+            if n >= TIMEOUT_STREAK:
+                self._lose_link(now, f"{n} request timeouts in a row")
 
     # -- requests
     def _should_send(self, now: float) -> bool:
-        with self._obs_lock:
-            if self._obs is None:
-                return False
+        if self.control.latest() is None:
+            return False
         queue_s = self.queue.fresh_count(now, self.cfg.max_action_age_s) * self._dt
         return queue_s <= self.cfg.buffer_time_s
 
     def _send_request(self, now: float) -> None:
-        with self._obs_lock:
-            obs, t_obs = self._obs  # type: ignore[misc]
+        obs, t_obs = self.control.latest()  # type: ignore[misc]
         if now - t_obs > self.cfg.max_action_age_s:
             return  # the control loop stopped feeding us: its actions would be stale on arrival anyway
         idx_before = self.queue.get_action_index()
@@ -364,38 +316,27 @@ class RemoteInferenceEngine(InferenceEngine):
             self.counters["encode_errors"] += 1
             logger.error("Could not encode the observation: %s", exc)
             return
-        self._seq += 1
-        mono = self._clock_ns()
-        self._outstanding = request.Outstanding(self._seq, mono, t_obs, time.monotonic(), idx_before, self.episode_id, self.session_epoch)
-        self.transport.publish_observation(body, Header(SCHEMA_VERSION, MsgType.OBS, self._seq, self.episode_id, mono, self.session_epoch))
+        out = self.requests.begin(mono_ns=self._clock_ns(), t_obs=t_obs, t_send=time.monotonic(), idx_before=idx_before,
+                                  episode_id=self.episode_id, epoch=self.session_epoch)
+        self.transport.publish_observation(body, Header(SCHEMA_VERSION, MsgType.OBS, out.seq_id, out.episode_id, out.mono_ns, out.epoch))
         self._episode_start = False
         self.counters["requests"] += 1
 
     # -- replies
     def _on_inbound(self, payload: bytes, attachment: bytes | None, now: float) -> None:
         try:
-            header = Header.unpack(attachment)
-        except WireError as exc:
-            self.counters["bad_header"] += 1
-            logger.warning("Dropped a message with a bad header on the action key: %s", exc)
+            header, event = read_inbound(payload, attachment)
+        except InboundError as exc:
+            self.counters[exc.counter] += 1
+            logger.warning("Dropped a message on the action key: %s", exc)
             return
-        if header.msg_type is MsgType.EVENT:
-            self._handle_event(payload, header, now)
-        elif header.msg_type is MsgType.CHUNK:
-            self._handle_chunk(payload, header)
+        if event is not None:
+            self._handle_event(event, header, now)
         else:
-            self.counters["bad_header"] += 1
+            self._handle_chunk(payload, header)
 
-    def _handle_event(self, payload: bytes, header: Header, now: float) -> None:
-        try:
-            ev = decode(EventMsg, payload)
-        except WireError as exc:
-            self.counters["bad_event"] += 1
-            logger.warning("Dropped a malformed event: %s", exc)
-            return
+    def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None:
         self.counters[f"event_{ev.event}"] += 1
-        self.last_outcome = f"event:{ev.event}"
-        out = self._outstanding
         if ev.event == "unknown_session":
             if header.session_epoch == self.session_epoch:
                 self._lose_link(now, "server does not know this session (it restarted?)")
@@ -403,26 +344,23 @@ class RemoteInferenceEngine(InferenceEngine):
         elif ev.event == "draining":
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
             self._lose_link(now, f"replica {self.replica} draining")
+            self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
         else:
             logger.warning("Server %s for seq=%d: %s", ev.event, ev.seq_id, ev.message)
+            out = self.requests.current
             if out is not None and header.seq_id == out.seq_id and header.session_epoch == self.session_epoch:
-                self._outstanding = None
+                self.requests.fail(f"event:{ev.event}")
+        self.requests.last_outcome = f"event:{ev.event}"
 
     def _handle_chunk(self, payload: bytes, header: Header) -> None:
-        out = self._outstanding
-        if not answers(header, out, self.session_epoch, self.episode_id):
+        out = self.requests.current
+        if out is None or not answers(header, out, self.session_epoch, self.episode_id):
             self.counters["late_dropped"] += 1
             return
-        assert out is not None
-        try:
-            msg = decode_chunk(payload)
-            problem = chunk_problem(msg, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
-        except WireError as exc:
-            problem = str(exc)
-        if problem:
-            self._outstanding = None
+        msg, problem = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
+        if msg is None:
+            self.requests.fail("bad_chunk")
             self.counters["bad_chunk"] += 1
-            self.last_outcome = "bad_chunk"
             logger.error("Refused a chunk for seq=%d: %s", out.seq_id, problem)
             return
         rtt = max(0.0, (self._clock_ns() - out.mono_ns) / 1e9)
@@ -433,13 +371,11 @@ class RemoteInferenceEngine(InferenceEngine):
                 return
             trimmed = self.queue.merge_stamped(torch.from_numpy(msg.chunk_model.copy()), torch.from_numpy(msg.chunk_robot.copy()),
                                                new_delay, out.idx_before, out.t_obs, meta)
-        self._outstanding = None
-        self._timeouts = 0
+        self.requests.succeed()
         self.latency.add(rtt)
         self.rtt.add(rtt * 1000.0)
         self.counters["chunks"] += 1
         self.counters["superseded"] += msg.superseded_seqs
-        self.last_outcome = "ok"
         self.link.on_merge(time.monotonic())
         logger.debug("Merged seq=%d rtt=%.1fms delay=%d trimmed=%d queue=%d", out.seq_id, rtt * 1000, new_delay, trimmed, self.queue.qsize())
 

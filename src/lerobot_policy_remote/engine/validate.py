@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..wire.data import ActionChunkMsg
-from ..wire.header import Header
+from ..wire.codec import decode
+from ..wire.data import ActionChunkMsg, decode_chunk
+from ..wire.errors import WireError
+from ..wire.header import Header, MsgType
+from ..wire.messages import EventMsg
 from .request import Outstanding
 
 
@@ -35,3 +38,37 @@ def chunk_problem(msg: ActionChunkMsg, *, session_id: str, action_dim: int, outs
     if msg.seq_id_echo not in (0, outstanding.seq_id) or (msg.client_mono_ns_echo and msg.client_mono_ns_echo != outstanding.mono_ns):
         return "echo does not match the request"
     return ""
+
+
+class InboundError(Exception):
+    """A message on the action key that is dropped; `counter` names what was wrong with it."""
+
+    def __init__(self, counter: str, message: str) -> None:
+        super().__init__(message)
+        self.counter = counter
+
+
+def read_inbound(payload: bytes, attachment: bytes | None) -> tuple[Header, EventMsg | None]:
+    """Header + decoded event (None for a chunk, decoded only if it answers the request in flight)."""
+    try:
+        header = Header.unpack(attachment)
+    except WireError as exc:
+        raise InboundError("bad_header", f"bad header on the action key: {exc}") from None
+    if header.msg_type is MsgType.CHUNK:
+        return header, None
+    if header.msg_type is not MsgType.EVENT:
+        raise InboundError("bad_header", f"unexpected {header.msg_type.name} message on the action key")
+    try:
+        return header, decode(EventMsg, payload)
+    except WireError as exc:
+        raise InboundError("bad_event", f"malformed event: {exc}") from None
+
+
+def read_chunk(payload: bytes, *, session_id: str, action_dim: int, outstanding: Outstanding) -> tuple[ActionChunkMsg | None, str]:
+    """Decode + check a chunk that answers `outstanding`: (chunk, "") or (None, why it is refused)."""
+    try:
+        msg = decode_chunk(payload)
+    except WireError as exc:
+        return None, str(exc)
+    problem = chunk_problem(msg, session_id=session_id, action_dim=action_dim, outstanding=outstanding)
+    return (None, problem) if problem else (msg, "")
