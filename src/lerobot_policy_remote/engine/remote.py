@@ -81,7 +81,8 @@ class RemoteInferenceEngine(InferenceEngine):
                                                   max_guidance_weight=rtc.max_guidance_weight, execution_horizon=rtc.execution_horizon))
         self.latency = WindowedLatency(maxlen=config.latency_window)
         self.link = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
-        self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s)
+        grace = config.failover_grace_s if len(config.endpoints()) > 1 else 0.0
+        self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s, grace)
         self.counters: collections.Counter[str] = collections.Counter()
         self._active, self._stop, self._wake = Event(), Event(), Event()
         self.control = ControlSide(config, self.queue, self.link, self.action_names, self._active)
@@ -206,7 +207,7 @@ class RemoteInferenceEngine(InferenceEngine):
     def step(self) -> bool:
         """One pass of the network worker (the worker thread loops on it); False once DEAD."""
         now = time.monotonic()
-        self.reconnect.on_server_changes(self.transport.server_changes(), now)
+        self.reconnect.on_server_changes(self.transport.server_changes(), now, self.replica)
         for msg in self.transport.receive():
             self._on_inbound(msg.payload, msg.attachment, now)
         self._apply_operator_resets()
@@ -283,6 +284,10 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _check_link(self, now: float) -> None:
         if self.transport.server_lost() and not self.reconnect.needed:
+            self.counters["server_token_lost"] += 1
+            self.reconnect.token_lost(now)
+            self.requests.fail("server_lost")  # leaves STREAMING at once; the buffer keeps playing
+        if self.reconnect.token_expired(now):
             self._lose_link(now, f"server liveliness lost (replica {self.replica})")
             return
         out = self.requests.expire(now, self.cfg.request_timeout_s)
