@@ -65,7 +65,6 @@ class RemoteInferenceEngine(InferenceEngine):
         self._dt = 1.0 / self.fps
         self.model_id = model_id
         self._policy_type = policy_type
-        self._robot_type = robot_type
         self._global_shutdown = shutdown_event
         self.client_uuid = check_id(config.client_uuid, "client_uuid") if config.client_uuid else uuid.uuid4().hex
         self.keys = ServiceKeys.for_service(model_id, config.service_revision or "main", config.service_task or task)
@@ -96,29 +95,12 @@ class RemoteInferenceEngine(InferenceEngine):
         self.rtt = RttWindow()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
 
-    @property
-    def telemetry_seq(self) -> int:
-        return self._pacer.seq
-
-    @property
-    def last_outcome(self) -> str:
-        """How the last request ended: ok | timeout | bad_chunk | event:<name>."""
-        return self.requests.last_outcome
-
-    # ------------------------------------------------------------------ lifecycle
-    @property
-    def ready(self) -> bool:
-        return self._ready.is_set() or self._failed.is_set()
-
-    @property
-    def failed(self) -> bool:
-        return self._failed.is_set()
-
-    @property
-    def state(self) -> LinkState:
-        return self.link.snapshot()[0]
-
-    # the current session, as lerobot-style attributes
+    # ------------------------------------------------------------------ public state (read-only views)
+    ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
+    failed = property(lambda self: self._failed.is_set())
+    state = property(lambda self: self.link.snapshot()[0])
+    telemetry_seq = property(lambda self: self._pacer.seq)
+    last_outcome = property(lambda self: self.requests.last_outcome)  # ok | timeout | bad_chunk | server_lost | event:<name>
     session_id = property(lambda self: self.session.session_id)
     replica = property(lambda self: self.session.replica)
     session_epoch = property(lambda self: self.session.epoch)
@@ -127,6 +109,7 @@ class RemoteInferenceEngine(InferenceEngine):
     executed_count = property(lambda self: self.control.executed_count)
     fallback_count = property(lambda self: self.control.fallback_count)
 
+    # ------------------------------------------------------------------ lifecycle
     def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:
         """Join the network and do the first handshake before the robot moves (fail fast).
 
