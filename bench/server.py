@@ -22,9 +22,9 @@ from robot import Robot  # noqa: E402
 from support.policies import SIM_ARM_ACTION_NAMES  # noqa: E402
 from support.procs import Router  # noqa: E402
 
-from lerobot_policy_remote.server.backend import StubBackend  # noqa: E402
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec  # noqa: E402
 from lerobot_policy_remote.server.service import PolicyServer  # noqa: E402
+from lerobot_policy_remote.server.stub import StubBackend  # noqa: E402
 from lerobot_policy_remote.wire.messages import ActionChunkMsg  # noqa: E402
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session  # noqa: E402
 
