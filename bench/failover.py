@@ -40,38 +40,40 @@ DEGRADED_AFTER = 0.5
 BUFFER = 1.0
 
 
-class Driver:
-    """The control loop; counts every executed action that breaks an invariant."""
+class Driver(threading.Thread):
+    """The 30 Hz control loop; counts every executed action that breaks an invariant."""
 
     def __init__(self, e: RemoteInferenceEngine, robot: SimArm) -> None:
-        self.e, self.robot = e, robot
-        self.executed = 0
-        self.stale = self.nan = self.foreign = 0
-        self.sessions: set[str] = set()
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
+        super().__init__(daemon=True, name="control-loop")
+        self.e, self.robot, self.halt = e, robot, threading.Event()
+        self.executed = self.stale = self.nan = self.foreign = 0
+        self.sessions: set[str] = set()  # sessions the robot opened (their model fingerprint is pinned by the engine)
+        self.start()
 
-    def _run(self) -> None:
-        names = self.e.action_names
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            if self.e.session_id:
-                self.sessions.add(self.e.session_id)  # sessions the robot opened (fingerprint pinned by the engine)
-            self.e.notify_observation(self.robot.get_observation())
-            act = self.e.get_action(None)
-            if act is not None:
-                p = provenance.latest()
-                self.executed += 1
-                self.stale += p is None or p.source_age_s > MAX_AGE
-                self.nan += not all(math.isfinite(x) for x in act.tolist())
-                self.foreign += p is not None and p.session_id not in self.sessions | {self.e.session_id}
-                self.robot.send_action(dict(zip(names, act.tolist(), strict=True)))
-            time.sleep(max(0.0, 1 / 30 - (time.monotonic() - t0)))
+    def tick(self) -> None:
+        e = self.e
+        if e.session_id:
+            self.sessions.add(e.session_id)
+        e.notify_observation(self.robot.get_observation())
+        act = e.get_action(None)
+        if act is None:
+            return
+        p, values = provenance.latest(), act.tolist()
+        self.executed += 1
+        self.stale += p is None or p.source_age_s > MAX_AGE
+        self.nan += not all(math.isfinite(x) for x in values)
+        self.foreign += p is not None and p.session_id not in self.sessions | {e.session_id}
+        self.robot.send_action(dict(zip(e.action_names, values, strict=True)))
+
+    def run(self) -> None:
+        next_t = time.monotonic()
+        while not self.halt.wait(max(0.0, next_t - time.monotonic())):
+            next_t += 1 / 30
+            self.tick()
 
     def stop(self) -> None:
-        self._stop.set()
-        self._t.join(5)
+        self.halt.set()
+        self.join(5)
 
 
 def first_state(e: RemoteInferenceEngine, since: float, states: tuple[LinkState, ...], timeout: float, replica: str = "") -> float:
