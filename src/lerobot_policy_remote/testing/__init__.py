@@ -8,6 +8,7 @@ package is cheap (stdlib only); the modules that need zenoh or numpy load them w
 - :mod:`.fake_robot`  `FakeRobot` (one robot speaking the real wire, numpy + zenoh)
 - :mod:`.fake_server` `FakeServer`, `ChunkResponder` (one server replica speaking the real wire, with fault switches)
 - :mod:`.fleet`       `FleetPublisher` (many robots and replicas on one session, for the console bench)
+- :mod:`.memory_link` `MemoryLink` (the robot engine's `RemoteLink` with the server played in memory)
 """
 
 from __future__ import annotations
