@@ -155,6 +155,9 @@ def test_fake_server_faults_reach_the_robot_as_the_wire_carries_them(pair):
     wait_until(lambda: len(server.obs_seen) >= 2, timeout=15, message="the silent replica receiving the observation")
     assert_never(lambda: not robot.inbox.empty(), 0.5, message="a reply from a silent replica")
 
+    robot.send_raw(b"\xc1 not msgpack", b"short header")  # hostile bytes: counted, never a crash
+    wait_until(lambda: server.responder.bad_obs == 1, timeout=15, message="the hostile observation counted")
+
     server.faults = Faults(mode="foreign_session")  # replacing the switches reaches the chunk responder too
     chunk = _request(robot)
     assert isinstance(chunk, ActionChunkMsg) and chunk.session_id == "someone-else"
