@@ -26,6 +26,8 @@ from .model import (
     ServerRow,
     SessionEntry,
     n_max,
+    room,
+    split_robot_key,
 )
 
 Namespace = tuple[str, str, str]  # (model_id, revision, service), decoded
@@ -34,6 +36,7 @@ STATUS_STALE_S = 6.0  # a server whose status has not answered for this long sho
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
+TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
 DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
 
@@ -46,7 +49,9 @@ class _Robot:
     alive: bool | None = None
     gone_at: float | None = None
     history: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=40))
-    rtt: deque[float] = field(default_factory=lambda: deque(maxlen=120))
+    rtt: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
+    staleness: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
+    queue: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=50))
     audit_at: deque[float] = field(default_factory=lambda: deque(maxlen=50))
 
@@ -77,7 +82,7 @@ class FleetStore:
         self.clock = clock
         self.router = router
         self._lock = threading.Lock()
-        self._robots: dict[str, _Robot] = {}
+        self._robots: dict[tuple[Namespace, str], _Robot] = {}  # keyed by (namespace, client_uuid)
         self._servers: dict[str, _Server] = {}
         self._connection = connection
         self._link_down_at: float | None = None
@@ -133,8 +138,11 @@ class FleetStore:
             state = RobotState.parse(t.state).name
             if not r.history or r.history[-1][1] != state:
                 r.history.append((now, state))
-            if t.rtt_p50_ms > 0 and (r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms):
-                r.rtt.append(t.rtt_p50_ms)
+            if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
+                if t.rtt_p50_ms > 0:
+                    r.rtt.append(t.rtt_p50_ms)
+                r.staleness.append(t.staleness_s)
+                r.queue.append(t.queue_s)
             r.telemetry = t
             r.seen_at = now
             self._last_data_at = now
@@ -162,7 +170,7 @@ class FleetStore:
             s.audit_superseded += line.superseded
             if line.outcome not in ("ok", "superseded"):
                 s.audit_errors += 1
-            r = self._robots.get(line.client_uuid)
+            r = self._robots.get((ns, line.client_uuid))
             if r is not None:
                 r.audit.append(entry)
                 r.audit_at.append(now)
@@ -202,8 +210,8 @@ class FleetStore:
     def snapshot(self) -> FleetSnapshot:
         with self._lock:
             now = self.clock()
-            robots = tuple(self._robot_row(r, now) for r in self._robots.values())
             servers = tuple(self._server_row(s, now) for s in self._servers.values())
+            robots = tuple(self._robot_row(r, now, servers) for r in self._robots.values())
             age = None if self._last_data_at is None else max(0.0, now - self._last_data_at)
             return FleetSnapshot(
                 router=self.router,
@@ -214,17 +222,22 @@ class FleetStore:
                 notes=tuple(self._notes),
             )
 
-    def robot_detail(self, robot_id: str) -> RobotDetail | None:
+    def robot_detail(self, key: str) -> RobotDetail | None:
+        """By row key (`robot_key`); a bare robot id finds that id in any namespace."""
         with self._lock:
-            r = self._robots.get(robot_id)
+            parsed = split_robot_key(key)
+            r = self._robots.get(parsed) if parsed else next((x for x in self._robots.values() if x.robot_id == key), None)
             if r is None:
                 return None
             now = self.clock()
+            servers = tuple(self._server_row(s, now) for s in self._servers.values())
             audit = tuple(_aged(e, now - t) for e, t in zip(r.audit, r.audit_at, strict=True))
             return RobotDetail(
-                row=self._robot_row(r, now),
+                row=self._robot_row(r, now, servers),
                 history=tuple((max(0.0, now - t), st) for t, st in r.history),
                 rtt_history=tuple(r.rtt),
+                staleness_history=tuple(r.staleness),
+                queue_history=tuple(r.queue),
                 audit=audit,
             )
 
@@ -252,11 +265,9 @@ class FleetStore:
     # ------------------------------------------------------------ internals (lock held)
 
     def _robot(self, robot_id: str, ns: Namespace) -> _Robot:
-        r = self._robots.get(robot_id)
+        r = self._robots.get((ns, robot_id))
         if r is None:
-            r = self._robots[robot_id] = _Robot(robot_id, ns)
-        elif ns != ("", "", ""):
-            r.ns = ns
+            r = self._robots[(ns, robot_id)] = _Robot(robot_id, ns)
         return r
 
     def _server(self, replica: str, ns: Namespace) -> _Server:
@@ -282,7 +293,7 @@ class FleetStore:
             return True
         return now - self._link_up_at > RECONNECT_GRACE_S
 
-    def _robot_row(self, r: _Robot, now: float) -> RobotRow:
+    def _robot_row(self, r: _Robot, now: float, servers: tuple[ServerRow, ...] = ()) -> RobotRow:
         t = r.telemetry
         seen = None if r.seen_at is None else max(0.0, now - r.seen_at)
         if self._token_gone(r.alive, r.gone_at, now):
@@ -293,7 +304,10 @@ class FleetStore:
             state = RobotState.parse(t.state)
         model, rev, service = r.ns
         if t is None:
-            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen)
+            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns)
+        waiting = ""
+        if state in (RobotState.RECONNECTING, RobotState.CONNECTING) and not t.session_id:
+            waiting = waiting_reason(r.ns, servers)
         return RobotRow(
             robot_id=r.robot_id,
             state=state,
@@ -317,6 +331,8 @@ class FleetStore:
             fps=t.fps,
             alive=r.alive,
             seen_age_s=seen,
+            ns=r.ns,
+            waiting=waiting,
         )
 
     def _capacity_inputs(self, s: _Server, now: float) -> tuple[float | None, list[tuple[str, str]]]:
@@ -378,6 +394,9 @@ class FleetStore:
         errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if s.audit_times else None)
         superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if s.audit_times else None)
         model, rev, service = s.ns
+        gone = health == "gone"
+        room_left, room_limit = (None, "") if gone or health == "stale" else room(value, st.max_sessions if st else 0, active, bool(st and st.draining))
+        heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
         return ServerRow(
             replica=s.replica,
             model_id=(st.model.repo_or_path if st and st.model.repo_or_path else model),
@@ -391,7 +410,8 @@ class FleetStore:
             superseded=superseded,
             health=health,
             n_max=value,
-            headroom=None if value is None else int(value) - active,
+            headroom=room_left,
+            room_limit=room_limit,
             inference_ms_p50=st.inference_ms_p50 if st else 0.0,
             draining=bool(st and st.draining),
             alive=s.alive,
@@ -399,7 +419,32 @@ class FleetStore:
             metrics_url=st.metrics_url if st else "",
             metrics_error=s.metrics_error,
             session_robots=tuple(sorted(x.client_uuid for x in st.sessions)) if st else (),
+            seen_age_s=min(heard) if heard else None,
+            ns=s.ns,
         )
+
+
+def waiting_reason(ns: Namespace, servers: tuple[ServerRow, ...]) -> str:
+    """Why a robot without a session is not getting one, from the replicas of its service.
+
+    Empty when some replica has room (the robot is simply connecting). Names every replica and what
+    stops it taking the robot, so the operator sees what would free it.
+    """
+    peers = sorted((s for s in servers if s.ns == ns), key=lambda s: s.replica)
+    live = [s for s in peers if s.health != "gone"]
+    if not live:
+        return "waiting: no replica serves this model/service" + (f" ({', '.join(f'{s.replica} gone' for s in peers)})" if peers else "")
+    if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
+        return ""
+    why = []
+    for s in sorted(peers, key=lambda s: (s.health in ("gone", "stale", "draining"), s.replica)):  # the ones that may free up first
+        if s.health in ("gone", "stale", "draining"):
+            why.append(f"{s.replica} {s.health}")
+        elif s.max_sessions and s.active_sessions >= s.max_sessions:
+            why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")
+        else:
+            why.append(f"{s.replica} room {s.headroom if s.headroom is not None else '?'} ({s.room_limit or 'unknown'})")
+    return f"waiting: no replica with room ({', '.join(why)})"
 
 
 def _aged(e: AuditEntry, age: float) -> AuditEntry:

@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 the target answered "no", 2 nobody answered / could not conn
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -24,6 +25,7 @@ def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
         d = asdict(r)
         d["state"] = r.state.name
         d["superseded_pct"] = r.superseded_pct
+        d["ns"] = list(r.ns)
         return d
 
     return {
@@ -53,26 +55,36 @@ def snapshot_text(snap: FleetSnapshot) -> str:
 
 
 def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
-    """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot."""
+    """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot.
+
+    Exit 0 connected, 2 otherwise, whatever the router does meanwhile (never a traceback or an abort).
+    """
     from .sources.zenoh_source import ZenohSource
 
     store = FleetStore()
     source = ZenohSource(settings, status_period_s=max(0.5, wait_s / 2), scrape_period_s=max(0.5, wait_s / 2))
-    source.start(store)
+    snap = None
     try:
-        time.sleep(wait_s)
+        source.start(store)
+        time.sleep(max(0.0, wait_s))
         deadline = time.monotonic() + 5.0  # let a pending connection attempt finish, so the answer is definite
         while store.snapshot().connection == "connecting" and time.monotonic() < deadline:
             time.sleep(0.1)
         snap = store.snapshot()
+    except Exception as exc:  # defensive: the verbs promise an exit code, not a traceback
+        print(f"lerobot-fleet status: {exc}", file=sys.stderr)
     finally:
-        source.stop()
+        clean = source.stop() is not False
+    if snap is None:
+        return _exit(2, clean)
     print(json.dumps(snapshot_json(snap), indent=2) if as_json else snapshot_text(snap))
-    return 0 if snap.connection == "connected" else 2
+    if snap.connection != "connected":
+        print(f"lerobot-fleet status: not connected to {store.router} ({snap.notes[-1] if snap.notes else 'no answer'})", file=sys.stderr)
+    return _exit(0 if snap.connection == "connected" else 2, clean)
 
 
 def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:
-    from .sources.zenoh_source import operator_name, send_drain, send_episode_reset
+    from .ops import operator_name, send_drain, send_episode_reset
 
     try:
         session = open_session(settings)
@@ -85,12 +97,28 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             result = send_drain(session, target, None, reason, by, timeout)
         else:
             result = send_episode_reset(session, target, None, reason, by, timeout)
+    except Exception as exc:  # the router went away mid-query
+        print(f"lerobot-fleet {kind}: lost the router while asking {target}: {exc}. Check the router and try again.", file=sys.stderr)
+        return 2
     finally:
-        session.close()
+        try:
+            session.close()
+        except Exception:
+            pass
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
         return 0
     return 2 if result.message.startswith("no ") and "answered" in result.message else 1
+
+
+def _exit(code: int, clean: bool) -> int:
+    """When a source thread is still inside zenoh (a connection attempt that outlived stop()), leave without
+    interpreter finalization: zenoh objects dropped during finalization can abort the process."""
+    if not clean:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _result_json(r: ActionResult) -> dict[str, Any]:

@@ -61,7 +61,13 @@ class KeyedTable(DataTable):
 
     def get_column_text(self, row_key: str, column_key: str) -> str:
         """The plain text of one logical column of a row (tests and the e2e check read this)."""
-        return self._cells[row_key][self._col_index[column_key]][0]
+        return self._cells[self.resolve(row_key)][self._col_index[column_key]][0]
+
+    def resolve(self, key: str) -> str:
+        """A row key, or a bare robot id -> its row key (first in order when several namespaces share it)."""
+        if key in self._cells:
+            return key
+        return next((k for k in self._order if k.rsplit("\x1f", 1)[-1] == key), key)
 
     @property
     def selected_key(self) -> str | None:
@@ -133,6 +139,8 @@ class KeyedTable(DataTable):
         return [locs.get_key(i) for i in range(len(locs))]
 
     def select_key(self, key: str) -> None:
+        """Move the cursor to a row key; a bare robot id finds its row whatever the namespace."""
+        key = self.resolve(key)
         if key in self._cells:
             self.move_cursor(row=self.get_row_index(key))
 

@@ -5,7 +5,7 @@ Regenerate baselines on purpose only: `pytest tests/console --snapshot-update` (
 
 from __future__ import annotations
 
-from fleet_helpers import make_app
+from fleet_helpers import make_app, make_scenario_app
 from lerobot_fleet.widgets import KeyedTable
 
 SIZE = (140, 42)
@@ -97,3 +97,58 @@ def test_disconnected_router(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, run_before=before, terminal_size=SIZE)
+
+
+def test_gone_server_and_waiting_robot(snap_compare):
+    """After draining demo-a: demo-a is gone (age shown, old figures dimmed), demo-b is full (room +0 cap),
+    demo-arm-4 waits and says why; demo-arm-1 also exists in another namespace (two rows)."""
+    assert snap_compare(make_scenario_app(), terminal_size=SIZE)
+
+
+def test_waiting_robot_detail(snap_compare):
+    """The waiting robot's detail: rounded units, the waiting reason, trends."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "demo-arm-4")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_scenario_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_gone_server_detail(snap_compare):
+    """A gone server's detail says its figures are old and since when."""
+
+    async def before(pilot):
+        await _select(pilot, "servers", "demo-a")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_scenario_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_help_lists_every_key(snap_compare):
+    """`?` on the fleet screen lists every key it answers."""
+    assert snap_compare(make_app(), press=["question_mark"], terminal_size=SIZE)
+
+
+def test_marks(snap_compare):
+    """space marks the row under the cursor and moves down; the header and the title count marks."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-03")
+        await pilot.press("space", "space")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_bulk_reset_confirmation(snap_compare):
+    """Marked robots: one confirmation lists every target."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-03")
+        await pilot.press("space", "space", "space", "r")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
