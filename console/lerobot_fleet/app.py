@@ -17,9 +17,20 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from . import render
-from .messages import ActionRequested, DetailRequested, PauseToggled, ResultNoted, ScreenRequested
+from .alerts import AlertBook, AlertRules
+from .export import write
+from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested
 from .model import FleetSnapshot, split_robot_key
-from .screens import ConfirmScreen, FleetScreen, HelpScreen, LiveScreen, RobotDetailScreen, ServerDetailScreen
+from .screens import (
+    AlertsScreen,
+    ConfirmScreen,
+    EventsScreen,
+    FleetScreen,
+    HelpScreen,
+    LiveScreen,
+    RobotDetailScreen,
+    ServerDetailScreen,
+)
 from .sources.base import ActionResult, FleetSource
 from .store import FleetStore
 
@@ -39,6 +50,8 @@ class FleetConsoleApp(App[None]):
         read_only: bool = False,
         refresh_s: float = 1.0,
         operator: str = "operator",
+        alert_rules: AlertRules | None = None,
+        export_dir: str | Path = ".",
     ) -> None:
         super().__init__()
         self.source = source
@@ -47,6 +60,9 @@ class FleetConsoleApp(App[None]):
         self.refresh_s = max(MIN_REFRESH_S, refresh_s)
         self.operator = operator
         self.paused = False
+        self.alerts = AlertBook(alert_rules)
+        self.export_dir = Path(export_dir)
+        self._exports = 0
         self.last_result: tuple[str, bool | None] = ("", None)
         self._snapshot: FleetSnapshot | None = None
         self.tick_times: list[float] = []  # seconds per UI refresh (bench/console.py reads these)
@@ -60,14 +76,24 @@ class FleetConsoleApp(App[None]):
         self.source.stop()
 
     def current_snapshot(self) -> FleetSnapshot:
+        """The latest snapshot (the frozen one while paused); alerts follow every new snapshot."""
         if self._snapshot is None or not self.paused:
             self._snapshot = self.store.snapshot()
+            opened, cleared = self.alerts.update(self._snapshot, self.store.clock())
+            for a in opened:
+                self.store.event("error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
+            for a in cleared:
+                self.store.event("info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
         return self._snapshot
+
+    @staticmethod
+    def _who(a) -> tuple[str, str]:
+        return (a.name, "") if a.role == "robot" else ("", a.name)
 
     def tick(self) -> None:
         """One UI refresh: skipped while a dialog is open (it would repaint under the modal)."""
         screen = self.screen
-        if not isinstance(screen, LiveScreen):
+        if not isinstance(screen, LiveScreen) or not screen.is_mounted:
             return
         start = time.perf_counter()
         screen.apply_snapshot(self.current_snapshot())
@@ -95,6 +121,22 @@ class FleetConsoleApp(App[None]):
             screen = self.screen
             keys = screen.key_help() if isinstance(screen, LiveScreen) else []
             self.push_screen(HelpScreen(type(screen).__name__.removesuffix("Screen"), keys))
+        elif message.name == "alerts" and not isinstance(self.screen, AlertsScreen):
+            self.push_screen(AlertsScreen())
+        elif message.name == "events" and not isinstance(self.screen, EventsScreen):
+            self.push_screen(EventsScreen())
+
+    def on_export_requested(self, message: ExportRequested) -> None:
+        """Writes next to where the console runs (or --export-dir); the result line names the files."""
+        self._exports += 1
+        try:
+            paths = write(message.tables, self.export_dir, f"fleet-{message.stem}-{self._exports}", message.fmt)
+        except OSError as exc:
+            self.set_result(f"export failed: {exc}. Pick a writable folder with --export-dir.", False)
+        else:
+            rows = sum(len(v) for v in message.tables.values())
+            self.set_result(f"exported {rows} rows to {', '.join(str(p) for p in paths)}", True)
+        self.tick()
 
     def on_action_requested(self, message: ActionRequested) -> None:
         """One confirmation naming every target; on yes, one worker runs them and reports each."""
@@ -161,6 +203,9 @@ class FleetConsoleApp(App[None]):
             kind = worker.name.split(":")[0]
             text, ok = render.results_text(kind, worker.result)
             self.set_result(text, ok)
+            for target, good, line in worker.result:
+                name = self._target_name(target)
+                self.store.event("info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name)))
         elif event.state == WorkerState.ERROR:
             self.set_result(f"{worker.name}: FAILED — {worker.error}", False)
         else:

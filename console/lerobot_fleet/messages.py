@@ -42,3 +42,13 @@ class ResultNoted(Message):
         super().__init__()
         self.text = text
         self.ok = ok
+
+
+class ExportRequested(Message):
+    """Write these tables (name -> records) as `fmt` ("json" | "csv") under a name starting with `stem`."""
+
+    def __init__(self, fmt: str, stem: str, tables: dict[str, list[dict[str, object]]]) -> None:
+        super().__init__()
+        self.fmt = fmt
+        self.stem = stem
+        self.tables = tables

@@ -29,6 +29,8 @@ __all__ = [
     "server_matches",
     "robot_key",
     "ROBOT_STALE_S",
+    "FleetEvent",
+    "event_matches",
 ]
 
 ROBOT_STALE_S = 5.0  # no telemetry for this long: the row is stale (rqt_robot_monitor marks stale after 5 s)
@@ -148,6 +150,7 @@ class RobotRow:
     alive: bool | None = None
     seen_age_s: float | None = None  # console receive time of the last telemetry, as an age
     ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from the key expressions
+    state_age_s: float | None = None  # how long it has been in its current state
     waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
 
     @property
@@ -218,6 +221,42 @@ class FleetSnapshot:
 
     def server(self, replica: str) -> ServerRow | None:
         return next((s for s in self.servers if s.replica == replica), None)
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """One line of the fleet event log: a state change, an audit refusal, a drain, a reset, an alert."""
+
+    age_s: float
+    severity: str  # info | warn | error
+    kind: str  # state | audit | server | drain | reset | alert
+    text: str
+    robot: str = ""
+    server: str = ""
+
+
+SEVERITY_STYLE = {"info": "", "warn": "yellow", "error": "bold red"}
+
+
+def event_matches(e: FleetEvent, query: str) -> bool:
+    """Filter words: `robot:ID`, `server:ID`, `sev:warn` (that severity or worse), `kind:drain`; other words
+    must all appear in the text. Case-insensitive."""
+    rank = {"info": 0, "warn": 1, "error": 2}
+    for word in query.lower().split():
+        field, _, value = word.partition(":")
+        if value and field == "robot":
+            ok = value in e.robot.lower()
+        elif value and field == "server":
+            ok = value in e.server.lower()
+        elif value and field in ("sev", "severity"):
+            ok = rank.get(e.severity, 0) >= rank.get(value, 0)
+        elif value and field == "kind":
+            ok = e.kind == value
+        else:
+            ok = word in f"{e.text} {e.robot} {e.server} {e.kind}".lower()
+        if not ok:
+            return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from .alerts import Alert
 from .model import (
     ROBOT_SORT_KEYS,
     SERVER_HEALTH_STYLE,
     SERVER_SORT_KEYS,
+    SEVERITY_STYLE,
     AuditEntry,
+    FleetEvent,
     FleetSnapshot,
     RobotDetail,
     RobotRow,
@@ -84,9 +87,14 @@ def age_style(age: float | None) -> str:
 
 MARK: Cell = ("●", "bold cyan")
 NO_MARK: Cell = ("", "")
+ALERT: Cell = ("!", "bold white on red")
 
 
-def robot_cells(r: RobotRow, marked: bool = False) -> tuple[Cell, ...]:
+def _mark(marked: bool, alerting: bool) -> Cell:
+    return MARK if marked else (ALERT if alerting else NO_MARK)
+
+
+def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
     """One robot row. A gone or stale robot keeps its last figures, dimmed, with its last-seen age."""
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)}"
     sup = r.superseded_pct
@@ -98,8 +106,8 @@ def robot_cells(r: RobotRow, marked: bool = False) -> tuple[Cell, ...]:
     outcome = r.waiting.replace("waiting: no replica with room", "no room") if r.waiting else (r.last_outcome or "—")
     outcome_style = "yellow" if r.waiting or r.last_outcome not in ("", "ok") else ""
     return (
-        MARK if marked else NO_MARK,
-        _t(r.robot_id, "bold"),
+        _mark(marked, alerting),
+        _t(r.robot_id, "bold red" if alerting else "bold"),
         _t(r.state.name, r.state.style),
         fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= 1.0 else ""),
         fig(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
@@ -123,7 +131,7 @@ def room_text(s: ServerRow) -> str:
     return f"{s.headroom:+d} {s.room_limit}"
 
 
-def server_cells(s: ServerRow, marked: bool = False) -> tuple[Cell, ...]:
+def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
     """One server row. Gone/stale: health says since when, and the old figures are dimmed."""
     sessions = f"{s.active_sessions}/{s.max_sessions}" if s.max_sessions else f"{s.active_sessions}/—"
     room_style = "red" if s.headroom is not None and s.headroom < 0 else ("yellow" if s.headroom == 0 else "")
@@ -134,8 +142,8 @@ def server_cells(s: ServerRow, marked: bool = False) -> tuple[Cell, ...]:
 
     health = f"{s.health} {fmt_age(s.seen_age_s)}" if old else s.health
     return (
-        MARK if marked else NO_MARK,
-        _t(s.replica, "bold"),
+        _mark(marked, alerting),
+        _t(s.replica, "bold red" if alerting else "bold"),
         _t(s.model_id or "—"),
         _t(s.revision or "—"),
         _t(s.service or "—"),
@@ -194,6 +202,8 @@ def header_text(
     t.append(f"sort {sort}   filter {query or '—'}   faults only {'on' if faults_only else 'off'}", style="bright_black")
     if marked:
         t.append(f"   marked {marked}", style="bold cyan")
+    t.append("   alerts ")
+    t.append(f" {alerts} open " if alerts else "0", style="bold white on red" if alerts else "bright_black")
     return t
 
 
@@ -469,3 +479,70 @@ def results_text(kind: str, results: list[tuple[str, bool, str]]) -> tuple[str, 
     ok = sum(1 for _, good, _ in results if good)
     lines = [f"{kind}: {ok} of {len(results)} ok"] + [f"  {line}" for _, _, line in results]
     return "\n".join(lines), ok == len(results)
+
+
+# ---------------------------------------------------------------- alerts, events, groups
+
+
+def alerts_text(alerts: list[Alert], now: float, limit: int = 200) -> Text:
+    """Open alerts first (newest first), then cleared ones, each with when it started and cleared."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not alerts:
+        t.append("no alerts", style="bright_black")
+        return t
+    t.append(f"{'state':<8} {'rule':<12} {'role':<7} {'target':<18} {'started':>8} {'cleared':>8}  message\n", style="bold")
+    for a in alerts[:limit]:
+        is_open = a.cleared_s is None
+        style = "bold red" if is_open else "bright_black"
+        t.append(f"{'OPEN' if is_open else 'cleared':<8}", style=style)
+        t.append(f" {a.rule:<12} {a.role:<7} {a.name[:18]:<18} {fmt_age(now - a.started_s) + ' ago':>8} ")
+        t.append(f"{'—' if is_open else fmt_age(now - a.cleared_s) + ' ago':>8}  ")
+        t.append(a.message + "\n", style="" if is_open else "bright_black")
+    t.rstrip()
+    return t
+
+
+def events_text(events: list[FleetEvent] | tuple[FleetEvent, ...], limit: int = 500) -> Text:
+    """The fleet event log, newest first (the caller filters)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not events:
+        t.append("no events match", style="bright_black")
+        return t
+    t.append(f"{'age':>5}  {'sev':<5} {'kind':<6} {'robot':<14} {'server':<12} what\n", style="bold")
+    for e in events[:limit]:
+        t.append(f"{fmt_age(e.age_s):>5}  ")
+        t.append(f"{e.severity:<5}", style=SEVERITY_STYLE.get(e.severity, ""))
+        t.append(f" {e.kind:<6} {e.robot[:14]:<14} {e.server[:12]:<12} ")
+        t.append(e.text + "\n")
+    t.rstrip()
+    return t
+
+
+GROUP_PREFIX = "\x1egroup:"  # row keys of group header rows (never a robot or server key)
+
+
+def group_name(r: RobotRow, by: str) -> str:
+    if by == "server":
+        return r.replica or "(no server)"
+    return " / ".join(x for x in r.ns if x) or "(unknown namespace)"
+
+
+def group_cells(name: str, rows: list[RobotRow], folded: bool, alerting: int = 0) -> tuple[Cell, ...]:
+    """A group header: one cell spanning the line."""
+    faults = sum(1 for r in rows if r.state.is_fault)
+    text = f"{'▸' if folded else '▾'} {name}  ({len(rows)} robots, {faults} in fault" + (f", {alerting} alerting" if alerting else "") + ")"
+    return ((text, "bold reverse" if faults else "bold"),)
+
+
+def grouped(rows: list[RobotRow], by: str, folded: set[str]) -> list[tuple[str, object]]:
+    """(key, row) pairs with a header row per group, groups by name, rows in the given order, folded groups
+    showing only their header."""
+    groups: dict[str, list[RobotRow]] = {}
+    for r in rows:
+        groups.setdefault(group_name(r, by), []).append(r)
+    out: list[tuple[str, object]] = []
+    for name in sorted(groups):
+        out.append((GROUP_PREFIX + name, (name, groups[name])))
+        if name not in folded:
+            out.extend((r.key, r) for r in groups[name])
+    return out

@@ -16,8 +16,20 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Static
 
 from . import render
-from .messages import ActionRequested, DetailRequested, PauseToggled, ResultNoted, ScreenRequested
-from .model import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, FleetSnapshot, RobotRow, ServerRow, robot_matches, server_matches, sort_rows
+from .export import record
+from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested
+from .model import (
+    ROBOT_SORT_KEYS,
+    SERVER_SORT_KEYS,
+    FleetSnapshot,
+    RobotRow,
+    ServerRow,
+    event_matches,
+    robot_matches,
+    server_matches,
+    sort_rows,
+)
+from .store import EVENT_HISTORY
 from .widgets import KeyedTable
 
 if TYPE_CHECKING:
@@ -37,7 +49,8 @@ class LiveScreen(Screen[None]):
         raise NotImplementedError
 
     def on_screen_resume(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
+        if self.is_mounted:  # a resume can arrive before the first compose finished
+            self.apply_snapshot(self.fleet.current_snapshot())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ACTIONS and self.fleet.read_only:
@@ -64,8 +77,23 @@ class LiveScreen(Screen[None]):
     def action_pause(self) -> None:
         self.post_message(PauseToggled())
 
+    def action_alerts(self) -> None:
+        self.post_message(ScreenRequested("alerts"))
+
+    def action_events(self) -> None:
+        self.post_message(ScreenRequested("events"))
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        """What this screen shows, as records (overridden per screen)."""
+        return {}
+
+    def action_export(self, fmt: str = "json") -> None:
+        self.post_message(ExportRequested(fmt, type(self).__name__.removesuffix("Screen").lower(), self.export_tables()))
+
 
 COMMON = [
+    Binding("x", "export('json')", "Export JSON", show=False),
+    Binding("X", "export('csv')", "Export CSV", show=False),
     Binding("question_mark", "help", "Help"),
     Binding("q", "app.quit", "Quit"),
 ]
@@ -82,7 +110,11 @@ class FleetScreen(LiveScreen):
         Binding("space", "mark", "Mark", show=False),
         Binding("a", "mark_all", "Mark all shown", show=False),
         Binding("c", "clear_marks", "Clear marks", show=False),
+        Binding("g", "group", "Group by server/namespace", show=False),
+        Binding("z", "fold", "Fold/unfold group", show=False),
         Binding("p", "pause", "Pause", show=False),
+        Binding("exclamation_mark", "alerts", "Alerts"),
+        Binding("e", "events", "Events"),
         Binding("d", "drain", "Drain"),
         Binding("r", "reset", "Reset episode"),
         *COMMON,
@@ -95,6 +127,8 @@ class FleetScreen(LiveScreen):
         self.sort_column = {"robots": "state", "servers": "health"}
         self.sort_reverse = {"robots": False, "servers": False}
         self.marks: dict[str, set[str]] = {"robots": set(), "servers": set()}
+        self.group_by = ""  # "" | "server" | "namespace"
+        self.folded: set[str] = set()
         self._snap: FleetSnapshot | None = None
 
     def compose(self) -> ComposeResult:
@@ -126,17 +160,31 @@ class FleetScreen(LiveScreen):
         robots = self.visible_robots(snap)
         servers = self.visible_servers(snap)
         marked_r, marked_s = self.marks["robots"], self.marks["servers"]
+        alerting = self.fleet.alerts.targets()
+        if self.group_by:
+            rows = render.grouped(robots, self.group_by, self.folded)
+        else:
+            rows = [(r.key, r) for r in robots]
+
+        def robot_cells(row: object) -> tuple:
+            if isinstance(row, RobotRow):
+                return render.robot_cells(row, row.key in marked_r, row.key in alerting)
+            name, members = row  # a group header
+            return render.group_cells(name, members, name in self.folded, sum(1 for m in members if m.key in alerting))
+
         with self.app.batch_update():
             self.query_one("#header", Static).update(
                 render.header_text(
                     snap,
                     render.sort_label("robots", self.sort_column["robots"], self.sort_reverse["robots"]),
                     self.query_text, self.faults_only, self.fleet.read_only, self.fleet.paused,
-                    marked=len(marked_r) + len(marked_s),
+                    marked=len(marked_r) + len(marked_s), alerts=self.fleet.alerts.open_count,
                 )
             )
-            self.query_one("#robots", KeyedTable).reconcile([(r.key, r) for r in robots], lambda r: render.robot_cells(r, r.key in marked_r))
-            self.query_one("#servers", KeyedTable).reconcile([(s.replica, s) for s in servers], lambda s: render.server_cells(s, s.replica in marked_s))
+            self.query_one("#robots", KeyedTable).reconcile(rows, robot_cells)
+            self.query_one("#servers", KeyedTable).reconcile(
+                [(s.replica, s) for s in servers], lambda s: render.server_cells(s, s.replica in marked_s, s.replica in alerting)
+            )
             self.query_one("#robots-title", Static).update(render.section_title("Robots", len(robots), len(snap.robots), len(marked_r)))
             self.query_one("#servers-title", Static).update(render.section_title("Servers", len(servers), len(snap.servers), len(marked_s)))
             self.query_one("#result", Static).update(self.result_text())
@@ -156,8 +204,40 @@ class FleetScreen(LiveScreen):
     def action_open(self) -> None:
         table = self._table()
         key = table.selected_key
-        if key is not None:
+        if key is not None and key.startswith(render.GROUP_PREFIX):
+            self.action_fold()
+        elif key is not None:
             self.post_message(DetailRequested("robot" if table.id == "robots" else "server", key))
+
+    def action_group(self) -> None:
+        """Robots: no grouping -> by server -> by namespace (model / revision / service)."""
+        order = ["", "server", "namespace"]
+        self.group_by = order[(order.index(self.group_by) + 1) % len(order)]
+        self.folded.clear()
+        self.refresh_view()
+
+    def action_fold(self) -> None:
+        """Fold or unfold the group under the cursor (on a robot row: its group)."""
+        if not self.group_by:
+            self.note("fold: group the robots first (g)", None)
+            self.refresh_view()
+            return
+        table = self.query_one("#robots", KeyedTable)
+        key = table.selected_key or ""
+        if key.startswith(render.GROUP_PREFIX):
+            name = key[len(render.GROUP_PREFIX):]
+        else:
+            row = next((r for r in self.visible_robots(self.fleet.current_snapshot()) if r.key == key), None)
+            if row is None:
+                return
+            name = render.group_name(row, self.group_by)
+        self.folded.symmetric_difference_update({name})
+        self.refresh_view()
+        table.select_key(render.GROUP_PREFIX + name)
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        snap = self.fleet.current_snapshot()
+        return {"robots": [record(r) for r in self.visible_robots(snap)], "servers": [record(s) for s in self.visible_servers(snap)]}
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -200,7 +280,7 @@ class FleetScreen(LiveScreen):
     def action_mark(self) -> None:
         table = self._table()
         key = table.selected_key
-        if key is None:
+        if key is None or key.startswith(render.GROUP_PREFIX):
             return
         marks = self.marks[table.id or "robots"]
         marks.symmetric_difference_update({key})
@@ -227,7 +307,7 @@ class FleetScreen(LiveScreen):
         if self.marks[name]:
             return tuple(sorted(self.marks[name]))
         table = self.query_one(f"#{name}", KeyedTable)
-        if self.focused is not table or table.selected_key is None:
+        if self.focused is not table or table.selected_key is None or table.selected_key.startswith(render.GROUP_PREFIX):
             self.note(f"{verb}: move the cursor to the {name} table (tab) and pick a row, or mark rows with space", None)
             self.refresh_view()
             return None
@@ -269,6 +349,10 @@ class DetailScreen(LiveScreen):
     def texts(self) -> dict[str, Text] | None:  # pragma: no cover - overridden
         """Text for "summary" and each section id; None when the target is unknown."""
         raise NotImplementedError
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        d = self.fleet.store.robot_detail(self.key) if self.KIND == "robot" else self.fleet.store.server_detail(self.key)
+        return {} if d is None else {self.KIND: [record(d.row)], "audit": [record(e) for e in d.audit]}
 
     def apply_snapshot(self, snap: FleetSnapshot) -> None:
         texts = self.texts()
@@ -342,6 +426,103 @@ class ServerDetailScreen(DetailScreen):
 
     def action_drain(self) -> None:
         self.post_message(ActionRequested("drain", (self.key,)))
+
+
+class AlertsScreen(LiveScreen):
+    """Open alerts (newest first), then cleared ones, with when they started and cleared."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("e", "events", "Events"), *COMMON]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="alerts-title", classes="section")
+        with VerticalScroll():
+            yield Static(id="alerts-body", classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        book = self.fleet.alerts
+        listing = book.listing()
+        r = book.rules
+        self.query_one("#alerts-title", Static).update(Text(
+            f"Alerts: {book.open_count} open, {len(listing) - book.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
+            f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
+        ))
+        self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.fleet.store.clock()))
+        self.query_one("#result", Static).update(self.result_text())
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        now = self.fleet.store.clock()
+        return {"alerts": [a.as_dict(now) for a in self.fleet.alerts.listing()]}
+
+
+class EventsScreen(LiveScreen):
+    """The fleet event log, newest first, filtered by `robot:ID server:ID sev:warn kind:drain words`."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("slash", "filter", "Filter"),
+        Binding("exclamation_mark", "alerts", "Alerts"),
+        *COMMON,
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="events-title", classes="section")
+        yield Input(placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
+                    id="events-filter", disabled=True)  # enabled by `/`, so keys act on the screen until then
+        with VerticalScroll():
+            yield Static(id="events-body", classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def shown(self) -> list:
+        return [e for e in self.fleet.store.events() if event_matches(e, self.query_text)]
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        events = self.shown()
+        total = len(self.fleet.store.events())
+        self.query_one("#events-title", Static).update(Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)"))
+        self.query_one("#events-body", Static).update(render.events_text(events))
+        self.query_one("#result", Static).update(self.result_text())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        box.disabled = False
+        box.add_class("visible")
+        box.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        if self.focused is box:
+            self._leave_filter(box)
+        else:
+            self.dismiss()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._leave_filter(event.input)
+
+    def _leave_filter(self, box: Input) -> None:
+        self.set_focus(None)
+        box.disabled = True
+        if not box.value:
+            box.remove_class("visible")
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        return {"events": [record(e) for e in self.shown()]}
 
 
 class HelpScreen(ModalScreen[None]):

@@ -18,6 +18,7 @@ from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, Serve
 
 from .model import (
     AuditEntry,
+    FleetEvent,
     FleetSnapshot,
     RobotDetail,
     RobotRow,
@@ -37,6 +38,7 @@ RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long befo
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
 TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
+EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
 DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
 
@@ -89,6 +91,7 @@ class FleetStore:
         self._link_up_at: float | None = None
         self._last_data_at: float | None = None
         self._notes: deque[str] = deque(maxlen=5)
+        self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
         self.dropped = 0  # samples the source had to drop (bounded queue overflow)
 
     # ------------------------------------------------------------ writers (any thread)
@@ -111,6 +114,17 @@ class FleetStore:
             if not self._notes or self._notes[-1] != text:
                 self._notes.append(text)
 
+    def event(self, severity: str, kind: str, text: str, robot: str = "", server: str = "") -> None:
+        """Add a line to the fleet event log (actions and alerts come from the app; the rest from here)."""
+        with self._lock:
+            self._events.append((self.clock(), severity, kind, text, robot, server))
+
+    def events(self) -> tuple[FleetEvent, ...]:
+        """The event log, newest first, ages relative to now."""
+        with self._lock:
+            now = self.clock()
+            return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self._events))
+
     def on_robot_alive(self, robot_id: str, alive: bool, ns: Namespace) -> None:
         with self._lock:
             now = self.clock()
@@ -119,6 +133,8 @@ class FleetStore:
                 r.gone_at = None
             elif r.alive is not False:  # a repeated DELETE keeps the first vanishing time
                 r.gone_at = now
+                if self._connection == "connected":
+                    self._events.append((now, "warn", "state", f"{robot_id}: liveliness token gone", robot_id, ""))
             r.alive = alive
 
     def on_server_alive(self, replica: str, alive: bool, ns: Namespace) -> None:
@@ -129,6 +145,8 @@ class FleetStore:
                 s.gone_at = None
             elif s.alive is not False:
                 s.gone_at = now
+                if self._connection == "connected":
+                    self._events.append((now, "warn", "server", f"server {replica}: liveliness token gone", "", replica))
             s.alive = alive
 
     def on_telemetry(self, t: RobotTelemetry, ns: Namespace) -> None:
@@ -137,6 +155,10 @@ class FleetStore:
             r = self._robot(t.client_uuid, ns)
             state = RobotState.parse(t.state).name
             if not r.history or r.history[-1][1] != state:
+                if r.history:
+                    sev = "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
+                    why = f" ({t.last_outcome})" if t.last_outcome and t.last_outcome != "ok" else ""
+                    self._events.append((now, sev, "state", f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}", t.client_uuid, t.replica))
                 r.history.append((now, state))
             if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
                 if t.rtt_p50_ms > 0:
@@ -170,6 +192,7 @@ class FleetStore:
             s.audit_superseded += line.superseded
             if line.outcome not in ("ok", "superseded"):
                 s.audit_errors += 1
+                self._events.append((now, "warn", "audit", f"{replica} refused {line.client_uuid}: {line.outcome}" + (f" — {line.error}" if line.error else ""), line.client_uuid, replica))
             r = self._robots.get((ns, line.client_uuid))
             if r is not None:
                 r.audit.append(entry)
@@ -180,6 +203,9 @@ class FleetStore:
         with self._lock:
             now = self.clock()
             s = self._server(status.replica, ns)
+            if s.status is not None and status.draining != s.status.draining:
+                self._events.append((now, "warn" if status.draining else "info", "drain",
+                                     f"server {status.replica}: {'draining' if status.draining else 'accepting sessions again'}", "", status.replica))
             s.status = status
             s.status_at = now
             if s.alive is None:
@@ -296,15 +322,18 @@ class FleetStore:
     def _robot_row(self, r: _Robot, now: float, servers: tuple[ServerRow, ...] = ()) -> RobotRow:
         t = r.telemetry
         seen = None if r.seen_at is None else max(0.0, now - r.seen_at)
+        state_since = r.history[-1][0] if r.history else None
         if self._token_gone(r.alive, r.gone_at, now):
             state = RobotState.GONE
+            state_since = r.gone_at
         elif t is None:
             state = RobotState.UNKNOWN
         else:
             state = RobotState.parse(t.state)
         model, rev, service = r.ns
         if t is None:
-            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns)
+            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns,
+                            state_age_s=None if state_since is None else max(0.0, now - state_since))
         waiting = ""
         if state in (RobotState.RECONNECTING, RobotState.CONNECTING) and not t.session_id:
             waiting = waiting_reason(r.ns, servers)
@@ -332,6 +361,7 @@ class FleetStore:
             alive=r.alive,
             seen_age_s=seen,
             ns=r.ns,
+            state_age_s=None if state_since is None else max(0.0, now - state_since),
             waiting=waiting,
         )
 

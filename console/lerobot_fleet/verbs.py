@@ -15,12 +15,13 @@ from typing import Any
 
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
 
+from .alerts import AlertBook, AlertRules
 from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
 from .sources.base import ActionResult
 from .store import FleetStore
 
 
-def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
+def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     def robot(r: Any) -> dict[str, Any]:
         d = asdict(r)
         d["state"] = r.state.name
@@ -35,6 +36,7 @@ def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
         "robots": [robot(r) for r in sort_robots(list(snap.robots), "robot")],
         "servers": [asdict(s) for s in sort_servers(list(snap.servers))],
         "notes": list(snap.notes),
+        "alerts": list(alerts or []),
     }
 
 
@@ -54,7 +56,13 @@ def snapshot_text(snap: FleetSnapshot) -> str:
     return "\n".join(lines)
 
 
-def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
+def _alerts_now(snap: FleetSnapshot, rules: AlertRules | None, book: AlertBook | None = None, now: float = 0.0) -> list[dict[str, Any]]:
+    book = book or AlertBook(rules)
+    book.update(snap, now)
+    return [a.as_dict(now) for a in book.listing()]
+
+
+def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: AlertRules | None = None) -> int:
     """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot.
 
     Exit 0 connected, 2 otherwise, whatever the router does meanwhile (never a traceback or an abort).
@@ -77,10 +85,49 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
         clean = source.stop() is not False
     if snap is None:
         return _exit(2, clean)
-    print(json.dumps(snapshot_json(snap), indent=2) if as_json else snapshot_text(snap))
+    alerts = _alerts_now(snap, rules, now=store.clock())
+    if as_json:
+        print(json.dumps(snapshot_json(snap, alerts), indent=2))
+    else:
+        print(snapshot_text(snap))
+        print(f"ALERTS ({sum(1 for a in alerts if a['open'])} open)")
+        for a in alerts:
+            print(f"  {a['role']:<6} {a['target']:<20} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
     if snap.connection != "connected":
         print(f"lerobot-fleet status: not connected to {store.router} ({snap.notes[-1] if snap.notes else 'no answer'})", file=sys.stderr)
     return _exit(0 if snap.connection == "connected" else 2, clean)
+
+
+def run_watch(settings: ZenohSettings, rules: AlertRules, wait_s: float, interval_s: float, count: int) -> int:
+    """One JSON line per interval (snapshot + alerts with open/cleared), for scripts and other alerting."""
+    from .sources.zenoh_source import ZenohSource
+
+    store = FleetStore()
+    book = AlertBook(rules)
+    source = ZenohSource(settings, status_period_s=max(0.5, interval_s), scrape_period_s=max(0.5, interval_s))
+    code = 0
+    try:
+        source.start(store)
+        time.sleep(max(0.0, wait_s))
+        n = 0
+        while not count or n < count:
+            snap = store.snapshot()
+            line = snapshot_json(snap, _alerts_now(snap, rules, book, store.clock()))
+            print(json.dumps(line, separators=(",", ":")), flush=True)
+            n += 1
+            if not count or n < count:
+                time.sleep(max(0.05, interval_s))
+        code = 0 if snap.connection == "connected" else 2
+    except KeyboardInterrupt:
+        code = 0
+    except BrokenPipeError:  # the reader went away (`| head`)
+        code = 0
+    except Exception as exc:
+        print(f"lerobot-fleet status --watch: {exc}", file=sys.stderr)
+        code = 2
+    finally:
+        clean = source.stop() is not False
+    return _exit(code, clean)
 
 
 def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:

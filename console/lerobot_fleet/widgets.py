@@ -44,7 +44,13 @@ class KeyedTable(DataTable):
         return sum(w for _, _, w in self._spec) + 2 * (len(self._spec) - 1)
 
     def _join(self, cells: Sequence[tuple[str, str]]) -> Text:
-        """Fixed-width columns in one Text built in one go (wire strings stay plain text, never markup)."""
+        """Fixed-width columns in one Text built in one go (wire strings stay plain text, never markup).
+
+        A single cell spans the whole line (group header rows)."""
+        if len(cells) == 1 and len(self._spec) > 1:
+            text, style = cells[0]
+            text = text if len(text) <= self.line_width else text[: self.line_width - 1] + "…"
+            return Text(text.ljust(self.line_width), style=style, no_wrap=True, overflow="ellipsis")
         parts: list[str] = []
         spans: list[Span] = []
         pos = 0

@@ -152,3 +152,46 @@ def test_bulk_reset_confirmation(snap_compare):
         await pilot.pause()
 
     assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_alerts_screen(snap_compare):
+    """`!`: open alerts with when they started, then cleared ones; the header counts open alerts."""
+
+    async def before(pilot):
+        app = pilot.app
+        app.source.clock.advance(15.0)  # DEAD/STALLED robots pass the 10 s fault threshold
+        app.tick()
+        # arm-03's staleness recovers: its staleness alert clears
+        from dataclasses import replace
+
+        tel, ns = app.source._telemetry["arm-03"]
+        app.store.on_telemetry(replace(tel, staleness_s=0.1, seq=tel.seq + 1), ns)
+        app.source.clock.advance(5.0)
+        app.tick()
+        await pilot.press("exclamation_mark")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_events_screen(snap_compare):
+    """`e`: state changes, audit refusals, drains, alerts; newest first."""
+    assert snap_compare(make_scenario_app(), press=["e"], terminal_size=SIZE)
+
+
+def test_events_filtered(snap_compare):
+    """The event filter: `sev:warn robot:arm-04` keeps arm-04's warnings and errors."""
+    assert snap_compare(make_app(), press=["e", "slash", *"sev:warn", "space", *"robot:arm-04", "enter"], terminal_size=SIZE)
+
+
+def test_grouped_by_server_with_a_fold(snap_compare):
+    """`g` groups robots by server with a header per group; `z` folds the group under the cursor."""
+
+    async def before(pilot):
+        await pilot.press("g")
+        await pilot.pause()
+        await _select(pilot, "robots", "towel-1")
+        await pilot.press("z")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
