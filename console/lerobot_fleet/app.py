@@ -93,7 +93,7 @@ class FleetConsoleApp(App[None]):
     def tick(self) -> None:
         """One UI refresh: skipped while a dialog is open (it would repaint under the modal)."""
         screen = self.screen
-        if not isinstance(screen, LiveScreen) or not screen.is_mounted:
+        if not isinstance(screen, LiveScreen) or not screen.ready:
             return
         start = time.perf_counter()
         screen.apply_snapshot(self.current_snapshot())

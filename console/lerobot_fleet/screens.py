@@ -48,8 +48,13 @@ class LiveScreen(Screen[None]):
     def apply_snapshot(self, snap: FleetSnapshot) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    @property
+    def ready(self) -> bool:
+        """Composed: a timer tick or a resume can arrive before the widgets exist."""
+        return self.is_mounted and bool(self.query("#result"))
+
     def on_screen_resume(self) -> None:
-        if self.is_mounted:  # a resume can arrive before the first compose finished
+        if self.ready:
             self.apply_snapshot(self.fleet.current_snapshot())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
