@@ -94,6 +94,7 @@ class AlertBook:
     def __init__(self, rules: AlertRules | None = None, history: int = 500) -> None:
         self.rules = rules or AlertRules()
         self._open: dict[tuple[str, str], Alert] = {}
+        self._message: dict[tuple[str, str], str] = {}  # latest message of each open alert (applied when listed)
         self._closed: deque[Alert] = deque(maxlen=history)
 
     def update(self, snap: FleetSnapshot, now: float) -> tuple[list[Alert], list[Alert]]:
@@ -101,15 +102,12 @@ class AlertBook:
         now_breaching = evaluate(snap, self.rules)
         opened, cleared = [], []
         for key, (name, role, message, lasted) in now_breaching.items():
-            a = self._open.get(key)
-            if a is None:
-                a = Alert(key[0], key[1], name, role, message, now - lasted)
+            if key not in self._open:
+                a = self._open[key] = Alert(key[0], key[1], name, role, message, now - lasted)
                 opened.append(a)
-            elif a.message != message:
-                a = replace(a, message=message)
-            self._open[key] = a
+            self._message[key] = message
         for key in [k for k in self._open if k not in now_breaching]:
-            a = replace(self._open.pop(key), cleared_s=now)
+            a = replace(self._open.pop(key), message=self._message.pop(key), cleared_s=now)
             self._closed.appendleft(a)
             cleared.append(a)
         return opened, cleared
@@ -126,4 +124,5 @@ class AlertBook:
 
     def listing(self) -> list[Alert]:
         """Open alerts (newest first), then cleared ones (most recently cleared first)."""
-        return sorted(self._open.values(), key=lambda a: (-a.started_s, a.rule, a.name)) + list(self._closed)
+        current = [replace(a, message=self._message.get(k, a.message)) for k, a in self._open.items()]
+        return sorted(current, key=lambda a: (-a.started_s, a.rule, a.name)) + list(self._closed)

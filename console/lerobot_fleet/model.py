@@ -152,10 +152,11 @@ class RobotRow:
     ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from the key expressions
     state_age_s: float | None = None  # how long it has been in its current state
     waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
+    row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
 
     @property
     def key(self) -> str:
-        return robot_key(self.ns, self.robot_id)
+        return self.row_key or robot_key(self.ns, self.robot_id)
 
     @property
     def is_stale(self) -> bool:
