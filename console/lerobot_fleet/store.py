@@ -39,6 +39,7 @@ RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long befo
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
 TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
+WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
 EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
 DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
@@ -338,7 +339,7 @@ class FleetStore:
             state_since = r.gone_at
         state_age = None if state_since is None else max(0.0, now - state_since)
         cached = r.row
-        if cached is not None and r.row_ver == (r.ver, gone) and not cached.waiting:
+        if cached is not None and r.row_ver == (r.ver, gone) and cached.state not in WAITING_STATES:  # waiting depends on servers
             row = object.__new__(RobotRow)
             d = row.__dict__
             d.update(cached.__dict__)
@@ -362,7 +363,7 @@ class FleetStore:
             return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
                             state_age_s=None if state_since is None else max(0.0, now - state_since))
         waiting = ""
-        if state in (RobotState.RECONNECTING, RobotState.CONNECTING) and not t.session_id:
+        if state in WAITING_STATES:  # no working session, whatever its last telemetry still names
             waiting = waiting_reason(r.ns, servers)
         return RobotRow(
             robot_id=r.robot_id,

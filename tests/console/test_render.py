@@ -61,6 +61,19 @@ def test_waiting_robot_says_why():
     assert moved.waiting == "" and moved.replica == "demo-b"
 
 
+def test_reconnecting_robot_that_still_names_its_old_session_waits_too():
+    """Seen live: after `event:draining` the robot reports RECONNECTING with its old server and session."""
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    DrainScenario(clock).start(store)
+    store.on_telemetry(RobotTelemetry(client_uuid="demo-arm-4", state="RECONNECTING", replica="demo-a", session_id="s-old",
+                                      last_outcome="event:draining", seq=99), DEMO)
+    r = store.snapshot().robot(robot_key(DEMO, "demo-arm-4"))
+    assert r.waiting == "waiting: no replica with room (demo-b 3/3, demo-a gone)"
+
+
 def test_robot_detail_prints_rounded_units():
     d = _scenario().robot_detail(robot_key(DEMO, "demo-arm-4"))
     text = render.robot_summary_text(d).plain
