@@ -98,3 +98,35 @@ def test_drain_with_no_server_answering_exits_2(router):
     out = subprocess.run([FLEET, "drain", "no-such-replica", "--router", router.endpoint, "--timeout", "1"], capture_output=True, text=True, timeout=60)
     _no_crash(out)
     assert out.returncode == 2 and "no server answered" in out.stdout
+
+
+def test_status_json_and_watch_carry_alerts(router):
+    """`status --json` and each `--watch` line have `alerts` (here: a router with no fleet, so none)."""
+    out = subprocess.run([FLEET, "status", "--json", "--wait", "1", "--router", router.endpoint], capture_output=True, text=True, timeout=60)
+    _no_crash(out)
+    assert out.returncode == 0 and json.loads(out.stdout)["alerts"] == []
+    out = subprocess.run([FLEET, "status", "--watch", "--count", "2", "--interval", "0.3", "--wait", "1", "--router", router.endpoint],
+                         capture_output=True, text=True, timeout=60)
+    _no_crash(out)
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(lines) == 2 and all(line["alerts"] == [] and line["connection"] == "connected" for line in lines)
+
+
+def test_status_json_alerts_schema_on_the_fake_fleet():
+    """The same AlertBook as the console: open alerts with rule, target, message and age."""
+    from lerobot_fleet.alerts import AlertRules
+    from lerobot_fleet.sources.fake import FakeSource, ManualClock
+    from lerobot_fleet.verbs import _alerts_now, snapshot_json
+
+    clock = ManualClock()
+    store = FleetStore(clock=clock)
+    FakeSource(clock).start(store)
+    clock.advance(20.0)
+    snap = store.snapshot()
+    data = snapshot_json(snap, _alerts_now(snap, AlertRules(), now=clock()))
+    by = {(a["rule"], a["target"]) for a in data["alerts"] if a["open"]}
+    assert ("fault", "arm-07") in by and ("server_load", "gpu-p-0") in by
+    assert ("rtt_p95", "arm-04") not in by  # 20 s without telemetry: old figures raise no figure alerts
+    fault = next(a for a in data["alerts"] if a["rule"] == "fault" and a["target"] == "arm-07")
+    assert fault["age_s"] >= 20 and fault["role"] == "robot" and "DEAD" in fault["message"]
+    json.dumps(data)  # serialisable as is
