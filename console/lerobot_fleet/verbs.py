@@ -87,10 +87,17 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             result = send_episode_reset(session, target, None, reason, by, timeout)
     finally:
         session.close()
+    nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
+    if nobody:
+        from dataclasses import replace
+
+        from .acl import refused_hint
+
+        result = replace(result, message=result.message + refused_hint(settings.tls_connect_certificate, "drain" if kind == "drain" else "episode reset"))
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
         return 0
-    return 2 if result.message.startswith("no ") and "answered" in result.message else 1
+    return 2 if nobody else 1
 
 
 def _result_json(r: ActionResult) -> dict[str, Any]:
