@@ -33,11 +33,16 @@ def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
         "robots": [robot(r) for r in sort_robots(list(snap.robots), "robot")],
         "servers": [asdict(s) for s in sort_servers(list(snap.servers))],
         "notes": list(snap.notes),
+        "routers": [asdict(r) for r in snap.routers],
     }
 
 
 def snapshot_text(snap: FleetSnapshot) -> str:
     lines = [f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"]
+    if snap.routers:
+        from .sources.routers import routers_line
+
+        lines.append(routers_line(snap.routers))
     lines.append(f"SERVERS ({len(snap.servers)})")
     lines.append(f"  {'replica':<16} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
     for s in sort_servers(list(snap.servers)):

@@ -23,6 +23,9 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     """Weightless edge client: the policy runs in a `lerobot-policy-server` reached over Zenoh."""
 
     connect_endpoint: str = "tcp/localhost:7447"
+    # Several routers of a mesh, tried in order (replaces connect_endpoint when given): when the one in
+    # use dies, the session reconnects to the next that answers.
+    connect_endpoints: list[str] = field(default_factory=list)
     zenoh_mode: str = "client"
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -65,7 +68,7 @@ class RemoteInferenceConfig(InferenceEngineConfig):
         """The robot's own session: client mode through a router by default, short lease."""
         return ZenohSettings(
             mode=self.zenoh_mode,
-            connect_endpoints=[self.connect_endpoint] if self.connect_endpoint else [],
+            connect_endpoints=list(self.connect_endpoints) or ([self.connect_endpoint] if self.connect_endpoint else []),
             tls_root_ca_certificate=self.tls_ca,
             tls_connect_certificate=self.tls_cert,
             tls_connect_private_key=self.tls_key,
