@@ -67,8 +67,11 @@ class RefusalLog:
         return f"ACL refused: {who} {what} ({m['flow']}) on {m['key']}{more}"
 
 
-def install(window_s: float = 10.0) -> None:
-    """Redirect fd 1 (where zenoh logs) through a RefusalLog; call before zenoh's logging is initialised."""
+def install(window_s: float = 10.0) -> Callable[[], None]:
+    """Redirect fd 1 (where zenoh logs) through a RefusalLog; call before zenoh's logging is initialised.
+
+    Returns `finish()`: flushes what is still in the pipe to the real stdout (call it last, before exiting).
+    """
     sys.stdout.flush()
     original = os.dup(1)
     read_fd, write_fd = os.pipe()
@@ -85,4 +88,13 @@ def install(window_s: float = 10.0) -> None:
                 if out is not None:
                     dst.write(out + "\n")
 
-    threading.Thread(target=pump, name="acl-refusal-log", daemon=True).start()
+    thread = threading.Thread(target=pump, name="acl-refusal-log", daemon=True)
+    thread.start()
+
+    def finish() -> None:
+        piped, sys.stdout = sys.stdout, sys.__stdout__
+        piped.close()
+        os.dup2(original, 1)  # closes the pipe's last writer: the pump drains what is left, sees EOF and ends
+        thread.join(timeout=2.0)
+
+    return finish

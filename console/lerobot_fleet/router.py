@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, load_json5, open_session
@@ -57,17 +58,18 @@ def router_settings(
     )
 
 
-def _log_refusals() -> None:
+def _log_refusals() -> Callable[[], None]:
     """Print one line per refused message (rate-limited) on stdout; RUST_LOG, when set, wins."""
     import zenoh
 
     from .acl_log import TRACE_FILTER, install
 
-    install()
+    finish = install()
     try:
         zenoh.init_log_from_env_or(f"warn,{TRACE_FILTER}")
     except Exception as exc:  # logging already initialised in this process: keep going without it
         print(f"note: zenoh logging not initialised, refusals will not be logged ({exc})", flush=True)
+    return finish
 
 
 def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inventory: str | None = None) -> int:
@@ -76,8 +78,7 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    if inventory:
-        _log_refusals()
+    finish = _log_refusals() if inventory else None
     session = open_session(settings)
     mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
     acl = f"; access control from {inventory} (default deny)" if inventory else ""
@@ -87,4 +88,6 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
     finally:
         session.close()
     print("Zenoh router stopped", flush=True)
+    if finish is not None:
+        finish()
     return 0
