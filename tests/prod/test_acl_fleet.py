@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 
 import httpx
@@ -18,6 +17,7 @@ from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
 from support.policies import save_tiny_act
 from support.procs import VENV_BIN, Proc, free_port
 
+from lerobot_policy_remote.testing.waiting import assert_never, wait_until
 from lerobot_policy_remote.wire import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
@@ -93,10 +93,8 @@ def router_log(fleet) -> str:
 
 def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
     before = fleet["rollout"].output().count("executing session_id=")
-    deadline = time.monotonic() + 30
-    while fleet["rollout"].output().count("executing session_id=") < before + 20 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert fleet["rollout"].output().count("executing session_id=") >= before + 20, "the robot stopped executing chunks"
+    wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 20, timeout=30,
+               message="the robot executing 20 more chunks under the ACL")
     snap = status(fleet, "wall")
     robot = next(r for r in snap["robots"] if r["robot_id"] == "arm-b")
     assert robot["state"] in ("STREAMING", "DEGRADED") and robot["replica"] == "rep-1"
@@ -114,22 +112,20 @@ def test_robot_a_cannot_publish_as_robot_b(fleet):
     seen: list[bytes] = []
     sub = op.declare_subscriber(keys.obs("rep-1", "*"), lambda s: seen.append(s.payload.to_bytes()[: len(marker)]))
     try:
-        m0 = metrics(fleet)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        unknown = "lerobot_policy_server_dropped_unknown_client_total"
+        m0 = metrics(fleet).get(unknown, 0)
+
+        def own_key_arrives() -> bool:
             a.put(keys.obs("rep-1", "arm-a"), b"own-" + marker)  # allowed: a's own key
-            if metrics(fleet).get("lerobot_policy_server_dropped_unknown_client_total", 0) > m0.get("lerobot_policy_server_dropped_unknown_client_total", 0):
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("arm-a's allowed observation never reached the server: the negative check below would prove nothing")
+            return metrics(fleet).get(unknown, 0) > m0
+
+        # the positive control: without it the negative check below would prove nothing
+        wait_until(own_key_arrives, timeout=20, interval=0.2, message="arm-a's allowed observation reaching the server")
         m1 = metrics(fleet)
         for _ in range(30):
             a.put(keys.obs("rep-1", "arm-b"), marker)
-            time.sleep(0.02)
-        time.sleep(1.5)  # named bounded wait: for something that must NOT arrive
+        assert_never(lambda: marker in seen, duration=1.5, message="arm-a's observation forwarded on arm-b's key")
         m2 = metrics(fleet)
-        assert marker not in seen, "the router forwarded arm-a's observation on arm-b's key"
         assert m2.get("lerobot_policy_server_errors_total", 0) == m1.get("lerobot_policy_server_errors_total", 0)
         assert f"ACL refused: CN=arm-a put (ingress) on {keys.obs('rep-1', 'arm-b')}" in router_log(fleet)
     finally:

@@ -1,8 +1,10 @@
-"""Two meshed routers under mTLS + ACL: the server on router A, two real rollout robots on router B that also list A.
+"""Two meshed routers under mTLS + ACL: the server on router A, two real rollout robots on router B; everyone
+also lists the other router.
 
-The console (`lerobot-fleet status`, the console's own Zenoh source) sees the whole fleet through either router.
-Then router B is SIGKILLed: both robots must be executing fresh chunks again through A within a measured bound,
-and no action older than --inference.max_action_age_s may execute in between.
+The console (`lerobot-fleet status`) sees the whole fleet through either router. Then router B is SIGKILLed:
+both robots must be executing fresh chunks again through A within a measured bound, and no action older than
+--inference.max_action_age_s may execute in between. Last, B comes back and A dies: the server, the robots and
+a running console (the console's own Zenoh source) all carry on through B.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import uuid
 
 import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
+from lerobot_fleet.sources.zenoh_source import ZenohSource
+from lerobot_fleet.store import FleetStore
 from support.policies import save_tiny_act
 from support.procs import VENV_BIN, Proc, free_port
 
 from lerobot_policy_remote.testing.waiting import wait_until
+from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
 FLEET = str(VENV_BIN / "lerobot-fleet")
@@ -43,7 +48,7 @@ def mesh(tmp_path_factory):
     try:
         server = Proc(
             [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-             f"--zenoh.connect_endpoints=[{ra.endpoint}]", f"--health_port={free_port()}", "--replica_id=rep-1",
+             f"--zenoh.connect_endpoints=[{ra.endpoint},{rb.endpoint}]", f"--health_port={free_port()}", "--replica_id=rep-1",
              "--max_sessions=4", *server_tls(pki, "rep-1")],
             name="server", max_seconds=500,
         )
@@ -93,14 +98,15 @@ def test_console_on_either_router_sees_the_whole_fleet(mesh):
         assert sum(1 for r in snap["routers"] if r["connected"]) == 1
 
 
-def test_robots_fail_over_to_the_other_router(mesh, capsys):
+def kill_and_time_recovery(mesh, router) -> tuple[dict[str, float], dict[str, int]]:
+    """SIGKILL `router`; -> seconds until each robot executes a chunk it could only have asked for afterwards."""
     robots = mesh["robots"]
     before = {n: executed(p) for n, p in robots.items()}
     last_seq = {n: max(s for _, s, _ in before[n]) for n in ROBOTS}
     sessions = {n: {sid for sid, _, _ in before[n]} for n in ROBOTS}
     seen_lines = {n: len(before[n]) for n in ROBOTS}
     t0 = time.monotonic()
-    mesh["rb"].proc.signal_group(signal.SIGKILL)
+    router.proc.signal_group(signal.SIGKILL)
     back: dict[str, float] = {}
 
     def fresh(name: str) -> bool:
@@ -114,12 +120,54 @@ def test_robots_fail_over_to_the_other_router(mesh, capsys):
                 back[n] = time.monotonic() - t0
         return len(back) == len(ROBOTS)
 
-    wait_until(all_back, timeout=30, interval=0.02, message="both robots executing fresh chunks through router A")
-    with capsys.disabled():
-        print(f"\n[mesh failover] streaming again after router kill: {', '.join(f'{n} {back[n]:.2f}s' for n in ROBOTS)}")
-    assert max(back.values()) < 10.0, back  # aim < 2 s on a quiet machine; generous bound for a shared 2-core CI box
-    for n in ROBOTS:
-        ages = [age for _, _, age in executed(robots[n])[seen_lines[n]:]]
+    wait_until(all_back, timeout=30, interval=0.02, message="both robots executing fresh chunks through the other router")
+    return back, seen_lines
+
+
+def assert_fresh_only(mesh, seen_lines: dict[str, int]) -> None:
+    for n, proc in mesh["robots"].items():
+        ages = [age for _, _, age in executed(proc)[seen_lines[n]:]]
         assert ages and max(ages) <= MAX_AGE_S, f"{n} executed a stale action after the failover: ages {ages}"
+
+
+def test_robots_fail_over_to_the_other_router(mesh, capsys):
+    back, seen_lines = kill_and_time_recovery(mesh, mesh["rb"])
+    with capsys.disabled():
+        print(f"\n[mesh failover] robots' router killed, streaming again after: {', '.join(f'{n} {back[n]:.2f}s' for n in ROBOTS)}")
+    assert max(back.values()) < 10.0, back  # aim < 2 s on a quiet machine; generous bound for a shared 2-core CI box
+    assert_fresh_only(mesh, seen_lines)
     snap = status_via(mesh, mesh["ra"])
     assert {r["robot_id"] for r in snap["robots"]} >= set(ROBOTS)
+
+
+def test_server_robots_and_console_survive_the_server_router_dying(mesh, capsys):
+    ra, rb = mesh["ra"], mesh["rb"]
+    rb.kill()  # already dead: reap it, then start it again on the same port (it meshes with A)
+    rb.start()
+    pki = mesh["pki"]
+    store = FleetStore()
+    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[ra.endpoint, rb.endpoint], connect_timeout_ms=3000,
+                                       tls_root_ca_certificate=str(pki / "ca.crt"), tls_connect_certificate=str(pki / "alice.crt"),
+                                       tls_connect_private_key=str(pki / "alice.key")), status_period_s=0.5)
+    source.start(store)
+    try:
+        def console_view(n_routers: int) -> list[str] | None:
+            """The router(s) the console is linked through, once it sees both robots streaming (fresh telemetry)."""
+            snap = store.snapshot()
+            fresh = {r.robot_id for r in snap.robots if r.replica == "rep-1" and r.state.name in ("STREAMING", "DEGRADED")
+                     and r.seen_age_s is not None and r.seen_age_s < 2.0}
+            linked = [r.zid for r in snap.routers if r.connected]
+            ok = fresh >= set(ROBOTS) and snap.server("rep-1") is not None and len(snap.routers) == n_routers and len(linked) == 1
+            return linked if ok else None
+
+        before = wait_until(lambda: console_view(2), timeout=40, interval=0.25, message="the console seeing the fleet and both routers")
+        back, seen_lines = kill_and_time_recovery(mesh, ra)
+        assert_fresh_only(mesh, seen_lines)
+        after = wait_until(lambda: console_view(1), timeout=30, interval=0.25, message="the console seeing the fleet through router B alone")
+        assert after != before, f"the console should have moved from router A ({before}) to B ({after})"
+        with capsys.disabled():
+            print(f"\n[mesh failover] server's router killed, robots streaming again after: "
+                  f"{', '.join(f'{n} {back[n]:.2f}s' for n in ROBOTS)}")
+        assert max(back.values()) < 10.0, back
+    finally:
+        source.stop()
