@@ -13,9 +13,9 @@ import uuid
 
 import numpy as np
 
-from lerobot_policy_remote.server.backend import StubBackend
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
 from lerobot_policy_remote.server.service import PolicyServer
+from lerobot_policy_remote.server.stub import StubBackend
 from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES, FakeRobot
 from lerobot_policy_remote.testing.procs import Router
 from lerobot_policy_remote.wire.data import ActionChunkMsg

@@ -101,9 +101,16 @@ class Proc:
                 if self._eof or left <= 0:
                     break
                 self._cond.wait(min(left, 0.5))
-        why = f"exited with {self.popen.poll()}" if self._eof else f"not seen within {timeout:g}s"
+        why = f"exited with {self._exit_code()}" if self._eof else f"not seen within {timeout:g}s"
         where = f" (full log: {self.log})" if self.log else ""
         raise NotReady(f"{self.name} did not become ready ({text!r} {why}); its output ends with{where}:\n" + self.tail(60))
+
+    def _exit_code(self) -> int | None:
+        """The exit status once the output has ended (the pipe closes a moment before the child is reaped)."""
+        try:
+            return self.popen.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
 
     def output(self) -> str:
         with self._cond:

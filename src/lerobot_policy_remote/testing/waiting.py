@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -41,3 +42,19 @@ def assert_never(cond: Callable[[], object], duration: float, interval: float = 
         if left <= 0:
             return
         time.sleep(min(interval, left))
+
+
+async def wait_until_async(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition",
+                           pause: Callable[[float], Awaitable[object]] | None = None) -> T:
+    """:func:`wait_until` for code on an event loop: yields with `pause(interval)` (default `asyncio.sleep`;
+    Textual tests pass `pilot.pause`) so the app keeps running between polls."""
+    sleep = pause or asyncio.sleep
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise WaitTimeout(f"timed out after {timeout:g}s waiting for {message} (last value: {value!r})")
+        await sleep(min(interval, left))
