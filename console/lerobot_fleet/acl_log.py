@@ -1,7 +1,7 @@
 """The router's refusal log: zenoh's access-control trace, reduced to one line per refused (who, what, key).
 
 Zenoh 1.10 reports each ACL decision only at TRACE level, allowed and refused alike, on stdout. The router
-points its stdout at a pipe; a thread keeps every other line as is, drops the "is authorized" lines, and
+points its stdout at a filter process that keeps every other line as is, drops the "is authorized" lines, and
 prints refusals as `ACL refused: CN=arm-a put (ingress) on <key>`, at most once per key every `window_s`
 seconds with a count, so a client hammering a denied key cannot flood the log.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -33,6 +33,11 @@ class RefusalLog:
         # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
         self._caching: tuple[str, str, str | None] | None = None
 
+
+    @property
+    def idle(self) -> bool:
+        """Not inside a permission-caching block."""
+        return self._caching is None
 
     def feed(self, line: str) -> str | None:
         plain = _ANSI.sub("", line.rstrip("\n"))
@@ -68,33 +73,49 @@ class RefusalLog:
 
 
 def install(window_s: float = 10.0) -> Callable[[], None]:
-    """Redirect fd 1 (where zenoh logs) through a RefusalLog; call before zenoh's logging is initialised.
+    """Point fd 1 (where zenoh logs) at a filter process; call before zenoh's logging is initialised.
 
-    Returns `finish()`: flushes what is still in the pipe to the real stdout (call it last, before exiting).
+    A separate process, not a thread: zenoh's threads block when the pipe is full, and a thread of ours
+    would need the GIL to drain it while the main thread may hold it inside zenoh (a deadlock we saw at
+    shutdown). The filter ends at EOF, so it also ends when the router is killed. Returns `finish()`,
+    which hands fd 1 back and waits for the filter to print what is left (call it last).
     """
     sys.stdout.flush()
     original = os.dup(1)
-    read_fd, write_fd = os.pipe()
-    os.dup2(write_fd, 1)
-    os.close(write_fd)
+    filt = subprocess.Popen([sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)], stdin=subprocess.PIPE,
+                            stdout=original, close_fds=True)
+    assert filt.stdin is not None
+    os.dup2(filt.stdin.fileno(), 1)
+    filt.stdin.close()  # fd 1 is now the only writer
     sys.stdout = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")
-    filt = RefusalLog(window_s)
-
-    def pump() -> None:
-        with os.fdopen(read_fd, "r", encoding="utf-8", errors="replace") as src, \
-                os.fdopen(original, "w", buffering=1, encoding="utf-8") as dst:
-            for line in src:
-                out = filt.feed(line)
-                if out is not None:
-                    dst.write(out + "\n")
-
-    thread = threading.Thread(target=pump, name="acl-refusal-log", daemon=True)
-    thread.start()
 
     def finish() -> None:
         piped, sys.stdout = sys.stdout, sys.__stdout__
         piped.close()
-        os.dup2(original, 1)  # closes the pipe's last writer: the pump drains what is left, sees EOF and ends
-        thread.join(timeout=2.0)
+        os.dup2(original, 1)  # closes the pipe's last writer: the filter prints what is left, sees EOF, exits
+        try:
+            filt.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            filt.kill()
 
     return finish
+
+
+def _main(argv: list[str]) -> int:
+    """The filter process: stdin -> RefusalLog -> stdout, until EOF."""
+    filt = RefusalLog(float(argv[0]) if argv else 10.0)
+    out = sys.stdout
+    for raw in sys.stdin.buffer:
+        # fast path: most lines are "is authorized" verdicts, dropped without decoding or regex (outside a
+        # permission-caching block, where dropping one changes nothing the filter remembers)
+        if filt.idle and b" is authorized to " in raw and b"access_control" in raw:
+            continue
+        line = filt.feed(raw.decode("utf-8", "replace"))
+        if line is not None:
+            out.write(line + "\n")
+            out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

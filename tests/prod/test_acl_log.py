@@ -39,3 +39,26 @@ def test_a_flood_of_refusals_is_rate_limited_with_a_count():
     printed = [o for o in outs if o]
     assert len(printed) == 2
     assert "more time(s)" in printed[1] and "(and 499 more" in printed[1]
+
+
+def test_the_filter_process_end_to_end():
+    """`python -m lerobot_fleet.acl_log` is what the router pipes zenoh's stdout through."""
+    import subprocess
+    import sys
+
+    other = "cd" + Z[2:]
+    lines = [
+        "Zenoh router up: listening on tls/x\n",
+        line(SUBJ.format(z=Z, cn="arm-a") + " is authorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/arm-a"),
+        line("ACL (ingress): caching permissions for `@lerobot/m/r/s/server/r1/drain` ..."),
+        line(SUBJ.format(z=Z, cn="rep-1") + " is authorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"),
+        line(SUBJ.format(z=Z, cn="rep-1") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/drain"),
+        line(SUBJ.format(z=other, cn="arm-b") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"),
+    ]
+    res = subprocess.run([sys.executable, "-m", "lerobot_fleet.acl_log", "10"], input="".join(lines).encode(),
+                         capture_output=True, timeout=60)
+    assert res.returncode == 0
+    assert res.stdout.decode().splitlines() == [
+        "Zenoh router up: listening on tls/x",
+        "ACL refused: CN=arm-b query (ingress) on @lerobot/m/r/s/server/r1/drain",
+    ]
