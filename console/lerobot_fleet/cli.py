@@ -49,6 +49,25 @@ def build_parser() -> argparse.ArgumentParser:
     router.add_argument("--tls-cert", default=None, help="router certificate (PEM) for tls/ endpoints")
     router.add_argument("--tls-key", default=None, help="router private key (PEM)")
     router.add_argument("--tls-ca", default=None, help="CA (PEM) that client certificates must chain to: enables mTLS")
+    router.add_argument("--inventory", default=None, metavar="FLEET.yaml",
+                        help="fleet inventory: generate and enforce the access control (default deny, by certificate CN; needs mTLS)")
+    router.add_argument("--connect", action="append", default=None, metavar="ENDPOINT",
+                        help="another router to mesh with (repeatable), e.g. tls/router-b:7447")
+    router.add_argument("--print-acl", action="store_true", help="print the access_control config generated from --inventory and exit")
+
+    pki = sub.add_parser("pki", help="a development PKI: CA, certificates, inventory", description="Make a CA and "
+                         "certificates for mTLS; every certificate issued is recorded with its role in DIR/inventory.yaml.")
+    pki_sub = pki.add_subparsers(dest="pki_command", required=True)
+    pki_init = pki_sub.add_parser("init", help="create DIR/ca.crt and DIR/ca.key")
+    pki_init.add_argument("dir")
+    pki_init.add_argument("--days", type=int, default=3650, help="CA validity in days (default 3650)")
+    pki_init.add_argument("--force", action="store_true", help="replace an existing CA (every old certificate stops working)")
+    pki_issue = pki_sub.add_parser("issue", help="create DIR/NAME.crt and DIR/NAME.key signed by the CA in DIR")
+    pki_issue.add_argument("dir")
+    pki_issue.add_argument("name", help="the common name: a robot's client_uuid, a server's replica id, a person or router name")
+    pki_issue.add_argument("--role", required=True, choices=["router", "server", "robot", "operator", "viewer"])
+    pki_issue.add_argument("--host", action="append", default=None, help="router only: extra DNS name or IP on the certificate (repeatable)")
+    pki_issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
 
     console = sub.add_parser("console", help="the live operator console (Textual)", description="Live view of robots and policy servers; drain a server, reset a robot's episode.")
     _add_connect(console)
@@ -141,12 +160,26 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from lerobot_policy_remote.zenoh_config import ZenohConfigError
 
+    from .inventory import InventoryError
+    from .pki import PkiError
+
     try:
         if args.command == "router":
-            from .router import router_settings, run_router
+            from .router import acl_or_none, router_settings, run_router
 
-            settings = router_settings(args.listen or ["tcp/127.0.0.1:7447"], args.config, args.tls_cert, args.tls_key, args.tls_ca)
-            return run_router(settings)
+            acl = acl_or_none(args.inventory)
+            if args.print_acl:
+                import json
+
+                print(json.dumps(acl or {}, indent=2))
+                return 0
+            settings = router_settings(args.listen or ["tcp/127.0.0.1:7447"], args.config, args.tls_cert, args.tls_key, args.tls_ca,
+                                       connect=args.connect, acl=acl)
+            return run_router(settings, inventory=args.inventory)
+        if args.command == "pki":
+            from .pki_cli import run_pki
+
+            return run_pki(args)
         if args.command == "console":
             return _run_console(args)
         if args.command == "demo":
@@ -163,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             return verbs.run_action(_settings(args), "drain", args.server, args.reason, args.timeout, args.json)
         if args.command == "reset":
             return verbs.run_action(_settings(args), "reset", args.robot, args.reason, args.timeout, args.json)
-    except (ZenohConfigError, ValueError, OSError) as exc:
+    except (ZenohConfigError, InventoryError, PkiError, ValueError, OSError) as exc:
         print(f"lerobot-fleet {args.command}: {exc}", file=sys.stderr)
         return 2
     return 2

@@ -200,6 +200,16 @@ class ServerRow:
 
 
 @dataclass(frozen=True)
+class RouterInfo:
+    """One router of the mesh, from its admin space (`@/<zid>/router`)."""
+
+    zid: str
+    locators: tuple[str, ...] = ()
+    sessions: int = 0  # clients and routers linked to it
+    connected: bool = False  # this console's session goes through it
+
+
+@dataclass(frozen=True)
 class FleetSnapshot:
     """Everything one UI tick renders; immutable so the UI can hold it without the store's lock."""
 
@@ -209,6 +219,7 @@ class FleetSnapshot:
     robots: tuple[RobotRow, ...]
     servers: tuple[ServerRow, ...]
     notes: tuple[str, ...] = ()
+    routers: tuple[RouterInfo, ...] = ()
 
     def state_counts(self) -> dict[RobotState, int]:
         counts: dict[RobotState, int] = {}

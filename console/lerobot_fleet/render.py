@@ -179,6 +179,9 @@ def header_text(
     t.append("  data age ")
     age = snap.data_age_s
     t.append("—" if age is None else f"{age:.1f}s", style=age_style(age) or "bold")
+    if snap.routers:  # only live sources read the admin space
+        via = next((r.zid[:8] for r in snap.routers if r.connected), "?")
+        t.append(f"  routers {len(snap.routers)} via {via}")
     if read_only:
         t.append("  ")
         t.append(" READ-ONLY ", style="bold black on yellow")

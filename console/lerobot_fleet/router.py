@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+from collections.abc import Callable
+from typing import Any
 
-from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, load_json5, open_session
+
+
+def acl_or_none(inventory: str | None) -> dict[str, Any] | None:
+    """`--inventory FLEET.yaml` -> the `{"access_control": ...}` block (None without an inventory)."""
+    if not inventory:
+        return None
+    from .acl import router_acl_config
+    from .inventory import load_inventory
+
+    return router_acl_config(load_inventory(inventory))
 
 
 def router_settings(
@@ -14,30 +27,67 @@ def router_settings(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     tls_ca: str | None = None,
+    connect: list[str] | None = None,
+    acl: dict[str, Any] | None = None,
 ) -> ZenohSettings:
-    """Router settings: admin space readable (the console lists sessions), multicast off."""
+    """Router settings: admin space readable (the console lists sessions), multicast off, optional mesh + ACL."""
+    if acl is not None and not (tls_ca and tls_cert):
+        raise ZenohConfigError("--inventory matches clients by certificate common name, so it needs mTLS: "
+                               "give --tls-cert, --tls-key and --tls-ca (make them with `lerobot-fleet pki`)")
+    extra = config
+    if acl is not None:
+        # the user's --config may add to the generated ACL's siblings, never silently replace it
+        merged = dict(load_json5(config)) if config else {}
+        if "access_control" in merged:
+            raise ZenohConfigError("--config has its own access_control and --inventory generates one: use one of them")
+        merged.update(acl)
+        extra = json.dumps(merged)
     return ZenohSettings(
         mode="router",
         listen_endpoints=listen,
+        connect_endpoints=list(connect or []),
+        connect_timeout_ms=-1,  # a mesh neighbour that is down is retried forever, in the background
         adminspace=True,
         tls_listen_certificate=tls_cert,
         tls_listen_private_key=tls_key,
         tls_root_ca_certificate=tls_ca,
-        extra_json5=config,
+        # mesh links dial out with the router's own certificate (its CN is in the inventory as a router)
+        tls_connect_certificate=tls_cert if connect and tls_cert else None,
+        tls_connect_private_key=tls_key if connect and tls_cert else None,
+        extra_json5=extra,
     )
 
 
-def run_router(settings: ZenohSettings, stop: threading.Event | None = None) -> int:
+def _log_refusals() -> Callable[[], None]:
+    """Print one line per refused message (rate-limited) on stdout; RUST_LOG, when set, wins."""
+    import zenoh
+
+    from .acl_log import TRACE_FILTER, install
+
+    finish = install()
+    try:
+        zenoh.init_log_from_env_or(f"warn,{TRACE_FILTER}")
+    except Exception as exc:  # logging already initialised in this process: keep going without it
+        print(f"note: zenoh logging not initialised, refusals will not be logged ({exc})", flush=True)
+    return finish
+
+
+def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inventory: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
+    finish = _log_refusals() if inventory else None
     session = open_session(settings)
-    print(f"Zenoh router up: listening on {', '.join(settings.listen_endpoints)} (zid {session.zid()})", flush=True)
+    mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
+    acl = f"; access control from {inventory} (default deny)" if inventory else ""
+    print(f"Zenoh router up: listening on {', '.join(settings.listen_endpoints)} (zid {session.zid()}){mesh}{acl}", flush=True)
     try:
         stop.wait()
     finally:
         session.close()
     print("Zenoh router stopped", flush=True)
+    if finish is not None:
+        finish()
     return 0

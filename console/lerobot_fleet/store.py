@@ -23,6 +23,7 @@ from .model import (
     RobotDetail,
     RobotRow,
     RobotState,
+    RouterInfo,
     ServerDetail,
     ServerRow,
     SessionEntry,
@@ -99,6 +100,7 @@ class FleetStore:
         self._notes: deque[str] = deque(maxlen=5)
         self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
         self.dropped = 0  # samples the source had to drop (bounded queue overflow)
+        self._routers: tuple[RouterInfo, ...] = ()
 
     # ------------------------------------------------------------ writers (any thread)
 
@@ -113,6 +115,11 @@ class FleetStore:
             elif self._connection == "connected":
                 self._link_down_at = now
             self._connection = state
+
+    def set_routers(self, routers: tuple[RouterInfo, ...]) -> None:
+        """The routers of the mesh as last read from the admin space."""
+        with self._lock:
+            self._routers = tuple(sorted(routers, key=lambda r: (not r.connected, r.zid)))
 
     def note(self, text: str) -> None:
         """A short operator-facing message from a source (e.g. a failed scrape); newest last."""
@@ -255,6 +262,7 @@ class FleetStore:
                 robots=robots,
                 servers=servers,
                 notes=tuple(self._notes),
+                routers=self._routers,
             )
 
     def robot_detail(self, key: str) -> RobotDetail | None:

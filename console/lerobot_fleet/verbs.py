@@ -37,11 +37,16 @@ def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = Non
         "servers": [asdict(s) for s in sort_servers(list(snap.servers))],
         "notes": list(snap.notes),
         "alerts": list(alerts or []),
+        "routers": [asdict(r) for r in snap.routers],
     }
 
 
 def snapshot_text(snap: FleetSnapshot) -> str:
     lines = [f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"]
+    if snap.routers:
+        from .sources.routers import routers_line
+
+        lines.append(routers_line(snap.routers))
     lines.append(f"SERVERS ({len(snap.servers)})")
     lines.append(f"  {'replica':<16} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
     for s in sort_servers(list(snap.servers)):
@@ -152,10 +157,17 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             session.close()
         except Exception:
             pass
+    nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
+    if nobody:
+        from dataclasses import replace
+
+        from .acl import refused_hint
+
+        result = replace(result, message=result.message + refused_hint(settings.tls_connect_certificate, "drain" if kind == "drain" else "episode reset"))
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
         return 0
-    return 2 if result.message.startswith("no ") and "answered" in result.message else 1
+    return 2 if nobody else 1
 
 
 def _exit(code: int, clean: bool) -> int:

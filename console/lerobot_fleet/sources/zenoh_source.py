@@ -24,6 +24,7 @@ from ..store import FleetStore, Namespace
 from .base import ActionResult
 from .prometheus import scrape
 from .replay import Recorder
+from .routers import query_routers
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +246,10 @@ class ZenohSource:
                 with self._lock:
                     self._metrics_urls[status.replica] = status.metrics_url
             store.on_status(status, ns)
+        try:
+            store.set_routers(query_routers(self.session, timeout=min(1.0, self.status_period_s)))
+        except Exception as exc:  # the router list is informative; never let it stop the status poll
+            store.note(f"router list query failed: {exc}"[:200])
 
     def _scrape_loop(self) -> None:
         import httpx

@@ -1,0 +1,121 @@
+"""The router's refusal log: zenoh's access-control trace, reduced to one line per refused (who, what, key).
+
+Zenoh 1.10 reports each ACL decision only at TRACE level, allowed and refused alike, on stdout. The router
+points its stdout at a filter process that keeps every other line as is, drops the "is authorized" lines, and
+prints refusals as `ACL refused: CN=arm-a put (ingress) on <key>`, at most once per key every `window_s`
+seconds with a count, so a client hammering a denied key cannot flood the log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+TRACE_FILTER = "zenoh::net::routing::interceptor::access_control=trace"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_DECISION = re.compile(r"access_control: (?P<cached>Using cached result: )?(?P<zid>[0-9a-f]+)(?: on (?P<subject>\S+))? "
+                       r"is (?P<verdict>un)?authorized to (?P<what>[A-Za-z/ ]+?) \((?P<flow>ingress|egress)\) on (?P<key>\S+)")
+_CN = re.compile(r"CertCommonName\(([^)]*)\)")
+_CACHING = re.compile(r"ACL \((?P<flow>ingress|egress)\): caching permissions for `(?P<key>[^`]+)`")
+
+
+class RefusalLog:
+    """Pure line filter (testable): feed zenoh log lines, get the lines to print."""
+
+    def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window_s = window_s
+        self.clock = clock
+        self._last: dict[tuple[str, str, str, str], tuple[float, int]] = {}
+        # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
+        self._caching: tuple[str, str, str | None] | None = None
+
+
+    @property
+    def idle(self) -> bool:
+        """Not inside a permission-caching block."""
+        return self._caching is None
+
+    def feed(self, line: str) -> str | None:
+        plain = _ANSI.sub("", line.rstrip("\n"))
+        c = _CACHING.search(plain)
+        if c is not None:
+            # zenoh evaluates every message kind for a newly declared key and logs each verdict:
+            # those lines are bookkeeping, not messages a client sent
+            self._caching = (c["flow"], c["key"], None)
+            return None
+        m = _DECISION.search(plain)
+        if m is None:
+            self._caching = None
+            return None if "access_control" in plain and "TRACE" in plain else line.rstrip("\n")
+        if not m["cached"] and self._caching is not None and self._caching[:2] == (m["flow"], m["key"]) \
+                and self._caching[2] in (None, m["zid"]):
+            self._caching = (m["flow"], m["key"], m["zid"])
+            return None
+        self._caching = None
+        if not m["verdict"]:
+            return None  # allowed: the normal path, not worth a line
+        cn = _CN.search(m["subject"] or "")
+        who = f"CN={cn.group(1)}" if cn else f"zid={m['zid']}"
+        what = m["what"].split("/")[-1].strip().lower().replace(" ", "_")  # "Declare Liveliness Subscriber" -> declare_liveliness_subscriber
+        key = (who, what, m["flow"], m["key"])
+        now = self.clock()
+        last, suppressed = self._last.get(key, (-1e18, 0))
+        if now - last < self.window_s:
+            self._last[key] = (last, suppressed + 1)
+            return None
+        self._last[key] = (now, 0)
+        more = f" (and {suppressed} more time(s) in the last {self.window_s:.0f} s)" if suppressed else ""
+        return f"ACL refused: {who} {what} ({m['flow']}) on {m['key']}{more}"
+
+
+def install(window_s: float = 10.0) -> Callable[[], None]:
+    """Point fd 1 (where zenoh logs) at a filter process; call before zenoh's logging is initialised.
+
+    A separate process, not a thread: zenoh's threads block when the pipe is full, and a thread of ours
+    would need the GIL to drain it while the main thread may hold it inside zenoh (a deadlock we saw at
+    shutdown). The filter ends at EOF, so it also ends when the router is killed. Returns `finish()`,
+    which hands fd 1 back and waits for the filter to print what is left (call it last).
+    """
+    sys.stdout.flush()
+    original = os.dup(1)
+    filt = subprocess.Popen([sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)], stdin=subprocess.PIPE,
+                            stdout=original, close_fds=True)
+    assert filt.stdin is not None
+    os.dup2(filt.stdin.fileno(), 1)
+    filt.stdin.close()  # fd 1 is now the only writer
+    sys.stdout = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")
+
+    def finish() -> None:
+        piped, sys.stdout = sys.stdout, sys.__stdout__
+        piped.close()
+        os.dup2(original, 1)  # closes the pipe's last writer: the filter prints what is left, sees EOF, exits
+        try:
+            filt.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            filt.kill()
+
+    return finish
+
+
+def _main(argv: list[str]) -> int:
+    """The filter process: stdin -> RefusalLog -> stdout, until EOF."""
+    filt = RefusalLog(float(argv[0]) if argv else 10.0)
+    out = sys.stdout
+    for raw in sys.stdin.buffer:
+        # fast path: most lines are "is authorized" verdicts, dropped without decoding or regex (outside a
+        # permission-caching block, where dropping one changes nothing the filter remembers)
+        if filt.idle and b" is authorized to " in raw and b"access_control" in raw:
+            continue
+        line = filt.feed(raw.decode("utf-8", "replace"))
+        if line is not None:
+            out.write(line + "\n")
+            out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

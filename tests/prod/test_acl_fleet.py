@@ -1,0 +1,183 @@
+"""Who may do what, through a real mTLS router that enforces the ACL generated from a `lerobot-fleet pki` inventory.
+
+A real `lerobot-policy-server` (replica rep-1, tiny real ACT) and a real `lerobot-rollout` (robot arm-b) run
+under the ACL; robot arm-a's certificate, the viewer's, an operator's and an outsider's are then tried.
+Order matters: the operator's drain runs last.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import httpx
+import pytest
+from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
+from support.policies import save_tiny_act
+from support.procs import VENV_BIN, Proc, free_port
+
+from lerobot_policy_remote.testing.waiting import assert_never, wait_until
+from lerobot_policy_remote.wire import ServiceKeys
+from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+
+pytestmark = pytest.mark.slow
+FLEET = str(VENV_BIN / "lerobot-fleet")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    model = save_tiny_act(tmp_path_factory.mktemp("acl_act") / "act", seed=5)
+    task = f"acl pick {uuid.uuid4().hex[:6]}"
+    router = acl_router(pki).start()
+    health = free_port()
+    server = rollout = None
+    try:
+        server = Proc(
+            [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
+             f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={health}", "--replica_id=rep-1",
+             *server_tls(pki, "rep-1")],
+            name="server", max_seconds=500,
+        )
+        server.wait_for("Policy server up", timeout=200)
+        rollout = Proc(
+            [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
+             f"--policy.path={model}", f"--task={task}", "--duration=400", "--fps=30",
+             f"--inference.connect_endpoint={router.endpoint}", "--inference.client_uuid=arm-b", *robot_tls(pki, "arm-b"),
+             "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=120",
+             "--return_to_initial_position=false"],
+            name="rollout", max_seconds=500,
+        )
+        rollout.wait_for("executing session_id=", timeout=200)
+        yield {"pki": pki, "router": router, "server": server, "rollout": rollout, "health": health,
+               "keys": ServiceKeys.for_service(str(model), "main", task)}
+    finally:
+        for p in (rollout, server):
+            if p is not None:
+                p.stop()
+        router.stop()
+
+
+def fleet_cmd(fleet, cert: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([FLEET, *args, "--router", fleet["router"].endpoint, *fleet_tls(fleet["pki"], cert)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def status(fleet, cert: str) -> dict:
+    out = fleet_cmd(fleet, cert, "status", "--json", "--wait", "3")
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
+def metrics(fleet) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{fleet['health']}/metrics", timeout=5).text
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("lerobot_policy_server_") and " " in line:
+            name = line.split("{")[0].split(" ")[0]
+            out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def session_as(fleet, cert: str):
+    pki = fleet["pki"]
+    return open_session(ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=3000,
+                                      tls_root_ca_certificate=str(pki / "ca.crt"), tls_connect_certificate=str(pki / f"{cert}.crt"),
+                                      tls_connect_private_key=str(pki / f"{cert}.key")))
+
+
+def router_log(fleet) -> str:
+    return fleet["router"].proc.output()
+
+
+def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
+    before = fleet["rollout"].output().count("executing session_id=")
+    wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 20, timeout=30,
+               message="the robot executing 20 more chunks under the ACL")
+    snap = status(fleet, "wall")
+    robot = next(r for r in snap["robots"] if r["robot_id"] == "arm-b")
+    assert robot["state"] in ("STREAMING", "DEGRADED") and robot["replica"] == "rep-1"
+    assert [s["replica"] for s in snap["servers"]] == ["rep-1"]
+    log = router_log(fleet)
+    assert "ACL refused: CN=arm-b" not in log and "ACL refused: CN=rep-1" not in log, log[-3000:]
+
+
+def test_robot_a_cannot_publish_as_robot_b(fleet):
+    """arm-a's own observation key reaches the server (counted as unknown client); B's never does."""
+    keys = fleet["keys"]
+    a = session_as(fleet, "arm-a")
+    op = session_as(fleet, "alice")  # an operator sees every observation the router forwards
+    marker = b"injected-by-arm-a-" + uuid.uuid4().hex.encode()
+    seen: list[bytes] = []
+    sub = op.declare_subscriber(keys.obs("rep-1", "*"), lambda s: seen.append(s.payload.to_bytes()[: len(marker)]))
+    try:
+        unknown = "lerobot_policy_server_dropped_unknown_client_total"
+        m0 = metrics(fleet).get(unknown, 0)
+
+        def own_key_arrives() -> bool:
+            a.put(keys.obs("rep-1", "arm-a"), b"own-" + marker)  # allowed: a's own key
+            return metrics(fleet).get(unknown, 0) > m0
+
+        # the positive control: without it the negative check below would prove nothing
+        wait_until(own_key_arrives, timeout=20, interval=0.2, message="arm-a's allowed observation reaching the server")
+        m1 = metrics(fleet)
+        for _ in range(30):
+            a.put(keys.obs("rep-1", "arm-b"), marker)
+        assert_never(lambda: marker in seen, duration=1.5, message="arm-a's observation forwarded on arm-b's key")
+        m2 = metrics(fleet)
+        assert m2.get("lerobot_policy_server_errors_total", 0) == m1.get("lerobot_policy_server_errors_total", 0)
+        assert f"ACL refused: CN=arm-a put (ingress) on {keys.obs('rep-1', 'arm-b')}" in router_log(fleet)
+    finally:
+        sub.undeclare()
+        a.close()
+        op.close()
+
+
+def test_robot_a_cannot_drain_nor_reset_b(fleet):
+    ep_before = next(r for r in status(fleet, "wall")["robots"] if r["robot_id"] == "arm-b")["episode_id"]
+    drain = fleet_cmd(fleet, "arm-a", "drain", "rep-1", "--timeout", "2")
+    assert drain.returncode == 2, drain.stdout + drain.stderr
+    assert "access control refused this certificate (CN=arm-a) to send drain" in drain.stdout
+    reset = fleet_cmd(fleet, "arm-a", "reset", "arm-b", "--timeout", "2")
+    assert reset.returncode == 2 and "CN=arm-a" in reset.stdout, reset.stdout + reset.stderr
+    snap = status(fleet, "wall")
+    assert next(s for s in snap["servers"] if s["replica"] == "rep-1")["health"] == "ok"
+    assert next(r for r in snap["robots"] if r["robot_id"] == "arm-b")["episode_id"] == ep_before
+    assert "Operator episode reset applied" not in fleet["rollout"].output()
+    log = router_log(fleet)
+    assert "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/server/rep-1/drain" in log
+    assert "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/robot/arm-b/episode_reset" in log
+
+
+def test_viewer_reads_status_but_cannot_drain(fleet):
+    snap = status(fleet, "wall")
+    assert any(r["robot_id"] == "arm-b" for r in snap["robots"]) and any(s["replica"] == "rep-1" for s in snap["servers"])
+    drain = fleet_cmd(fleet, "wall", "drain", "rep-1", "--timeout", "2")
+    assert drain.returncode == 2 and "CN=wall" in drain.stdout
+    assert status(fleet, "wall")["servers"][0]["health"] == "ok"
+
+
+def test_unknown_common_name_gets_nothing(fleet):
+    snap = status(fleet, "mallory")  # the TLS link itself is fine: same CA
+    assert snap["robots"] == [] and snap["servers"] == []
+    drain = fleet_cmd(fleet, "mallory", "drain", "rep-1", "--timeout", "2")
+    assert drain.returncode == 2
+    s = session_as(fleet, "mallory")
+    try:
+        assert [r for r in s.get("@/*/router", timeout=1.5) if r.ok is not None] == []
+        assert [r for r in s.liveliness().get(ServiceKeys.any().robot("*", "alive"), timeout=1.5) if r.ok] == []
+    finally:
+        s.close()
+
+
+def test_operator_resets_and_drains(fleet):
+    ep_before = next(r for r in status(fleet, "alice")["robots"] if r["robot_id"] == "arm-b")["episode_id"]
+    reset = fleet_cmd(fleet, "alice", "reset", "arm-b", "--json")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert json.loads(reset.stdout)["episode_id"] == ep_before + 1
+    fleet["rollout"].wait_for("Operator episode reset applied", timeout=15)
+    drain = fleet_cmd(fleet, "alice", "drain", "rep-1", "--json", "--reason", "acl test")
+    assert drain.returncode == 0, drain.stdout + drain.stderr
+    assert json.loads(drain.stdout)["ok"] is True
+    fleet["server"].wait_for("Draining", timeout=15)

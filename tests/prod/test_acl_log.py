@@ -1,0 +1,64 @@
+"""The router's refusal log keeps real refusals, drops zenoh's bookkeeping, and cannot be flooded."""
+
+from __future__ import annotations
+
+from lerobot_fleet.acl_log import RefusalLog
+
+PFX = "\x1b[2m2026-11-23T09:08:00Z\x1b[0m \x1b[35mTRACE\x1b[0m rx-1 ThreadId(10) \x1b[2mzenoh::net::routing::interceptor::access_control\x1b[0m: "
+SUBJ = "{z} on Interface(lo)+CertCommonName({cn})+Transport(Tls)+{z}"
+Z = "6364948186aa1834b7ca8b654728c564"
+
+
+def line(text: str) -> str:
+    return PFX + text + "\n"
+
+
+def test_refusals_pass_allowed_and_bookkeeping_do_not():
+    t = [0.0]
+    log = RefusalLog(window_s=10, clock=lambda: t[0])
+    assert log.feed("Zenoh router up: listening on tls/x\n") == "Zenoh router up: listening on tls/x"
+    assert log.feed(line(SUBJ.format(z=Z, cn="arm-a") + " is authorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/arm-a")) is None
+    # zenoh pre-computes every message kind for a newly declared key: not a refusal
+    assert log.feed(line("ACL (ingress): caching permissions for `@lerobot/m/r/s/server/r1/drain` ...")) is None
+    assert log.feed(line(SUBJ.format(z=Z, cn="rep-1") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/drain")) is None
+    assert log.feed(line(SUBJ.format(z=Z, cn="rep-1") + " is unauthorized to Declare/Undeclare Subscriber (ingress) on @lerobot/m/r/s/server/r1/drain")) is None
+    out = log.feed(line(SUBJ.format(z="ab" + Z[2:], cn="arm-a") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"))
+    assert out == "ACL refused: CN=arm-a query (ingress) on @lerobot/m/r/s/server/r1/drain"
+    cached = log.feed(line(f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"))
+    assert cached == f"ACL refused: zid={Z} declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+
+
+def test_a_flood_of_refusals_is_rate_limited_with_a_count():
+    t = [0.0]
+    log = RefusalLog(window_s=10, clock=lambda: t[0])
+    refused = line(SUBJ.format(z=Z, cn="arm-a") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/arm-b")
+    outs = []
+    for i in range(1000):
+        t[0] = i * 0.02  # 1000 puts in 20 s
+        outs.append(log.feed(refused))
+    printed = [o for o in outs if o]
+    assert len(printed) == 2
+    assert "more time(s)" in printed[1] and "(and 499 more" in printed[1]
+
+
+def test_the_filter_process_end_to_end():
+    """`python -m lerobot_fleet.acl_log` is what the router pipes zenoh's stdout through."""
+    import subprocess
+    import sys
+
+    other = "cd" + Z[2:]
+    lines = [
+        "Zenoh router up: listening on tls/x\n",
+        line(SUBJ.format(z=Z, cn="arm-a") + " is authorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/arm-a"),
+        line("ACL (ingress): caching permissions for `@lerobot/m/r/s/server/r1/drain` ..."),
+        line(SUBJ.format(z=Z, cn="rep-1") + " is authorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"),
+        line(SUBJ.format(z=Z, cn="rep-1") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/drain"),
+        line(SUBJ.format(z=other, cn="arm-b") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"),
+    ]
+    res = subprocess.run([sys.executable, "-m", "lerobot_fleet.acl_log", "10"], input="".join(lines).encode(),
+                         capture_output=True, timeout=60)
+    assert res.returncode == 0
+    assert res.stdout.decode().splitlines() == [
+        "Zenoh router up: listening on tls/x",
+        "ACL refused: CN=arm-b query (ingress) on @lerobot/m/r/s/server/r1/drain",
+    ]
