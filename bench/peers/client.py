@@ -46,7 +46,8 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     t_open = time.perf_counter()
     for i in range(robots):
         try:
-            clients.append(make_client(system, target, i, quality, timeout_s))
+            targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
+            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s))
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
     open_s = time.perf_counter() - t_open
@@ -124,7 +125,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("system", choices=["ours", "legacy", "openpi", "gr00t"])
-    ap.add_argument("--target", required=True, help="host:port, or a zenoh endpoint for ours")
+    ap.add_argument("--target", required=True, help="host:port (comma-separated for one server per robot), or a zenoh endpoint for ours")
     ap.add_argument("--robots", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--requests", type=int, default=50)

@@ -21,6 +21,7 @@ import numpy as np
 from .workload import ACTION_NAMES, CHUNK, stub_chunk
 
 TIMESTEP_STRIDE = 1000  # a chunk covers timesteps [t, t+50): requests never overlap
+ROBOT_STRIDE = 100_000  # timestep // (ROBOT_STRIDE * TIMESTEP_STRIDE) names the robot
 
 
 def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
@@ -61,11 +62,14 @@ def _client_class() -> type:
     class NotifyingClient(RobotClient):
         """The real client; only adds an event when its receiver thread has merged a chunk."""
 
-        def __init__(self, *a: Any, **kw: Any) -> None:
+        def __init__(self, *a: Any, robot_id: int = 0, **kw: Any) -> None:
             super().__init__(*a, **kw)
             self.arrived = threading.Condition()
+            self.robot_id, self.cross = robot_id, 0
 
         def _aggregate_action_queues(self, incoming: list, aggregate_fn: Any = None) -> None:
+            if incoming and incoming[0].get_timestep() // (ROBOT_STRIDE * TIMESTEP_STRIDE) != self.robot_id:
+                self.cross += 1  # this robot's receiver got the chunk computed for another robot's observation
             super()._aggregate_action_queues(incoming, aggregate_fn)
             with self.arrived:
                 self.arrived.notify_all()
@@ -83,11 +87,10 @@ class Client:
 
         cfg = RobotClientConfig(policy_type="act", pretrained_name_or_path=act_path or "stub", robot=PeersArmConfig(),
                                 actions_per_chunk=CHUNK[0], server_address=f"{host}:{port}")
-        self.rc = _client_class()(cfg)
+        self.rc = _client_class()(cfg, robot_id=robot)
         if not self.rc.start():
             raise ConnectionError(f"legacy policy server at {host}:{port} did not accept the client")
         self.robot, self.timeout_s, self.step = robot, timeout_s, 0
-        self.cross = 0  # chunks that answered another robot's observation
         self.thread = threading.Thread(target=self.rc.receive_actions, daemon=True)
         self.thread.start()
         self.rc.start_barrier.wait()
@@ -96,7 +99,7 @@ class Client:
         from lerobot.async_inference.helpers import TimedObservation
 
         self.step += 1
-        ts = (self.robot * 100_000 + self.step) * TIMESTEP_STRIDE
+        ts = (self.robot * ROBOT_STRIDE + self.step) * TIMESTEP_STRIDE
         self.rc.robot.set_observation(images, state)
         raw = self.rc.robot.get_observation()
         raw["task"] = ""
@@ -109,7 +112,6 @@ class Client:
                 with self.rc.action_queue_lock:
                     got = list(self.rc.action_queue.queue)
                 mine = [a for a in got if a.get_timestep() // TIMESTEP_STRIDE == ts // TIMESTEP_STRIDE]
-                self.cross += sum(1 for a in got if a.get_timestep() // (100_000 * TIMESTEP_STRIDE) != self.robot) and 1
                 if mine:
                     with self.rc.action_queue_lock:
                         self.rc.action_queue.queue.clear()
@@ -118,6 +120,10 @@ class Client:
                 if left <= 0:
                     raise TimeoutError(f"no chunk for timestep {ts} within {self.timeout_s}s")
                 self.rc.arrived.wait(left)
+
+    @property
+    def cross(self) -> int:
+        return self.rc.cross
 
     def close(self) -> None:
         self.rc.shutdown_event.set()

@@ -26,7 +26,7 @@ class Sizes:
     """How much work a run does; `--quick` is the smoke-test size."""
 
     warmup: int = 20
-    requests: int = 200
+    requests: int = 150
     repeats: int = 3
     scale_seconds: float = 6.0
 
