@@ -119,6 +119,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
         "client_cpu_ms": (cpu1 - cpu0) * 1000 / max(1, total), "server_cpu_ms": sum(b - a for a, b in zip(srv0, srv1, strict=True)) * 1000 / max(1, total),
         "errors": len(errors), "error_samples": errors[:5], "wrong_chunks": sum(wrong),
         "cross_delivered": sum(getattr(c, "cross", 0) for c in clients),
+        "resends": sum(getattr(c, "resends", 0) for c in clients),
     }
 
 

@@ -68,6 +68,7 @@ class Client:
         self.keys, self.replica = find_service(self.z)
         self.uuid = f"peers-{robot}-{uuid.uuid4().hex[:8]}"
         self.quality, self.timeout_s, self.seq = quality, timeout_s, 0
+        self.resend_s, self.resends = min(0.5, timeout_s), 0
         self.inbox: queue.Queue[tuple[Header, bytes]] = queue.Queue(maxsize=64)
         self.sub = self.z.declare_subscriber(self.keys.robot(self.uuid, "action"), self._on_action)
         self.token = self.z.liveliness().declare_token(self.keys.robot(self.uuid, "alive"))
@@ -104,7 +105,18 @@ class Client:
                 return decode_chunk(data)
 
     def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
-        return self.receive(self.send(images, state), self.timeout_s).chunk_robot
+        """Send, wait; after `resend_s` of silence send again (observations travel best-effort, as the
+        engine's do: CongestionControl.DROP); a late reply to an earlier send is ignored by its seq."""
+        deadline = time.monotonic() + self.timeout_s
+        seq = self.send(images, state)
+        while True:
+            try:
+                return self.receive(seq, min(self.resend_s, max(0.001, deadline - time.monotonic()))).chunk_robot
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(f"no chunk within {self.timeout_s}s") from None
+                self.resends += 1
+                seq = self.send(images, state)
 
     def close(self) -> None:
         self.token.undeclare()

@@ -13,16 +13,17 @@ import time
 
 
 class Relay:
-    def __init__(self, target: tuple[str, int], delay_s: float = 0.0, listen_host: str = "127.0.0.1") -> None:
+    def __init__(self, target: tuple[str, int], delay_s: float = 0.0, listen_host: str = "127.0.0.1", listen_port: int = 0) -> None:
         self.target, self.delay_s = target, delay_s
         self.up = 0  # client -> server bytes
         self.down = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._socks: list[socket.socket] = []
+        self.paused = threading.Event()  # set: nothing crosses (a partition); data waits in the kernel buffers
         self.lsock = socket.socket()
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind((listen_host, 0))
+        self.lsock.bind((listen_host, listen_port))
         self.lsock.listen(64)
         self.port = self.lsock.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
@@ -70,6 +71,8 @@ class Relay:
                     with cv:
                         cv.notify()
                     return
+                while self.paused.is_set():
+                    time.sleep(0.002)
                 with self._lock:
                     setattr(self, way, getattr(self, way) + len(data))
                 if self.delay_s <= 0:
@@ -108,6 +111,12 @@ class Relay:
         if self.delay_s > 0:
             threading.Thread(target=sender, daemon=True).start()
 
+    def partition(self, seconds: float) -> None:
+        """Hold everything for `seconds`, then let it through (TCP retransmits across a real partition)."""
+        self.paused.set()
+        time.sleep(seconds)
+        self.paused.clear()
+
     def cut(self) -> None:
         """Drop every open connection (the listener stays): a partition seen from TCP."""
         for sk in self._socks:
@@ -122,3 +131,23 @@ class Relay:
         self._stop.set()
         self.lsock.close()
         self.cut()
+
+
+def main() -> None:
+    """`python -m bench.peers.relay --target HOST:PORT --delay-ms D [--listen HOST:PORT]`: a delay relay process."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--listen", default="127.0.0.1:0")
+    ap.add_argument("--delay-ms", type=float, default=0.0, help="one-way hold per segment, each direction")
+    args = ap.parse_args()
+    host, port = args.target.rsplit(":", 1)
+    lhost, lport = args.listen.rsplit(":", 1)
+    relay = Relay((host, int(port)), args.delay_ms / 1000, listen_host=lhost, listen_port=int(lport))
+    print(f"RELAY READY {relay.port}", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -14,14 +14,14 @@ def _spread(row: dict[str, Any], key: str) -> str:
 
 
 def latency_table(rows: list[dict[str, Any]]) -> str:
-    out = ["| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req | server CPU ms/req | req/s | errors |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req | server CPU ms/req | req/s | errors | re-sends |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         lo50, hi50 = (x - r["sleep_ms"] for x in r["rtt_p50_ms_spread"])
         lo99, hi99 = (x - r["sleep_ms"] for x in r["rtt_p99_ms_spread"])
         out.append(f"| {r['arm']} | {r['sleep_ms']:.0f} | {r['over_p50_ms']:.1f} ({lo50:.1f}-{hi50:.1f}) | {r['over_p99_ms']:.1f} ({lo99:.1f}-{hi99:.1f}) "
                    f"| {r['up_bytes'] / 1e3:.1f} | {r['down_bytes'] / 1e3:.1f} | {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} "
-                   f"| {_spread(r, 'req_per_s')} | {r['errors']} |")
+                   f"| {_spread(r, 'req_per_s')} | {r['errors']} | {r.get('resends', 0)} |")
     return "\n".join(out)
 
 

@@ -1,7 +1,9 @@
 """Reproduce every side-by-side table and plot: `python -m bench.peers.run [--quick] [--out DIR]`.
 
-Phases: `latency` (round trip minus S, bytes, CPU, req/s for S in {0, 20, 100} ms) and `scaling`
-(N robots against one server of each system; legacy's one-server-per-robot alternative with memory).
+Phases: `latency` (round trip minus S, bytes, CPU, req/s for S in {0, 20, 100} ms), `scaling`
+(N robots against one server of each system; legacy's one-server-per-robot alternative with memory),
+`faults` (kill+restart, SIGSTOP, partition; bench.peers.faults) and `link` (tc tbf + delay relay
+between network namespaces; bench.peers.link).
 Results go to DIR/results.json; `bench.peers.report` turns them into tables and PNGs.
 """
 
@@ -30,19 +32,26 @@ ARMS = {  # arm -> (system, extra client args)
 class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
-    def __init__(self, system: str, sleep_s: float, count: int = 1) -> None:
-        self.system, self.router, self.procs = system, None, []
+    def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None) -> None:
+        self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
         if system == "ours":
-            self.router, self.endpoint = procs.router()
-            self.procs = [procs.python("bench.peers.serve", "ours", "--endpoint", self.endpoint, "--sleep", str(sleep_s), name="ours server")]
+            self.router, self.endpoint = procs.router(prefix=prefix, host=host)
             self.targets = [self.endpoint]
         else:
-            ports = [procs.free_port() for _ in range(count)]
-            self.procs = [procs.python("bench.peers.serve", system, "--port", str(p), "--sleep", str(sleep_s), name=f"{system} server")
-                          for p in ports]
-            self.targets = [f"127.0.0.1:{p}" for p in ports]
+            self.targets = [f"{host}:{procs.free_port()}" for _ in range(count)]
+        self.start()
+
+    def start(self) -> float:
+        """Start (or restart, on the same ports and router) every server; returns when all are ready."""
+        s = str(self.sleep_s)
+        if self.system == "ours":
+            argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s]]
+        else:
+            argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
+        self.procs = [procs.python("bench.peers.serve", *a, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
         for p in self.procs:
             p.wait_for("PEER READY", timeout=180)
+        return time.monotonic()
 
     @property
     def target(self) -> str:
@@ -105,9 +114,10 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
                 row[key + "_spread"] = [min(vals), max(vals)]
             row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
             row["errors"] = sum(r["errors"] for r in reps)
+            row["resends"] = sum(r.get("resends", 0) for r in reps)
             log(f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
                 f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
-                f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}")
+                f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}")
             rows.append(row)
     return rows
 
@@ -165,6 +175,10 @@ def main() -> None:
         results["latency"] = latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log)
     if "scaling" in args.phases:
         results["scaling"] = scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log)
+    if "faults" in args.phases:
+        from .faults import faults
+
+        results["faults"] = faults(args.arms, ARMS, Server, log)
     results["duration_s"] = time.monotonic() - t0
     (out / "results.json").write_text(json.dumps(results, indent=1))
     log(f"wrote {out / 'results.json'}")
