@@ -154,7 +154,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a few requests per system (the smoke test's size)")
     ap.add_argument("--out", default="bench/peers/out")
-    ap.add_argument("--phases", nargs="*", default=["latency", "scaling"])
+    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "faults", "link"])
     ap.add_argument("--arms", nargs="*", default=list(ARMS))
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
@@ -179,6 +179,10 @@ def main() -> None:
         from .faults import faults
 
         results["faults"] = faults(args.arms, ARMS, Server, log)
+    if "link" in args.phases:
+        from .link import links
+
+        results["link"] = links(args.arms, ARMS, Server, sizes, log)
     results["duration_s"] = time.monotonic() - t0
     (out / "results.json").write_text(json.dumps(results, indent=1))
     log(f"wrote {out / 'results.json'}")
