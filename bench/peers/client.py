@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .workload import frames, pct, proc_cpu_s, self_cpu_s, state
+from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
-def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float) -> Any:
+def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float, act_path: str = "") -> Any:
     if system == "ours":
         from .ours_peer import Client
 
@@ -28,7 +28,7 @@ def make_client(system: str, target: str, robot: int, quality: int, timeout_s: f
     if system == "legacy":
         from .legacy_peer import Client
 
-        return Client(host, int(port), robot, timeout_s=timeout_s)
+        return Client(host, int(port), robot, act_path=act_path, timeout_s=timeout_s)
     if system == "openpi":
         from .openpi_peer import Client
 
@@ -39,7 +39,7 @@ def make_client(system: str, target: str, robot: int, quality: int, timeout_s: f
 
 
 def run(system: str, target: str, robots: int, warmup: int, requests: int, seconds: float, quality: int,
-        server_pids: list[int], timeout_s: float) -> dict[str, Any]:
+        server_pids: list[int], timeout_s: float, act_path: str = "") -> dict[str, Any]:
     imgs = frames()
     clients: list[Any] = []
     errors: list[str] = []
@@ -47,7 +47,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     for i in range(robots):
         try:
             targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
-            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s))
+            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path))
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
     open_s = time.perf_counter() - t_open
@@ -77,7 +77,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
             if seconds <= 0 and n <= warmup:
                 continue
             rtts[k].append(dt)
-            if not np.allclose(np.asarray(chunk)[0], st, atol=1e-4):
+            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not act_path and not np.allclose(np.asarray(chunk)[0], st, atol=1e-4)):
                 wrong[k] += 1
 
     threads = [threading.Thread(target=loop, args=(k, c), daemon=True) for k, c in enumerate(clients)]
@@ -134,11 +134,12 @@ def main() -> None:
     ap.add_argument("--quality", type=int, default=90, help="ours: JPEG quality, 0 = raw")
     ap.add_argument("--server-pid", type=int, action="append", default=[])
     ap.add_argument("--timeout", type=float, default=30.0)
+    ap.add_argument("--act", default="", help="the server runs this ACT checkpoint: check chunk shape only (legacy sends the path)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
     out = run(args.system, args.target, args.robots, args.warmup, args.requests, args.seconds, args.quality,
-              args.server_pid, args.timeout)
+              args.server_pid, args.timeout, args.act)
     print("PEER RESULT " + json.dumps(out), flush=True)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .openpi_peer import StubPolicy
+from .openpi_peer import make_policy
 from .workload import CAMERAS
 
 
@@ -40,16 +40,23 @@ def from_bytes(data: bytes) -> Any:
     return msgpack.unpackb(data, object_hook=_decode)
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any) -> None:
+def _as_obs(d: dict[str, Any]) -> dict[str, Any]:
+    """GR00T's `video.<cam>` (1, H, W, 3) + `state` -> the policy's observation dict."""
+    obs = {f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": d[f"video.{c}"][0] for c in CAMERAS}
+    obs["observation/state"] = d["state"]
+    return obs
+
+
+def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
     import zmq
 
-    policy = StubPolicy(sleep_s)
+    policy = make_policy(sleep_s, act_path)
     sock = zmq.Context().socket(zmq.REP)
     sock.bind(f"tcp://{host}:{port}")
     endpoints = {
         "ping": lambda d: {"status": "ok"},
         "reset": lambda d: {"status": "ok"},
-        "get_action": lambda d: {"actions": policy.infer({"observation/state": d["state"]})["actions"]},
+        "get_action": lambda d: {"actions": policy.infer(_as_obs(d))["actions"]},
     }
     ready()
     while True:

@@ -39,7 +39,7 @@ def _health_check(connection: Any, request: Any) -> Any:
     return None
 
 
-async def _handler(websocket: Any, policy: StubPolicy, metadata: dict[str, Any]) -> None:
+async def _handler(websocket: Any, policy: Any, metadata: dict[str, Any]) -> None:
     import websockets
 
     packer = msgpack_numpy.Packer()
@@ -64,10 +64,18 @@ async def _handler(websocket: Any, policy: StubPolicy, metadata: dict[str, Any])
             raise
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any) -> None:
+def make_policy(sleep_s: float, act_path: str = "") -> Any:
+    if act_path:
+        from .act import ActPolicy
+
+        return ActPolicy(act_path)
+    return StubPolicy(sleep_s)
+
+
+def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
     from websockets.asyncio.server import serve as ws_serve
 
-    policy, metadata = StubPolicy(sleep_s), {"policy": "stub", "action_horizon": 50}
+    policy, metadata = make_policy(sleep_s, act_path), {"policy": "act" if act_path else "stub", "action_horizon": 50}
 
     async def main() -> None:
         async with ws_serve(lambda ws: _handler(ws, policy, metadata), host, port, compression=None, max_size=None,

@@ -97,26 +97,28 @@ class Client:
                    congestion_control=self.zenoh.CongestionControl.DROP)
         return self.seq
 
-    def receive(self, seq: int, timeout_s: float) -> ActionChunkMsg:
+    def receive(self, first_seq: int, timeout_s: float) -> ActionChunkMsg:
+        """The first chunk answering `first_seq` or a later re-send of the same observation."""
         deadline = time.monotonic() + timeout_s
         while True:
             h, data = self.inbox.get(timeout=max(0.001, deadline - time.monotonic()))
-            if h.msg_type is MsgType.CHUNK and h.seq_id == seq:
+            if h.msg_type is MsgType.CHUNK and h.seq_id >= first_seq:
                 return decode_chunk(data)
 
     def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
         """Send, wait; after `resend_s` of silence send again (observations travel best-effort, as the
-        engine's do: CongestionControl.DROP); a late reply to an earlier send is ignored by its seq."""
+        engine's do: CongestionControl.DROP). Every re-send carries the same observation, so a chunk for any
+        of them answers it; a reply to an earlier call's observation is ignored by its seq."""
         deadline = time.monotonic() + self.timeout_s
-        seq = self.send(images, state)
+        first = self.send(images, state)
         while True:
             try:
-                return self.receive(seq, min(self.resend_s, max(0.001, deadline - time.monotonic()))).chunk_robot
+                return self.receive(first, min(self.resend_s, max(0.001, deadline - time.monotonic()))).chunk_robot
             except queue.Empty:
                 if time.monotonic() >= deadline:
                     raise TimeoutError(f"no chunk within {self.timeout_s}s") from None
                 self.resends += 1
-                seq = self.send(images, state)
+                self.send(images, state)
 
     def close(self) -> None:
         self.token.undeclare()

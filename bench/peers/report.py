@@ -35,6 +35,28 @@ def scaling_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def faults_table(rows: list[dict[str, Any]]) -> str:
+    fmt = lambda v: "never" if v is None else f"{v:.2f}"  # noqa: E731
+    out = ["| arm | fault | robot noticed after s | queue dry s | fresh actions again after s | server back after s | "
+           "actions from a chunk >1 s late executed | worst chunk lag s | what the client raised |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        out.append(f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {fmt(r['run_again_s'])} | "
+                   f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | {r['max_lag_s']:.2f} | "
+                   f"{', '.join(r['error_kinds']) or 'nothing'} |")
+    return "\n".join(out)
+
+
+def link_table(rows: list[dict[str, Any]]) -> str:
+    out = ["| arm | link | time to first chunk s | round trip p50 ms | p99 ms | queue dry (% of 30 fps ticks) | errors |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        ttfc = "never" if r["ttfc_s"] is None else f"{r['ttfc_s']:.2f}"
+        out.append(f"| {r['arm']} | {r['link']} | {ttfc} | {r['rtt_p50_ms']:.0f} | {r['rtt_p99_ms']:.0f} | "
+                   f"{100 * r['dry_fraction']:.1f} | {r['errors'] + r['robot_errors']} |")
+    return "\n".join(out)
+
+
 def plots(results: dict[str, Any], img: Path) -> list[Path]:
     import matplotlib
 
@@ -88,6 +110,25 @@ def plots(results: dict[str, Any], img: Path) -> list[Path]:
         made.append(img / "peers-scaling.png")
         fig.savefig(made[-1], dpi=110)
         plt.close(fig)
+    ln = results.get("link", [])
+    if ln:
+        fig, ax = plt.subplots(figsize=(8, 4))
+        links = list(dict.fromkeys(r["link"] for r in ln))
+        arms = list(dict.fromkeys(r["arm"] for r in ln))
+        width = 0.8 / max(1, len(arms))
+        for i, arm in enumerate(arms):
+            rs = {r["link"]: r for r in ln if r["arm"] == arm}
+            ax.bar([k + i * width for k in range(len(links))], [rs[k]["rtt_p50_ms"] if k in rs else 0 for k in links], width, label=arm)
+        ax.set_xticks([k + 0.4 - width / 2 for k in range(len(links))], links)
+        ax.axhline(1000 * 25 / 30, color="k", ls=":", label="half a 50-step chunk at 30 fps")
+        ax.set_ylabel("round trip p50, ms (S = 20 ms)")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
+        ax.set_title("Constrained link: tc tbf + delay relay between namespaces")
+        fig.tight_layout()
+        made.append(img / "peers-link.png")
+        fig.savefig(made[-1], dpi=110)
+        plt.close(fig)
     return made
 
 
@@ -97,6 +138,10 @@ def write_report(results: dict[str, Any], out: Path, img: Path | None = None) ->
         parts += ["", "### Per request", "", latency_table(results["latency"])]
     if results.get("scaling"):
         parts += ["", "### Scaling", "", scaling_table(results["scaling"])]
+    if results.get("faults"):
+        parts += ["", "### Faults", "", faults_table(results["faults"])]
+    if results.get("link"):
+        parts += ["", "### Constrained link", "", link_table(results["link"])]
     (out / "tables.md").write_text("\n".join(parts) + "\n")
     plots(results, img or out)
 

@@ -32,8 +32,10 @@ ARMS = {  # arm -> (system, extra client args)
 class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
-    def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None) -> None:
+    def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None,
+                 act: str = "") -> None:
         self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
+        self.act = act
         if system == "ours":
             self.router, self.endpoint = procs.router(prefix=prefix, host=host)
             self.targets = [self.endpoint]
@@ -44,11 +46,22 @@ class Server:
     def start(self) -> float:
         """Start (or restart, on the same ports and router) every server; returns when all are ready."""
         s = str(self.sleep_s)
+        if self.system == "ours" and self.act:  # the real product CLI with a manifest
+            manifest = Path(self.act) / "peers-manifest.yaml"
+            manifest.write_text(json.dumps({
+                "model": {"repo_or_path": self.act, "device": "cpu"}, "default_task": "peers act", "max_sessions": 16,
+                "warmup_inferences": 1, "health_port": 0,
+                "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": False}}))
+            self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
+                                     prefix=self.prefix)]
+            self.procs[0].wait_for("Policy server up", timeout=300)
+            return time.monotonic()
+        act = ["--act", self.act] if self.act else []
         if self.system == "ours":
             argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s]]
         else:
             argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
-        self.procs = [procs.python("bench.peers.serve", *a, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
+        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
         for p in self.procs:
             p.wait_for("PEER READY", timeout=180)
         return time.monotonic()
@@ -122,6 +135,30 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
     return rows
 
 
+def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) -> list[dict[str, Any]]:
+    """The small real ACT on CPU, same checkpoint everywhere: round trip, CPU, req/s at N robots."""
+    from .act import save_act
+
+    path = save_act(out / "act-checkpoint")
+    rows = []
+    for arm in arms:
+        system, extra = ARMS[arm]
+        for n in ns:
+            server = Server(system, 0.0, act=str(path))
+            try:
+                r = procs.client(system, server.target, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
+                                 "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120",
+                                 *server.pid_args(), *extra, max_s=900)
+                r["server_rss_mb"] = server.rss_mb()
+            finally:
+                server.stop()
+            r.update(arm=arm, n=n)
+            log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
+                f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
+            rows.append(r)
+    return rows
+
+
 def jain(xs: list[float]) -> float:
     return (sum(xs) ** 2) / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
 
@@ -154,7 +191,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a few requests per system (the smoke test's size)")
     ap.add_argument("--out", default="bench/peers/out")
-    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "faults", "link"])
+    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "faults", "link"])
+    ap.add_argument("--act-n", nargs="*", type=int, default=[1, 4], help="robots per server for the ACT rows")
     ap.add_argument("--arms", nargs="*", default=list(ARMS))
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
@@ -175,6 +213,8 @@ def main() -> None:
         results["latency"] = latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log)
     if "scaling" in args.phases:
         results["scaling"] = scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log)
+    if "act" in args.phases:
+        results["act"] = act_rows(sizes, args.arms, out, args.act_n, log)
     if "faults" in args.phases:
         from .faults import faults
 

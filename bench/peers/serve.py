@@ -17,6 +17,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--endpoint", default="", help="ours: the router's zenoh endpoint")
     ap.add_argument("--sleep", type=float, default=0.0, help="stub inference time S in seconds")
+    ap.add_argument("--act", default="", help="serve this ACT checkpoint (bench.peers.act) instead of the stub")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
@@ -31,15 +32,15 @@ def main() -> None:
     elif args.system == "legacy":
         from .legacy_peer import serve
 
-        serve(args.host, args.port, args.sleep, ready)
+        serve(args.host, args.port, args.sleep, ready, args.act)
     elif args.system == "openpi":
         from .openpi_peer import serve
 
-        serve(args.host, args.port, args.sleep, ready)
+        serve(args.host, args.port, args.sleep, ready, args.act)
     else:
         from .gr00t_peer import serve
 
-        serve(args.host, args.port, args.sleep, ready)
+        serve(args.host, args.port, args.sleep, ready, args.act)
 
 
 if __name__ == "__main__":
