@@ -9,10 +9,18 @@ import uuid
 import numpy as np
 from support.policies import SIM_ARM_ACTION_NAMES
 
-from lerobot_policy_remote.server.backend import StubBackend
 from lerobot_policy_remote.server.scheduler import RoundRobin
 from lerobot_policy_remote.server.sessions import Mail, Mailbox, Registry, Session
+from lerobot_policy_remote.server.stub import StubBackend
 from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+
+def _until(cond, what: str, timeout: float = 10.0) -> None:
+    """Wait (bounded) for a condition; fails the test naming it."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.005)
 
 
 def _session(cid: str) -> Session:
@@ -86,7 +94,7 @@ def test_newest_wins_stub_reports_superseded(server_factory, robots):
     [r] = robots(server, 1)
     assert r.open(server.replica).ok
     first = r.send(np.zeros(6))
-    time.sleep(0.05)  # the worker is now busy with `first`
+    _until(lambda: server.worker.in_flight == 1, "the worker to start inferring `first`")
     for v in range(1, 6):
         r.send(np.full(6, float(v)))
     _, c1 = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == first, 10)

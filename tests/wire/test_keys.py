@@ -69,3 +69,12 @@ def test_single_depth_wildcards_match_only_their_leaf():
 def test_parse_rejects_foreign_keys(key):
     with pytest.raises(WireError):
         parse_key(key)
+
+
+def test_parsed_key_namespace_is_one_value():
+    keys = ServiceKeys.for_service("user/model", "v1.0", "fold the towel")
+    a, b = parse_key(keys.obs("rep-1", "robot-07")), parse_key(keys.robot("robot-07", "alive"))
+    assert a.namespace == b.namespace == ("user/model", "v1.0", "fold the towel")
+    assert a.namespace.keys == keys  # and it rebuilds the escaped keys it came from
+    other = parse_key(ServiceKeys.for_service("user/model", "v1.1", "fold the towel").robot("robot-07", "alive"))
+    assert other.namespace != a.namespace and len({a.namespace, b.namespace, other.namespace}) == 2

@@ -13,13 +13,27 @@ from typing import Any
 import numpy as np
 
 from ..wire.codec import encode_json
+from ..wire.header import Header
 from ..wire.messages import AuditLine
+from .sessions import Session
 
 audit_log = logging.getLogger("lerobot.policy_server.audit")
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def audit_line(s: Session, header: Header | None, outcome: str, replica: str, *, queue_wait_s: float = 0.0,
+               infer_s: float = 0.0, chunk_len: int = 0, superseded: int = 0, error: str = "") -> AuditLine:
+    """The one builder of an audit line: ids from the request header (or the session before one was read)."""
+    return AuditLine(
+        ts=now_iso(), session_id=s.session_id, client_uuid=s.client_uuid,
+        seq_id=header.seq_id if header else 0, episode_id=header.episode_id if header else s.episode_id,
+        queue_wait_ms=round(queue_wait_s * 1e3, 3), inference_ms=round(infer_s * 1e3, 3),
+        chunk_range=[0, chunk_len] if chunk_len else [], superseded=superseded, outcome=outcome, replica=replica,
+        error=error[:300],
+    )
 
 
 class Auditor:

@@ -34,6 +34,7 @@ class Backend(Protocol):
     def on_session_open(self, state: Any) -> None: ...
     def reset_session(self, state: Any) -> None: ...
     def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]: ...
+    # Optional (batching): can_batch(state, obs, rtc) -> bool and infer_batch([(state, obs, rtc), ...]) -> [chunks]
     def validate_obs(self, obs: ObservationMsg) -> None: ...
 
 
@@ -246,19 +247,39 @@ class LerobotBackend:
     def infer(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
         torch = self._torch
         with torch.inference_mode():
-            pre = state.pre(self._batch(obs))
-            if self.dtype != torch.float32:
-                pre = {k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in pre.items()}
+            pre = self._pre(state, obs)
             if self.classification.queue_fed:
                 chunk = self._queue_fed_chunk(pre)
             elif rtc is not None:
                 chunk = self.policy.predict_action_chunk(pre, **self._rtc_kwargs(state, obs, rtc))
             else:
                 chunk = self.policy.predict_action_chunk(pre)
-            chunk = chunk.float()
-            original = chunk.squeeze(0).detach().cpu().clone()
-            processed = state.post(chunk)
-            processed = processed.squeeze(0).detach().float().cpu()
+            return self._post(state, chunk)
+
+    def can_batch(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
+        """Shared, chunk-stateless, no RTC: lerobot 0.6.1's RTC guidance takes one delay for the whole batch."""
+        return self.classification.serving_mode == "shared" and not self.classification.queue_fed and rtc is None
+
+    def infer_batch(self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor."""
+        torch = self._torch
+        with torch.inference_mode():
+            batch = stack_batches([self._pre(state, obs) for state, obs, _ in items], torch)
+            chunk = self.policy.predict_action_chunk(batch)
+            return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
+
+    def _pre(self, state: SessionPipelines, obs: ObservationMsg) -> dict[str, Any]:
+        torch = self._torch
+        pre = state.pre(self._batch(obs))
+        if self.dtype != torch.float32:
+            pre = {k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in pre.items()}
+        return pre
+
+    def _post(self, state: SessionPipelines, chunk: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(1, T, A) model-space chunk -> (model-space, robot-space) arrays through this session's postprocessor."""
+        chunk = chunk.float()
+        original = chunk.squeeze(0).detach().cpu().clone()
+        processed = state.post(chunk).squeeze(0).detach().float().cpu()
         return original.numpy().astype(np.float32), processed.numpy().astype(np.float32)
 
     def _queue_fed_chunk(self, batch: dict[str, Any]) -> Any:
@@ -326,48 +347,27 @@ class LerobotBackend:
             self.policy.reset()
 
 
-class StubBackend:
-    """A fixed-time model for benchmarks and scheduler tests: chunk rows are the robot's own state + step index.
+def stack_batches(batches: list[dict[str, Any]], torch: Any) -> dict[str, Any]:
+    """Concatenate per-robot preprocessed batches (batch dim 1) along dim 0.
 
-    Sleeping releases the GIL like a GPU forward does, so the threading picture matches a real server.
+    Raises ValueError when they cannot share a pass (different keys or feature shapes, differing
+    non-tensor values); the worker then serves those robots alone rather than change a result.
     """
-
-    def __init__(self, infer_s: float, action_names: list[str], chunk_size: int = 10, max_sessions: int = 16,
-                 serving_mode: str = "shared", image_keys: tuple[str, ...] = ()) -> None:
-        self.infer_s = infer_s
-        n = len(action_names)
-        self.caps = Capabilities(
-            policy_type="stub", action_dim=n, action_names=list(action_names), image_keys=list(image_keys),
-            image_shapes={k: (3, 96, 128) for k in image_keys}, state_dim=n, state_key="observation.state",
-            chunk_size=chunk_size, trained_fps=30.0, strict_fps=False, fps_tolerance=0.05, default_task="",
-            pin_task=False, supports_rtc=False, serving_mode=serving_mode,
-            max_sessions=1 if serving_mode == "exclusive" else max_sessions, fingerprint="stub" * 16,
-        )
-        self.model_info = ModelInfo(repo_or_path="stub", revision="main", policy_type="stub", fingerprint=self.caps.fingerprint,
-                                    dtype="float32", device="cpu")
-        self.calls = 0
-
-    def new_session_state(self) -> dict[str, Any]:
-        return {}
-
-    def on_session_open(self, state: Any) -> None:
-        pass
-
-    def reset_session(self, state: Any) -> None:
-        pass
-
-    def validate_obs(self, obs: ObservationMsg) -> None:
-        st = obs.state.get("observation.state")
-        if st is None or st.size != self.caps.state_dim:
-            raise ObsContractError("state.observation.state", f"expected {self.caps.state_dim} values")
-
-    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
-        time.sleep(self.infer_s)
-        self.calls += 1
-        base = np.asarray(obs.state["observation.state"], dtype=np.float32).reshape(-1)
-        steps = np.arange(self.caps.chunk_size, dtype=np.float32)[:, None]
-        robot = base[None, :] + steps
-        return robot - base[None, :], robot
-
-    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
-        pass
+    keys = set(batches[0])
+    if any(set(b) != keys for b in batches[1:]):
+        raise ValueError("robots' preprocessed batches have different keys")
+    out: dict[str, Any] = {}
+    for k in batches[0]:
+        vals = [b[k] for b in batches]
+        first = vals[0]
+        if isinstance(first, torch.Tensor):
+            if any(not isinstance(v, torch.Tensor) or v.ndim == 0 or v.shape[0] != 1 or v.shape[1:] != first.shape[1:] for v in vals):
+                raise ValueError(f"{k}: shapes differ across robots ({[tuple(v.shape) for v in vals]})")
+            out[k] = torch.cat(vals, dim=0)
+        elif isinstance(first, list) and all(isinstance(v, list) and len(v) == 1 for v in vals):
+            out[k] = [v[0] for v in vals]
+        elif all(v == first for v in vals):
+            out[k] = first
+        else:
+            raise ValueError(f"{k}: differs across robots and is not per-sample")
+    return out

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from ..wire.errors import WireError
 from ..wire.keys import ServiceKeys, check_id
+from ..wire.messages import RtcSettings
 from ..zenoh_config import ZenohSettings
 
 SERVING_MODES = ("auto", "exclusive", "shared")
@@ -32,12 +33,20 @@ class ModelSpec:
     device: str = "cpu"
 
 
+def _server_rtc() -> RtcSettings:
+    """The server offers RTC by default (the wire's default is the robot's 'off')."""
+    return RtcSettings(enabled=True)
+
+
+RtcSpec = RtcSettings  # old name, kept for callers not yet moved to the wire's type
+
+
 @dataclass
-class RtcSpec:
-    enabled: bool = True
-    execution_horizon: int = 10
-    max_guidance_weight: float = 10.0
-    prefix_attention_schedule: str = "LINEAR"
+class BatchingSpec:
+    """Cross-robot micro-batching of shared-mode sessions (docs/server.md, "Batching")."""
+
+    max_batch: int = 1  # robots per forward pass; 1 = one robot per pass (no batching)
+    max_wait_ms: float = 0.0  # 0 = opportunistic (never wait while a robot is ready); > 0 waits this long to fill a batch
 
 
 @dataclass
@@ -59,7 +68,7 @@ class Manifest:
     strict_fps: bool = False
     fps_tolerance: float = 0.05  # relative fps difference tolerated before a warning / rejection
     action_feature_names: list[str] = field(default_factory=list)  # ordered; verifies the robot's order
-    rtc: RtcSpec = field(default_factory=RtcSpec)
+    rtc: RtcSettings = field(default_factory=_server_rtc)
     replica_id: str = ""  # "" -> <hostname>-<pid>
     health_port: int = 9100  # /healthz + /metrics; 0 disables
     health_host: str = "127.0.0.1"
@@ -67,6 +76,7 @@ class Manifest:
     session_grace_s: float = 10.0  # a robot's liveliness token must be gone this long before GC
     drain_timeout_s: float = 30.0  # the longest a drain waits for pending work
     max_obs_bytes: int = 16 * 1024 * 1024  # observations above this are refused before decoding
+    batching: BatchingSpec = field(default_factory=BatchingSpec)
     debug: DebugSpec = field(default_factory=DebugSpec)
     zenoh: ZenohSettings = field(default_factory=lambda: ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]))
 
@@ -108,6 +118,10 @@ class Manifest:
             raise ManifestError("rtc.max_guidance_weight must be > 0")
         if self.session_grace_s < 0 or self.drain_timeout_s < 0:
             raise ManifestError("session_grace_s and drain_timeout_s must be >= 0")
+        if self.batching.max_batch < 1:
+            raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
+        if not 0 <= self.batching.max_wait_ms <= 1000:
+            raise ManifestError(f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}")
         if self.debug.capture_max < 1:
             raise ManifestError("debug.capture_max must be at least 1")
         if len(set(self.action_feature_names)) != len(self.action_feature_names):

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 PREFIX = "lerobot_policy_server_"
+_BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 _LAT_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -33,6 +34,9 @@ class ServerMetrics:
         self.worker_alive = Gauge(PREFIX + "worker_alive", "1 while the inference worker thread runs", registry=r)
         self.queue_wait = Histogram(PREFIX + "queue_wait_seconds", "Observation arrival to inference start", buckets=_LAT_BUCKETS, registry=r)
         self.inference = Histogram(PREFIX + "inference_seconds", "Preprocess + model + postprocess time", buckets=_LAT_BUCKETS, registry=r)
+        self.batch_size = Histogram(PREFIX + "batch_size", "Robots per forward pass", buckets=_BATCH_BUCKETS, registry=r)
+        self.batch_inference = Histogram(PREFIX + "batch_inference_seconds", "Time of one forward pass (pre + model + post, whole batch)",
+                                         buckets=_LAT_BUCKETS, registry=r)
         self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
 
     def forget_client(self, client: str) -> None:

@@ -3,33 +3,28 @@
 Threads and what they may do:
 - zenoh callbacks (obs subscriber, liveliness subscriber, queryables): deposit or validate-and-reply
   in pure CPU, never inference, never waiting on another thread;
-- the inference worker (one): decode, pre/post-process, predict, publish the chunk, audit;
-- housekeeping (one): liveliness GC after a grace period, unknown-session replies, load gauge, drain.
+- the inference worker (one, worker.py): decode, pre/post-process, predict (alone or batched), publish, audit;
+- housekeeping (one, housekeeping.py): liveliness GC after a grace period, unknown-session replies, load gauge, drain.
+This module holds the lifecycle, the control-plane queryables and the observation callback.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import zenoh
 
 from ..wire.codec import decode, encode
-from ..wire.data import ActionChunkMsg, decode_observation, encode_chunk
-from ..wire.errors import WireError
-from ..wire.header import Header, MsgType
+from ..wire.errors import Reason, WireError
+from ..wire.keys import check_id, parse_key
 from ..wire.limits import WireLimits
 from ..wire.messages import (
-    SCHEMA_VERSION,
-    AuditLine,
     DrainAck,
     DrainRequest,
-    EventMsg,
     ResetAck,
     ResetRequest,
     ServerStatus,
@@ -37,35 +32,17 @@ from ..wire.messages import (
     SessionOpen,
 )
 from ..zenoh_config import open_session
-from .audit import Auditor, DebugCapture, now_iso
-from .backend import Backend, LerobotBackend, ObsContractError
+from .audit import Auditor, DebugCapture
+from .backend import Backend, LerobotBackend
 from .capabilities import check_open
+from .housekeeping import Housekeeper
 from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
-from .scheduler import RoundRobin, Scheduler
+from .scheduler import Scheduler, scheduler_for
 from .sessions import Mail, Registry, Session, new_session_id
+from .worker import Worker
 
 log = logging.getLogger("lerobot.policy_server")
-
-UNKNOWN_REPLY_INTERVAL_S = 1.0  # at most one unknown_session event per robot per second
-
-
-def _reason(exc: WireError) -> str:
-    """Bounded label values for errors_total{reason}."""
-    field, problem = exc.field.lower(), exc.problem.lower()
-    if field.startswith("header"):
-        return "bad_header"
-    if "exceeds the limit" in problem or "too large" in problem or "exceeds" in problem:
-        return "oversize"
-    if "nan" in problem or "finite" in problem or "inf" in problem:
-        return "non_finite"
-    if "dtype" in problem or "dtype" in field:
-        return "bad_dtype"
-    if "shape" in problem or "shape" in field:
-        return "bad_shape"
-    if "msgpack" in problem or field == "observationmsg":
-        return "malformed"
-    return "bad_observation"
 
 
 class PolicyServer:
@@ -80,25 +57,18 @@ class PolicyServer:
         self.caps = self.backend.caps
         self.keys = manifest.keys()
         self.replica = manifest.replica()
-        self.scheduler: Scheduler = scheduler or RoundRobin()
+        self.batch_limit = 1 if self.caps.serving_mode == "exclusive" else manifest.batching.max_batch
+        self.scheduler: Scheduler = scheduler or scheduler_for(self.batch_limit)
         self.registry = Registry()
         self.metrics = ServerMetrics(self.replica)
         self.limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
         self.draining = threading.Event()
         self.drained = threading.Event()
         self.stopped = threading.Event()
-        self._work = threading.Event()
-        self._unknown: collections.deque[str] = collections.deque(maxlen=256)
-        self._unknown_last: dict[str, float] = {}
-        self._alive_robots: set[str] = set()
-        self._alive_lock = threading.Lock()
-        self._busy_s = 0.0
-        self._load = 0.0
-        self._inference_ms: collections.deque[float] = collections.deque(maxlen=64)
-        self._in_flight = 0
-        self._drain_started = 0.0
+        self.worker = Worker(self)
+        self.housekeeper = Housekeeper(self)
+        self.drain_started = 0.0
         self.warmed_up = False
-        self.worker_error: str = ""
         self.z: Any = None
         self.health: HealthServer | None = None
         self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max) if manifest.debug.capture_dir else None
@@ -138,10 +108,10 @@ class PolicyServer:
             self.z.declare_queryable(k.server(r, "reset"), self._on_reset),
             self.z.declare_queryable(k.server(r, "drain"), self._on_drain),
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
-            self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self._on_robot_alive, history=True),
+            self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
         ]
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
-        for target, name in ((self._worker_loop, "inference-worker"), (self._housekeeping_loop, "housekeeping")):
+        for target, name in ((self.worker.run, "inference-worker"), (self.housekeeper.run, "housekeeping")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
             self._threads.append(t)
@@ -149,17 +119,24 @@ class PolicyServer:
         self.progress(
             f"Policy server up: {self.service_key} replica={self.replica} model={self.backend.model_info.repo_or_path} "
             f"type={self.caps.policy_type} mode={self.caps.serving_mode} max_sessions={self.caps.max_sessions} "
-            f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc}"
+            f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc} max_batch={self.batch_limit}"
             + (f" metrics=http://{m.health_host}:{self.health_port}/metrics" if self.health else "")
         )
         return self
 
+    @property
+    def load(self) -> float:
+        return self.housekeeper.load
+
+    def worker_alive(self) -> bool:
+        return bool(self._threads) and self._threads[0].is_alive()
+
     def healthy(self) -> tuple[bool, str]:
         if self.draining.is_set():
             return False, "draining"
-        worker = self._threads[0] if self._threads else None
-        if worker is None or not worker.is_alive():
-            return False, "inference worker is not running" + (f": {self.worker_error}" if self.worker_error else "")
+        if not self.worker_alive():
+            err = self.worker.error
+            return False, "inference worker is not running" + (f": {err}" if err else "")
         return True, "ok"
 
     def metrics_url(self) -> str:
@@ -174,14 +151,14 @@ class PolicyServer:
         self.draining.set()
         self.metrics.draining.set(1)
         sessions = self.registry.all()
-        pending = sum(1 for s in sessions if s.mailbox.pending()) + self._in_flight
+        pending = sum(1 for s in sessions if s.mailbox.pending()) + self.worker.in_flight
         if first:
             self.progress(f"Draining ({reason or 'requested'}): {len(sessions)} session(s), {pending} pending request(s)")
             self._drop_token()  # robots see the replica leave at once and ride their buffers
             for s in sessions:
-                self._event(s, "draining", "server is draining: re-handshake with another replica", None)
-            self._drain_started = time.monotonic()
-            self._work.set()
+                s.send_event("draining", "server is draining: re-handshake with another replica", None)
+            self.drain_started = time.monotonic()
+            self.worker.wake.set()
         return DrainAck(True, "draining" if first else "already draining", [s.session_id for s in sessions], pending)
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -192,7 +169,7 @@ class PolicyServer:
         if self.stopped.is_set():
             return
         self.stopped.set()
-        self._work.set()
+        self.worker.wake.set()
         for t in self._threads:
             t.join(timeout=10)
         self.metrics.worker_alive.set(0)
@@ -205,7 +182,7 @@ class PolicyServer:
         self._drop_token()
         sessions = self.registry.all()
         for s in sessions:
-            self._close(s, "shutdown")
+            self.close_session(s, "shutdown")
         if self.z is not None:
             if sessions:
                 time.sleep(0.2)  # let the last chunks/events leave before the transport closes
@@ -229,15 +206,16 @@ class PolicyServer:
     # ================================================================== control plane (callbacks)
     def status(self) -> ServerStatus:
         c = self.caps
-        p50 = sorted(self._inference_ms)[len(self._inference_ms) // 2] if self._inference_ms else 0.0
+        stats = self.worker.stats
         return ServerStatus(
             replica=self.replica, model=self.backend.model_info, service=self.manifest.service,
             default_task=self.manifest.default_task, pin_task=self.manifest.pin_task, serving_mode=c.serving_mode,
-            max_sessions=c.max_sessions, active_sessions=self.registry.count(), load=self._load,
-            supports_rtc=c.supports_rtc, chunk_size=c.chunk_size, trained_fps=c.trained_fps, inference_ms_p50=p50,
+            max_sessions=c.max_sessions, active_sessions=self.registry.count(), load=self.load,
+            supports_rtc=c.supports_rtc, chunk_size=c.chunk_size, trained_fps=c.trained_fps, inference_ms_p50=stats.pass_ms_p50(),
             action_names=list(c.action_names), image_features=list(c.image_keys), state_dim=c.state_dim,
             schema_min=c.schema_min, schema_max=c.schema_max, metrics_url=self.metrics_url(),
             draining=self.draining.is_set(), warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()],
+            max_batch=self.batch_limit, batch_size_mean=stats.mean_batch(), chunks_per_s=stats.chunks_per_s(),
         )
 
     def _on_status(self, query: Any) -> None:
@@ -249,7 +227,7 @@ class PolicyServer:
             try:
                 ack = self.open_session(decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None))
             except WireError as exc:
-                self.metrics.errors.labels("bad_session_open").inc()
+                self.metrics.errors.labels(Reason.BAD_SESSION_OPEN.value).inc()
                 self.metrics.rejected.labels("bad_request").inc()
                 ack = SessionAck(False, "bad_request", f"malformed session open: {exc}", replica=self.replica)
             except Exception as exc:  # never let a callback die silently
@@ -259,8 +237,6 @@ class PolicyServer:
 
     def open_session(self, req: SessionOpen) -> SessionAck:
         """Validate (pure CPU) and register; re-open by the same client replaces its session."""
-        from ..wire.keys import check_id
-
         check_id(req.client_uuid, "client_uuid")
         c = self.caps
         with self.registry.lock:
@@ -300,10 +276,10 @@ class PolicyServer:
                 else:
                     s.mailbox.clear()
                     s.pending_reset = req.episode_id  # applied by the worker before the next inference
-                    self._work.set()
+                    self.worker.wake.set()
                     ack = ResetAck(True, req.episode_id, "")
             except WireError as exc:
-                self.metrics.errors.labels("bad_reset").inc()
+                self.metrics.errors.labels(Reason.BAD_RESET.value).inc()
                 ack = ResetAck(False, 0, f"malformed reset: {exc}")
             query.reply(self.keys.server(self.replica, "reset"), encode(ack))
 
@@ -318,12 +294,15 @@ class PolicyServer:
 
     # ================================================================== data plane (callbacks deposit only)
     def _on_obs(self, sample: Any) -> None:
-        client = str(sample.key_expr).rsplit("/", 1)[-1]
         if self.draining.is_set():
             return  # robots were told to move; only work deposited before the drain is finished
+        try:
+            client = parse_key(str(sample.key_expr)).robot
+        except WireError:
+            return  # cannot happen under our own obs wildcard; never let a callback raise
         session = self.registry.get(client)
         if session is None or session.closed:
-            self._unknown.append(client)
+            self.housekeeper.unknown.append(client)
             return
         size = len(sample.payload)
         payload = sample.payload.to_bytes() if size <= self.manifest.max_obs_bytes else b""
@@ -331,192 +310,10 @@ class PolicyServer:
         mail = Mail(payload, att, time.perf_counter(), size)
         if session.mailbox.deposit(mail):
             self.metrics.superseded.labels(client).inc()
-        self._work.set()
+        self.worker.wake.set()
 
-    def _on_robot_alive(self, sample: Any) -> None:
-        try:
-            client = str(sample.key_expr).split("/")[-2]
-        except Exception:
-            return
-        with self._alive_lock:
-            if sample.kind == zenoh.SampleKind.PUT:
-                self._alive_robots.add(client)
-            else:
-                self._alive_robots.discard(client)
-
-    # ================================================================== worker
-    def _worker_loop(self) -> None:
-        try:
-            while not self.stopped.is_set():
-                ready = self.registry.ready_in_ring_order()
-                if not ready:
-                    if self.draining.is_set():
-                        self._finish_drain()
-                        return
-                    self._work.wait(0.1)
-                    self._work.clear()
-                    continue
-                for s in self.scheduler.select(ready):
-                    self._serve(s)
-        except BaseException as exc:  # the health endpoint must show this
-            self.worker_error = f"{type(exc).__name__}: {exc}"
-            log.error("inference worker died:\n%s", traceback.format_exc())
-            self.metrics.worker_alive.set(0)
-
-    def _event(self, s: Session, event: str, message: str, header: Header | None) -> None:
-        h = Header(s.schema_version, MsgType.EVENT, header.seq_id if header else 0, header.episode_id if header else s.episode_id,
-                   header.client_mono_ns if header else 0, header.session_epoch if header else 0)
-        try:
-            s.pub.put(encode(EventMsg(event, message, s.session_id, h.seq_id)), attachment=h.pack())
-        except Exception:
-            log.debug("event publish failed (session closed?)", exc_info=True)
-
-    def _serve(self, s: Session) -> None:
-        mail, superseded = s.mailbox.take()
-        self.registry.served(s)
-        if mail is None:
-            return
-        self._in_flight += 1
-        try:
-            self._serve_mail(s, mail, superseded)
-        finally:
-            self._in_flight -= 1
-
-    def _refuse(self, s: Session, reason: str, message: str, header: Header | None) -> None:
-        s.errors += 1
-        self.metrics.errors.labels(reason).inc()
-        self._event(s, "bad_request", message, header)
-        self.auditor.emit(AuditLine(now_iso(), s.session_id, s.client_uuid, header.seq_id if header else 0,
-                                    header.episode_id if header else s.episode_id, 0.0, 0.0, [], 0, "bad_request",
-                                    self.replica, message[:300]))
-
-    def _serve_mail(self, s: Session, mail: Mail, superseded: int) -> None:
-        t0 = time.perf_counter()
-        queue_wait = t0 - mail.t_arrival
-        self._apply_pending_reset(s)
-        try:
-            header = Header.unpack(mail.attachment, expect=MsgType.OBS)
-        except WireError as exc:
-            return self._refuse(s, "bad_header", f"bad observation header: {exc}", None)
-        if header.schema_version != s.schema_version:
-            return self._refuse(s, "schema_mismatch",
-                                f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}", header)
-        size = mail.size or len(mail.payload)
-        if size > self.manifest.max_obs_bytes:
-            return self._refuse(s, "oversize", f"observation of {size} bytes exceeds the limit {self.manifest.max_obs_bytes}", header)
-        try:
-            obs = decode_observation(mail.payload, self.limits)
-            self.backend.validate_obs(obs)
-        except WireError as exc:
-            return self._refuse(s, _reason(exc), f"bad observation: {exc}", header)
-        except ObsContractError as exc:
-            return self._refuse(s, "contract", f"observation does not fit the policy: {exc}", header)
-        if header.episode_id != s.episode_id:
-            if obs.episode_start or header.episode_id > s.episode_id:
-                self.backend.reset_session(s.state)
-                s.episode_id = header.episode_id
-        t1 = time.perf_counter()
-        try:
-            chunk_model, chunk_robot = self.backend.infer(s.state, obs, s.rtc)
-        except Exception as exc:
-            log.exception("inference failed for %s", s.client_uuid)
-            s.errors += 1
-            self.metrics.errors.labels("inference_error").inc()
-            self._event(s, "error", f"inference failed: {type(exc).__name__}: {exc}", header)
-            self.auditor.emit(AuditLine(now_iso(), s.session_id, s.client_uuid, header.seq_id, header.episode_id,
-                                        queue_wait * 1e3, 0.0, [], superseded, "error", self.replica, str(exc)[:300]))
-            return
-        infer_s = time.perf_counter() - t1
-        self._busy_s += time.perf_counter() - t0
-        self._inference_ms.append(infer_s * 1e3)
-        msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, header.seq_id, header.client_mono_ns,
-                             queue_wait * 1e3, infer_s * 1e3, superseded, self._load)
-        reply = Header(s.schema_version, MsgType.CHUNK, header.seq_id, header.episode_id, header.client_mono_ns, header.session_epoch)
-        try:
-            s.pub.put(encode_chunk(msg), attachment=reply.pack())
-            outcome = "ok"
-        except Exception as exc:
-            outcome = "publish_failed"
-            self.metrics.errors.labels("publish_failed").inc()
-            log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
-        s.requests += 1
-        self.metrics.requests.labels(s.client_uuid).inc()
-        self.metrics.queue_wait.observe(queue_wait)
-        self.metrics.inference.observe(infer_s)
-        self.auditor.emit(AuditLine(now_iso(), s.session_id, s.client_uuid, header.seq_id, header.episode_id,
-                                    round(queue_wait * 1e3, 3), round(infer_s * 1e3, 3), [0, int(chunk_robot.shape[0])],
-                                    superseded, outcome, self.replica))
-        if self.capture is not None:
-            self.capture.submit(f"{s.client_uuid}-{header.episode_id}-{header.seq_id}",
-                                {"chunk_model": chunk_model, "chunk_robot": chunk_robot,
-                                 **{f"state.{k}": v for k, v in obs.state.items()}, **{f"images.{k}": v for k, v in obs.images.items()}},
-                                {"session_id": s.session_id, "task": obs.task, "delay": str(obs.inference_delay_steps)})
-
-    def _apply_pending_reset(self, s: Session) -> None:
-        ep = s.pending_reset
-        if ep is not None:
-            s.pending_reset = None
-            self.backend.reset_session(s.state)
-            s.episode_id = ep
-
-    def _finish_drain(self) -> None:
-        """Worker side of a drain: nothing is pending any more."""
-        self.progress("Drain complete: all pending requests served")
-        self.drained.set()
-
-    # ================================================================== housekeeping
-    def _housekeeping_loop(self) -> None:
-        last_busy, last_t = 0.0, time.perf_counter()
-        while not self.stopped.wait(0.1):
-            now = time.perf_counter()
-            if now - last_t >= 1.0:
-                busy = self._busy_s
-                self._load = min(1.0, (busy - last_busy) / (now - last_t))
-                self.metrics.load.set(self._load)
-                last_busy, last_t = busy, now
-            self._reply_unknown()
-            self._collect_gone()
-            self.metrics.active.set(self.registry.count())
-            if self.draining.is_set() and not self.drained.is_set():
-                if not self._threads[0].is_alive():
-                    self.drained.set()
-                elif time.monotonic() - self._drain_started > self.manifest.drain_timeout_s:
-                    self.progress("Drain timeout reached; exiting with work still pending")
-                    self.drained.set()
-
-    def _reply_unknown(self) -> None:
-        now = time.monotonic()
-        while self._unknown:
-            client = self._unknown.popleft()
-            self.metrics.unknown.inc()
-            if now - self._unknown_last.get(client, -1e9) < UNKNOWN_REPLY_INTERVAL_S:
-                continue
-            if len(self._unknown_last) > 4096:
-                self._unknown_last.clear()
-            self._unknown_last[client] = now
-            try:
-                key = self.keys.robot(client, "action")
-            except WireError:
-                continue
-            h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 0)
-            self.z.put(key, encode(EventMsg("unknown_session", "no session for this robot on this replica: re-handshake")),
-                       attachment=h.pack(), congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH,
-                       express=True)
-
-    def _collect_gone(self) -> None:
-        """GC sessions whose robot token has been gone for session_grace_s (never merely idle ones)."""
-        now = time.monotonic()
-        with self._alive_lock:
-            alive = set(self._alive_robots)
-        for s in self.registry.all():
-            if s.client_uuid in alive:
-                s.gone_since = None
-            elif s.gone_since is None:
-                s.gone_since = now
-            elif now - s.gone_since >= self.manifest.session_grace_s:
-                self._close(s, "liveliness_lost")
-
-    def _close(self, s: Session, reason: str) -> None:
+    # ================================================================== session teardown
+    def close_session(self, s: Session, reason: str) -> None:
         if self.registry.remove(s.client_uuid) is s:
             self._release(s, reason)
             self.metrics.active.set(self.registry.count())

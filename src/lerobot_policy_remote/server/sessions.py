@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..wire.messages import RtcSettings, SessionInfo
+from ..wire.codec import encode
+from ..wire.header import Header, MsgType
+from ..wire.messages import EventMsg, RtcSettings, SessionInfo
+
+log = logging.getLogger("lerobot.policy_server")
 
 
 @dataclass
@@ -76,6 +81,16 @@ class Session:
     def info(self) -> SessionInfo:
         return SessionInfo(self.session_id, self.client_uuid, self.episode_id, self.requests,
                            self.mailbox.superseded_total, self.errors, dict(self.tags))
+
+    def send_event(self, event: str, message: str, header: Header | None) -> None:
+        """Anything that is not a chunk, on the robot's action key (echoing the request's header when there is one)."""
+        h = Header(self.schema_version, MsgType.EVENT, header.seq_id if header else 0,
+                   header.episode_id if header else self.episode_id, header.client_mono_ns if header else 0,
+                   header.session_epoch if header else 0)
+        try:
+            self.pub.put(encode(EventMsg(event, message, self.session_id, h.seq_id)), attachment=h.pack())
+        except Exception:
+            log.debug("event publish failed (session closed?)", exc_info=True)
 
 
 def new_session_id() -> str:

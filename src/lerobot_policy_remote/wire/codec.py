@@ -15,7 +15,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 import msgpack
 
-from .errors import WireError
+from .errors import Reason, WireError
 from .limits import DEFAULT_LIMITS, WireLimits
 
 T = TypeVar("T")
@@ -31,7 +31,7 @@ def unpack_map(data: bytes | bytearray | memoryview | None, field: str, limits: 
     if data is None:
         raise WireError(field, "empty payload")
     if len(data) > max_bytes:
-        raise WireError(field, f"payload of {len(data)} bytes exceeds the limit {max_bytes}")
+        raise WireError(field, f"payload of {len(data)} bytes exceeds the limit {max_bytes}", Reason.OVERSIZE)
     try:
         obj = msgpack.unpackb(
             bytes(data),
@@ -143,7 +143,7 @@ def encode_json(msg: Any) -> bytes:
 
 def decode_json(cls: type[T], data: bytes | bytearray | memoryview | None, max_bytes: int = CONTROL_MAX_BYTES) -> T:
     if data is None or len(data) > max_bytes:
-        raise WireError(cls.__name__, "missing or oversize JSON payload")
+        raise WireError(cls.__name__, "missing or oversize JSON payload", Reason.OVERSIZE)
     try:
         obj = json.loads(bytes(data))
     except (ValueError, RecursionError) as exc:

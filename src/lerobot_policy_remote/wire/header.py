@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 
-from .errors import WireError
+from .errors import Reason, WireError
 
 _LAYOUT = struct.Struct("<HBQIqI")  # schema_version, msg_type, seq_id, episode_id, client_mono_ns, session_epoch
 HEADER_SIZE = _LAYOUT.size
@@ -44,20 +44,20 @@ class Header:
                 self.session_epoch,
             )
         except struct.error as exc:
-            raise WireError("header", f"value out of range: {exc}") from exc
+            raise WireError("header", f"value out of range: {exc}", Reason.BAD_HEADER) from exc
 
     @classmethod
     def unpack(cls, data: bytes | bytearray | memoryview | None, expect: MsgType | None = None) -> Header:
         """Parse and check; `expect` guards against a message of the wrong kind on a key."""
         if data is None:
-            raise WireError("header", "missing attachment header")
+            raise WireError("header", "missing attachment header", Reason.BAD_HEADER)
         if len(data) != HEADER_SIZE:
-            raise WireError("header", f"expected {HEADER_SIZE} bytes, got {len(data)}")
+            raise WireError("header", f"expected {HEADER_SIZE} bytes, got {len(data)}", Reason.BAD_HEADER)
         version, raw_type, seq, episode, mono, epoch = _LAYOUT.unpack(data)
         try:
             msg_type = MsgType(raw_type)
         except ValueError:
-            raise WireError("header.msg_type", f"unknown message type {raw_type}") from None
+            raise WireError("header.msg_type", f"unknown message type {raw_type}", Reason.BAD_HEADER) from None
         if expect is not None and msg_type is not expect:
-            raise WireError("header.msg_type", f"expected {expect.name}, got {msg_type.name}")
+            raise WireError("header.msg_type", f"expected {expect.name}, got {msg_type.name}", Reason.BAD_HEADER)
         return cls(version, msg_type, seq, episode, mono, epoch)

@@ -12,7 +12,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .errors import WireError
+from .errors import Reason, WireError
 from .limits import DEFAULT_LIMITS, WireLimits
 
 CODECS = ("jpeg", "raw")
@@ -38,7 +38,7 @@ def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
     if img.ndim == 2:
         img = img[:, :, None]
     if img.ndim != 3 or img.shape[2] not in (1, 3):
-        raise WireError("image", f"expected HxWx1 or HxWx3, got shape {tuple(img.shape)}")
+        raise WireError("image", f"expected HxWx1 or HxWx3, got shape {tuple(img.shape)}", Reason.BAD_SHAPE)
     h, w, c = (int(x) for x in img.shape)
     if quality <= 0:
         return {"codec": "raw", "shape": [h, w, c], "data": np.ascontiguousarray(img).tobytes()}
@@ -61,7 +61,7 @@ def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) ->
     h, w, c = _check_shape(shape, field, limits)
     if codec == "raw":
         if len(data) != h * w * c:
-            raise WireError(f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}")
+            raise WireError(f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}", Reason.BAD_SHAPE)
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, c)
     _check_jpeg_header(data, (h, w, c), field)
     flag = cv2.IMREAD_GRAYSCALE if c == 1 else cv2.IMREAD_COLOR_RGB  # libjpeg emits RGB: no conversion pass
@@ -73,12 +73,12 @@ def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) ->
 
 def _check_shape(shape: Any, field: str, limits: WireLimits) -> tuple[int, int, int]:
     if not isinstance(shape, list) or len(shape) != 3 or any(type(d) is not int for d in shape):
-        raise WireError(f"{field}.shape", f"expected [height, width, channels], got {shape!r}")
+        raise WireError(f"{field}.shape", f"expected [height, width, channels], got {shape!r}", Reason.BAD_SHAPE)
     h, w, c = shape
     if c not in (1, 3):
-        raise WireError(f"{field}.shape", f"channels must be 1 or 3, got {c}")
+        raise WireError(f"{field}.shape", f"channels must be 1 or 3, got {c}", Reason.BAD_SHAPE)
     if not (0 < h <= limits.max_image_side and 0 < w <= limits.max_image_side) or h * w > limits.max_image_pixels:
-        raise WireError(f"{field}.shape", f"{h}x{w} is outside the limits ({limits.max_image_side} per side)")
+        raise WireError(f"{field}.shape", f"{h}x{w} is outside the limits ({limits.max_image_side} per side)", Reason.BAD_SHAPE)
     return h, w, c
 
 
@@ -112,4 +112,4 @@ def _check_jpeg_header(data: bytes | bytearray, expected: tuple[int, int, int], 
     if got is None:
         raise WireError(f"{field}.data", "not a readable JPEG (no frame header)")
     if got != expected:
-        raise WireError(f"{field}.data", f"JPEG header says {got[0]}x{got[1]}x{got[2]} but the message declared {expected}")
+        raise WireError(f"{field}.data", f"JPEG header says {got[0]}x{got[1]}x{got[2]} but the message declared {expected}", Reason.BAD_SHAPE)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import quote, unquote
 
 from .errors import WireError
@@ -125,21 +126,43 @@ def _id_or_wild(value: str, field: str) -> str:
     return value if value == WILD else check_id(value, field)
 
 
-@dataclass(frozen=True)
-class ParsedKey:
-    """What a received key names. `role` is 'server' or 'robot'; `robot` is set for obs keys too."""
+class Namespace(NamedTuple):
+    """The decoded `(model_id, revision, service)` a key lives in: one value for maps and comparisons."""
 
     model_id: str
     revision: str
     service: str
+
+    @property
+    def keys(self) -> ServiceKeys:
+        return ServiceKeys.for_service(self.model_id, self.revision, self.service)
+
+
+@dataclass(frozen=True)
+class ParsedKey:
+    """What a received key names. `role` is 'server' or 'robot'; `robot` is set for obs keys too."""
+
+    namespace: Namespace
     role: str
     ident: str
     leaf: str
     robot: str | None = None
 
     @property
+    def model_id(self) -> str:
+        return self.namespace.model_id
+
+    @property
+    def revision(self) -> str:
+        return self.namespace.revision
+
+    @property
+    def service(self) -> str:
+        return self.namespace.service
+
+    @property
     def service_keys(self) -> ServiceKeys:
-        return ServiceKeys.for_service(self.model_id, self.revision, self.service)
+        return self.namespace.keys
 
 
 def parse_key(key: str) -> ParsedKey:
@@ -163,4 +186,5 @@ def parse_key(key: str) -> ParsedKey:
             raise WireError("key", f"unknown robot key {key!r}")
     else:
         raise WireError("key", f"unknown role {role!r} in {key!r}")
-    return ParsedKey(decode_segment(model), decode_segment(revision), decode_segment(service), role, ident, leaf, robot)
+    ns = Namespace(decode_segment(model), decode_segment(revision), decode_segment(service))
+    return ParsedKey(ns, role, ident, leaf, robot)

@@ -134,6 +134,10 @@ class ServerStatus:
     draining: bool = False
     warmed_up: bool = False
     sessions: list[SessionInfo] = field(default_factory=list)
+    # Batching (additive): inference_ms_p50 is one forward pass, which serves batch_size_mean robots.
+    max_batch: int = 1  # robots per forward pass this replica allows (1: unbatched)
+    batch_size_mean: float = 0.0  # mean robots per pass over the recent passes (0: none yet)
+    chunks_per_s: float = 0.0  # measured capacity: chunks per second of model time at those batch sizes (0: unknown)
 
 
 @dataclass

@@ -1,0 +1,249 @@
+"""The inference worker: take ready sessions, check each request, run the model, publish, audit.
+
+One thread. Each cycle the scheduler picks sessions from the ring (one, or up to `max_batch` when
+batching); each request is checked on its own (a bad one is refused without touching the others),
+the good ones that may share a forward pass run as one batch, the rest alone.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
+from ..wire.errors import Reason, WireError
+from ..wire.header import Header, MsgType
+from .audit import audit_line
+from .backend import ObsContractError
+from .sessions import Mail, Session
+
+if TYPE_CHECKING:
+    from .service import PolicyServer
+
+log = logging.getLogger("lerobot.policy_server")
+
+
+@dataclass
+class Request:
+    """One checked observation, ready for the model."""
+
+    s: Session
+    header: Header
+    obs: ObservationMsg
+    superseded: int
+    t_arrival: float
+    t_start: float
+
+
+class PassStats:
+    """Recent forward passes (batch size, seconds): what the status reports as measured capacity."""
+
+    def __init__(self, window: int = 64) -> None:
+        self._passes: collections.deque[tuple[int, float]] = collections.deque(maxlen=window)
+
+    def add(self, batch: int, seconds: float) -> None:
+        self._passes.append((batch, seconds))
+
+    def pass_ms_p50(self) -> float:
+        times = sorted(t for _, t in self._passes)
+        return times[len(times) // 2] * 1e3 if times else 0.0
+
+    def mean_batch(self) -> float:
+        return sum(b for b, _ in self._passes) / len(self._passes) if self._passes else 0.0
+
+    def chunks_per_s(self) -> float:
+        """Chunks per second of model time at the recent batch sizes (the capacity if the worker never idles)."""
+        busy = sum(t for _, t in self._passes)
+        return sum(b for b, _ in self._passes) / busy if busy > 0 else 0.0
+
+
+class Worker:
+    """Owns the inference thread's loop; reads the server's registry, backend, metrics and auditor."""
+
+    def __init__(self, server: PolicyServer) -> None:
+        self.srv = server
+        self.stats = PassStats()
+        self.busy_s = 0.0  # model + checks time, for the load gauge
+        self.in_flight = 0
+        self.error = ""
+        self.wake = threading.Event()
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        srv = self.srv
+        try:
+            while not srv.stopped.is_set():
+                chosen = self._choose()
+                if chosen:
+                    self.serve(chosen)
+                elif srv.draining.is_set():
+                    srv.progress("Drain complete: all pending requests served")
+                    srv.drained.set()
+                    return
+                else:
+                    self.wake.wait(0.1)
+                    self.wake.clear()
+        except BaseException as exc:  # the health endpoint must show this
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.error("inference worker died:\n%s", traceback.format_exc())
+            srv.metrics.worker_alive.set(0)
+
+    def _choose(self) -> list[Session]:
+        """The scheduler's pick; with a wait window, wait (bounded) for the batch to fill."""
+        srv = self.srv
+        chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
+        window_s = srv.manifest.batching.max_wait_ms / 1e3
+        if not chosen or window_s <= 0 or len(chosen) >= srv.batch_limit:
+            return chosen
+        deadline = time.perf_counter() + window_s
+        while len(chosen) < srv.batch_limit and not srv.stopped.is_set() and not srv.draining.is_set():
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                break
+            self.wake.wait(left)
+            self.wake.clear()
+            chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
+        return chosen
+
+    # ------------------------------------------------------------------ one cycle
+    def serve(self, sessions: list[Session]) -> None:
+        reqs: list[Request] = []
+        for s in sessions:
+            mail, superseded = s.mailbox.take()
+            self.srv.registry.served(s)
+            if mail is not None:
+                req = self._check(s, mail, superseded)
+                if req is not None:
+                    reqs.append(req)
+        if not reqs:
+            return
+        self.in_flight += len(reqs)
+        try:
+            batch: list[Request] = []
+            alone: list[Request] = []
+            for r in reqs:
+                (batch if len(reqs) > 1 and self._batchable(r) else alone).append(r)
+            if len(batch) == 1:
+                alone.insert(0, batch.pop())
+            if batch:
+                self._run(batch)
+            for r in alone:
+                self._run([r])
+        finally:
+            self.in_flight -= len(reqs)
+
+    def _batchable(self, r: Request) -> bool:
+        can = getattr(self.srv.backend, "can_batch", None)
+        return can is not None and bool(can(r.s.state, r.obs, r.s.rtc))
+
+    def _check(self, s: Session, mail: Mail, superseded: int) -> Request | None:
+        """Header, schema, size, decode, policy contract, episode bookkeeping; refusals go to that robot only."""
+        t0 = time.perf_counter()
+        srv = self.srv
+        self._apply_pending_reset(s)
+        try:
+            header = Header.unpack(mail.attachment, expect=MsgType.OBS)
+        except WireError as exc:
+            return self._refuse(s, exc.reason, f"bad observation header: {exc}", None)
+        if header.schema_version != s.schema_version:
+            return self._refuse(s, Reason.SCHEMA_MISMATCH,
+                                f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}", header)
+        size = mail.size or len(mail.payload)
+        if size > srv.manifest.max_obs_bytes:
+            return self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {srv.manifest.max_obs_bytes}", header)
+        try:
+            obs = decode_observation(mail.payload, srv.limits)
+            srv.backend.validate_obs(obs)
+        except WireError as exc:
+            return self._refuse(s, exc.reason, f"bad observation: {exc}", header)
+        except ObsContractError as exc:
+            return self._refuse(s, Reason.CONTRACT, f"observation does not fit the policy: {exc}", header)
+        if header.episode_id != s.episode_id and (obs.episode_start or header.episode_id > s.episode_id):
+            srv.backend.reset_session(s.state)
+            s.episode_id = header.episode_id
+        self.busy_s += time.perf_counter() - t0
+        return Request(s, header, obs, superseded, mail.t_arrival, t0)
+
+    def _apply_pending_reset(self, s: Session) -> None:
+        ep = s.pending_reset
+        if ep is not None:
+            s.pending_reset = None
+            self.srv.backend.reset_session(s.state)
+            s.episode_id = ep
+
+    def _refuse(self, s: Session, reason: Reason, message: str, header: Header | None) -> None:
+        s.errors += 1
+        self.srv.metrics.errors.labels(reason.value).inc()
+        s.send_event("bad_request", message, header)
+        self.srv.auditor.emit(audit_line(s, header, "bad_request", self.srv.replica, error=message))
+
+    # ------------------------------------------------------------------ model
+    def _run(self, group: list[Request]) -> None:
+        """One forward pass for `group`; a failed batched pass is retried per robot so one bad input harms no other."""
+        srv = self.srv
+        t1 = time.perf_counter()
+        try:
+            if len(group) == 1:
+                r = group[0]
+                results = [srv.backend.infer(r.s.state, r.obs, r.s.rtc)]
+            else:
+                results = srv.backend.infer_batch([(r.s.state, r.obs, r.s.rtc) for r in group])
+        except Exception as exc:  # a model error is reported to the robot(s), never kills the worker
+            if len(group) > 1:
+                log.warning("batched pass of %d failed (%s: %s); serving each robot alone", len(group), type(exc).__name__, exc)
+                for r in group:
+                    self._run([r])
+                return
+            self._fail(group[0], exc)
+            return
+        pass_s = time.perf_counter() - t1
+        self.busy_s += pass_s
+        self.stats.add(len(group), pass_s)
+        srv.metrics.batch_size.observe(len(group))
+        srv.metrics.batch_inference.observe(pass_s)
+        for r, (chunk_model, chunk_robot) in zip(group, results, strict=True):
+            self._publish(r, chunk_model, chunk_robot, pass_s)
+
+    def _fail(self, r: Request, exc: Exception) -> None:
+        srv, s = self.srv, r.s
+        log.exception("inference failed for %s", s.client_uuid)
+        s.errors += 1
+        srv.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
+        s.send_event("error", f"inference failed: {type(exc).__name__}: {exc}", r.header)
+        srv.auditor.emit(audit_line(s, r.header, "error", srv.replica, queue_wait_s=r.t_start - r.t_arrival,
+                                    superseded=r.superseded, error=str(exc)))
+
+    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float) -> None:
+        srv, s, h = self.srv, r.s, r.header
+        queue_wait = r.t_start - r.t_arrival
+        msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
+                             queue_wait * 1e3, infer_s * 1e3, r.superseded, srv.load)
+        reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
+        try:
+            s.pub.put(encode_chunk(msg), attachment=reply.pack())
+            outcome = "ok"
+        except Exception as exc:
+            outcome = "publish_failed"
+            srv.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
+            log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
+        s.requests += 1
+        srv.metrics.requests.labels(s.client_uuid).inc()
+        srv.metrics.queue_wait.observe(queue_wait)
+        srv.metrics.inference.observe(infer_s)
+        srv.auditor.emit(audit_line(s, h, outcome, srv.replica, queue_wait_s=queue_wait, infer_s=infer_s,
+                                    chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
+        if srv.capture is not None:
+            srv.capture.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", _capture_tensors(chunk_model, chunk_robot, r.obs),
+                               {"session_id": s.session_id, "task": r.obs.task, "delay": str(r.obs.inference_delay_steps)})
+
+
+def _capture_tensors(chunk_model: np.ndarray, chunk_robot: np.ndarray, obs: ObservationMsg) -> dict[str, Any]:
+    return {"chunk_model": chunk_model, "chunk_robot": chunk_robot,
+            **{f"state.{k}": v for k, v in obs.state.items()}, **{f"images.{k}": v for k, v in obs.images.items()}}
