@@ -31,7 +31,7 @@ def settings(endpoint: str) -> ZenohSettings:
 def serve(endpoint: str, sleep_s: float, ready: Any) -> None:
     import threading
 
-    from lerobot_policy_remote.server.backend import StubBackend
+    from lerobot_policy_remote.server.stub import StubBackend
     from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
     from lerobot_policy_remote.server.service import PolicyServer
 
