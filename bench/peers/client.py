@@ -8,7 +8,6 @@ trips, this process's CPU and the server's CPU per request, requests/s, errors, 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import threading
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .procs import emit
 from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
@@ -140,7 +140,7 @@ def main() -> None:
     logging.disable(logging.INFO)
     out = run(args.system, args.target, args.robots, args.warmup, args.requests, args.seconds, args.quality,
               args.server_pid, args.timeout, args.act)
-    print("PEER RESULT " + json.dumps(out), flush=True)
+    emit(out)
 
 
 if __name__ == "__main__":

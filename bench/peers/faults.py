@@ -9,7 +9,6 @@ the chunk arrived (a late answer to a pre-fault observation, acted on as if fres
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from typing import Any
@@ -65,7 +64,7 @@ def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, 
         robot.stop()
         if relay is not None:
             relay.stop()
-    row = {"arm": arm, "fault": fault, **analyse(json.loads(line.split("PEER RESULT ", 1)[1]), t_fault, t_end, t_back)}
+    row = {"arm": arm, "fault": fault, **analyse(procs.result(line), t_fault, t_end, t_back)}
     fmt = lambda v: "never" if v is None else f"{v:.2f}s"  # noqa: E731
     log(f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  fresh again {fmt(row['run_again_s']):>6}  "
         f"stale>1s executed {row['stale_executed']:3d} (worst chunk lag {row['max_lag_s']:.2f}s)  errors {row['error_kinds']}")

@@ -8,7 +8,6 @@ round trip p50/p99 (stub S = 20 ms), and how often a 30 fps robot's action queue
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from typing import Any
@@ -71,7 +70,7 @@ def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any
                            *extra, prefix=ns.prefix(ns.c))
         robot = procs.python("bench.peers.robot_loop", system, "--target", target, "--seconds", str(sizes.scale_seconds * 2),
                              *extra, name="robot", prefix=ns.prefix(ns.c))
-        res = json.loads(robot.wait_for("PEER RESULT", timeout=300).split("PEER RESULT ", 1)[1])
+        res = procs.result(robot.wait_for("PEER RESULT", timeout=300))
         robot.stop()
     finally:
         if relay is not None:

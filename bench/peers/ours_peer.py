@@ -31,9 +31,9 @@ def settings(endpoint: str) -> ZenohSettings:
 def serve(endpoint: str, sleep_s: float, ready: Any) -> None:
     import threading
 
-    from lerobot_policy_remote.server.stub import StubBackend
     from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
     from lerobot_policy_remote.server.service import PolicyServer
+    from lerobot_policy_remote.server.stub import StubBackend
 
     manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task="peers bench", max_sessions=32, health_port=0,
                         warmup_inferences=0, zenoh=settings(endpoint))

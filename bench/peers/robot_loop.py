@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import logging
 import threading
 import time
 from typing import Any
 
 from .client import make_client
+from .procs import emit
 from .workload import frames, state
 
 FPS = 30.0
@@ -120,7 +120,7 @@ def main() -> None:
     logging.disable(logging.INFO)
     timeout = args.timeout if args.timeout is not None else (1.0 if args.system == "ours" else 60.0)
     out = Robot(args.system, args.target, args.quality, timeout).run(args.seconds)
-    print("PEER RESULT " + json.dumps(out), flush=True)
+    emit(out)
 
 
 if __name__ == "__main__":

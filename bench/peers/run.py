@@ -197,7 +197,7 @@ def main() -> None:
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
     ap.add_argument("--scale-sleep-ms", type=float, default=20)
-    ap.add_argument("--legacy-procs-max", type=int, default=8, help="largest N for legacy's one-server-per-robot run (memory)")
+    ap.add_argument("--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()
@@ -209,23 +209,28 @@ def main() -> None:
         print(f"[{time.monotonic() - t0:6.0f}s] {text}", flush=True)
 
     results: dict[str, Any] = {"sizes": sizes.__dict__, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": __import__("os").cpu_count()}
+    def save(phase: str, rows: list[dict[str, Any]]) -> None:  # after each phase: a crash later keeps what was measured
+        results[phase] = rows
+        results["duration_s"] = time.monotonic() - t0
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+
     if "latency" in args.phases:
-        results["latency"] = latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log)
+        save("latency", latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log))
     if "scaling" in args.phases:
-        results["scaling"] = scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log)
+        save("scaling", scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log))
     if "act" in args.phases:
-        results["act"] = act_rows(sizes, args.arms, out, args.act_n, log)
+        save("act", act_rows(sizes, args.arms, out, args.act_n, log))
     if "faults" in args.phases:
         from .faults import faults
 
-        results["faults"] = faults(args.arms, ARMS, Server, log)
+        save("faults", faults(args.arms, ARMS, Server, log))
     if "link" in args.phases:
         from .link import links
 
-        results["link"] = links(args.arms, ARMS, Server, sizes, log)
+        save("link", links(args.arms, ARMS, Server, sizes, log))
     results["duration_s"] = time.monotonic() - t0
     (out / "results.json").write_text(json.dumps(results, indent=1))
-    log(f"wrote {out / 'results.json'}")
+    log(f"wrote {out / 'results.json'} ({results['duration_s'] / 60:.1f} min)")
     if not args.no_report:
         from .report import write_report
 

@@ -25,10 +25,10 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 class Sizes:
     """How much work a run does; `--quick` is the smoke-test size."""
 
-    warmup: int = 20
-    requests: int = 150
+    warmup: int = 5
+    requests: int = 60
     repeats: int = 3
-    scale_seconds: float = 6.0
+    scale_seconds: float = 4.0
 
     @classmethod
     def quick(cls) -> Sizes:
