@@ -1,0 +1,242 @@
+"""Reproduce every side-by-side table and plot: `python -m bench.peers.run [--quick] [--out DIR]`.
+
+Phases: `latency` (round trip minus S, bytes, CPU, req/s for S in {0, 20, 100} ms), `scaling`
+(N robots against one server of each system; legacy's one-server-per-robot alternative with memory),
+`faults` (kill+restart, SIGSTOP, partition; bench.peers.faults) and `link` (tc tbf + delay relay
+between network namespaces; bench.peers.link).
+Results go to DIR/results.json; `bench.peers.report` turns them into tables and PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from . import procs
+from .relay import Relay
+from .workload import Sizes, proc_rss_mb
+
+ARMS = {  # arm -> (system, extra client args)
+    "ours-jpeg": ("ours", ["--quality", "90"]),
+    "ours-raw": ("ours", ["--quality", "0"]),
+    "legacy-grpc": ("legacy", []),
+    "openpi-ws": ("openpi", []),
+    "gr00t-zmq": ("gr00t", []),
+}
+
+
+class Server:
+    """One server of a system (and, for ours, its router); `target` is what clients connect to."""
+
+    def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None,
+                 act: str = "") -> None:
+        self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
+        self.act = act
+        if system == "ours":
+            self.router, self.endpoint = procs.router(prefix=prefix, host=host)
+            self.targets = [self.endpoint]
+        else:
+            self.targets = [f"{host}:{procs.free_port()}" for _ in range(count)]
+        self.start()
+
+    def start(self) -> float:
+        """Start (or restart, on the same ports and router) every server; returns when all are ready."""
+        s = str(self.sleep_s)
+        if self.system == "ours" and self.act:  # the real product CLI with a manifest
+            manifest = Path(self.act) / "peers-manifest.yaml"
+            manifest.write_text(json.dumps({
+                "model": {"repo_or_path": self.act, "device": "cpu"}, "default_task": "peers act", "max_sessions": 16,
+                "warmup_inferences": 1, "health_port": 0,
+                "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": False}}))
+            self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
+                                     prefix=self.prefix)]
+            self.procs[0].wait_for("Policy server up", timeout=300)
+            return time.monotonic()
+        act = ["--act", self.act] if self.act else []
+        if self.system == "ours":
+            argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s]]
+        else:
+            argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
+        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
+        for p in self.procs:
+            p.wait_for("PEER READY", timeout=180)
+        return time.monotonic()
+
+    @property
+    def target(self) -> str:
+        return ",".join(self.targets)
+
+    def pid_args(self) -> list[str]:
+        return [a for p in self.procs for a in ("--server-pid", str(p.pid))]
+
+    def rss_mb(self) -> float:
+        return sum(proc_rss_mb(p.pid) for p in self.procs)
+
+    def relay(self) -> tuple[Relay, str]:
+        if self.system == "ours":
+            host, port = self.endpoint.split("/", 1)[1].rsplit(":", 1)
+            r = Relay((host, int(port)))
+            return r, f"tcp/127.0.0.1:{r.port}"
+        host, port = self.targets[0].rsplit(":", 1)
+        r = Relay((host, int(port)))
+        return r, f"127.0.0.1:{r.port}"
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.stop()
+        if self.router is not None:
+            self.router.stop()
+
+
+def wire_bytes(server: Server, system: str, extra: list[str]) -> tuple[float, float]:
+    """Bytes per request and per reply on the TCP link, by difference of two runs (setup cancels out)."""
+    counts = []
+    for n in (3, 13):
+        relay, target = server.relay()
+        try:
+            procs.client(system, target, "--warmup", "0", "--requests", str(n), *extra)
+            time.sleep(0.3)  # let the last reply and any close frames pass the relay
+            counts.append((relay.up, relay.down))
+        finally:
+            relay.stop()
+    (u1, d1), (u2, d2) = counts
+    return (u2 - u1) / 10, (d2 - d1) / 10
+
+
+def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> list[dict[str, Any]]:
+    rows = []
+    for arm in arms:
+        system, extra = ARMS[arm]
+        for s in sleeps:
+            server = Server(system, s)
+            try:
+                reps = [procs.client(system, server.target, "--warmup", str(sizes.warmup), "--requests", str(sizes.requests),
+                                     *server.pid_args(), *extra) for _ in range(sizes.repeats)]
+                up, down = wire_bytes(server, system, extra)
+                rss = server.rss_mb()
+            finally:
+                server.stop()
+            row = {"arm": arm, "sleep_ms": s * 1000, "up_bytes": up, "down_bytes": down, "server_rss_mb": rss, "repeats": reps}
+            for key in ("rtt_p50_ms", "rtt_p99_ms", "client_cpu_ms", "server_cpu_ms", "req_per_s"):
+                vals = [r[key] for r in reps]
+                row[key] = statistics.median(vals)
+                row[key + "_spread"] = [min(vals), max(vals)]
+            row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
+            row["errors"] = sum(r["errors"] for r in reps)
+            row["resends"] = sum(r.get("resends", 0) for r in reps)
+            log(f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
+                f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
+                f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}")
+            rows.append(row)
+    return rows
+
+
+def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) -> list[dict[str, Any]]:
+    """The small real ACT on CPU, same checkpoint everywhere: round trip, CPU, req/s at N robots."""
+    from .act import save_act
+
+    path = save_act(out / "act-checkpoint")
+    rows = []
+    for arm in arms:
+        system, extra = ARMS[arm]
+        for n in ns:
+            server = Server(system, 0.0, act=str(path))
+            try:
+                r = procs.client(system, server.target, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
+                                 "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120",
+                                 *server.pid_args(), *extra, max_s=900)
+                r["server_rss_mb"] = server.rss_mb()
+            finally:
+                server.stop()
+            r.update(arm=arm, n=n)
+            log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
+                f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
+            rows.append(r)
+    return rows
+
+
+def jain(xs: list[float]) -> float:
+    return (sum(xs) ** 2) / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
+
+
+def scaling(sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy_procs_max: int, log: Any) -> list[dict[str, Any]]:
+    rows = []
+    plans = [(arm, ARMS[arm][0], ARMS[arm][1], "one server") for arm in arms]
+    if "legacy-grpc" in arms:
+        plans.append(("legacy-grpc", "legacy", [], "one server per robot"))
+    for arm, system, extra, mode in plans:
+        for n in ns:
+            if mode == "one server per robot" and n > legacy_procs_max:
+                continue
+            server = Server(system, sleep_s, count=n if mode == "one server per robot" else 1)
+            try:
+                rss = server.rss_mb()
+                r = procs.client(system, server.target, "--robots", str(n), "--seconds", str(sizes.scale_seconds),
+                                 "--timeout", "5", *server.pid_args(), *extra, max_s=300 + 30 * n)
+                rss = max(rss, server.rss_mb())
+            finally:
+                server.stop()
+            r.update(arm=arm, mode=mode, n=n, sleep_ms=sleep_s * 1000, jain=jain(r["per_robot_req_s"]), server_rss_mb=rss)
+            log(f"scaling {arm:12s} {mode:20s} N={n:2d}  {r['req_per_s']:6.1f} req/s  p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
+                f"Jain {r['jain']:.2f}  errors {r['errors']}  wrong {r['wrong_chunks']}  rss {rss:6.0f} MB")
+            rows.append(r)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="a few requests per system (the smoke test's size)")
+    ap.add_argument("--out", default="bench/peers/out")
+    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "faults", "link"])
+    ap.add_argument("--act-n", nargs="*", type=int, default=[1, 4], help="robots per server for the ACT rows")
+    ap.add_argument("--arms", nargs="*", default=list(ARMS))
+    ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
+    ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
+    ap.add_argument("--scale-sleep-ms", type=float, default=20)
+    ap.add_argument("--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)")
+    ap.add_argument("--no-report", action="store_true")
+    args = ap.parse_args()
+    sizes = Sizes.quick() if args.quick else Sizes()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+
+    def log(text: str) -> None:
+        print(f"[{time.monotonic() - t0:6.0f}s] {text}", flush=True)
+
+    results: dict[str, Any] = {"sizes": sizes.__dict__, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": __import__("os").cpu_count()}
+    def save(phase: str, rows: list[dict[str, Any]]) -> None:  # after each phase: a crash later keeps what was measured
+        results[phase] = rows
+        results["duration_s"] = time.monotonic() - t0
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+
+    if "latency" in args.phases:
+        save("latency", latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log))
+    if "scaling" in args.phases:
+        save("scaling", scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log))
+    if "act" in args.phases:
+        save("act", act_rows(sizes, args.arms, out, args.act_n, log))
+    if "faults" in args.phases:
+        from .faults import faults
+
+        save("faults", faults(args.arms, ARMS, Server, log))
+    if "link" in args.phases:
+        from .link import links
+
+        save("link", links(args.arms, ARMS, Server, sizes, log))
+    results["duration_s"] = time.monotonic() - t0
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    log(f"wrote {out / 'results.json'} ({results['duration_s'] / 60:.1f} min)")
+    if not args.no_report:
+        from .report import write_report
+
+        write_report(results, out)
+        log(f"wrote tables and plots under {out}")
+
+
+if __name__ == "__main__":
+    main()
