@@ -51,6 +51,9 @@ class PassStats:
     def add(self, batch: int, seconds: float) -> None:
         self._passes.append((batch, seconds))
 
+    def recent(self) -> list[tuple[int, float]]:
+        return list(self._passes)
+
     def pass_ms_p50(self) -> float:
         times = sorted(t for _, t in self._passes)
         return times[len(times) // 2] * 1e3 if times else 0.0
