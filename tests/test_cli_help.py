@@ -1,12 +1,12 @@
 import subprocess
 
-from support.procs import VENV_BIN
+from lerobot_policy_remote.testing.procs import VENV_BIN
 
 HEAVY = ("cv2", "numpy", "torch", "PIL", "lerobot")
 
 # Runs `lerobot-fleet` in-process exactly as its console script does, then reports which heavy
 # modules the run loaded. sys.modules is the truth; wall time would be a flaky proxy.
-_PROBE = """
+_PROBE = f"""
 import sys
 from lerobot_fleet.cli import main
 sys.argv = ["lerobot-fleet", *sys.argv[1:]]
@@ -14,10 +14,10 @@ try:
     code = main()
 except SystemExit as exc:
     code = exc.code
-loaded = [m for m in {heavy!r} if m in sys.modules]
+loaded = [m for m in {HEAVY!r} if m in sys.modules]
 print("LOADED=" + ",".join(loaded))
 sys.exit(0 if code in (0, None) else int(code))
-""".format(heavy=HEAVY)
+"""
 
 
 def _fleet_modules(*args: str) -> tuple[int, list[str], str]:

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.procs import Router
 
+from lerobot_policy_remote.testing.procs import Router
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
 
 

@@ -49,8 +49,7 @@ def test_bad_settings_say_what_to_fix(kwargs, match):
 
 
 def test_unreachable_router_gives_actionable_error():
-    from support.procs import free_port
-
+    from lerobot_policy_remote.testing.procs import free_port
     from lerobot_policy_remote.zenoh_config import open_session
 
     with pytest.raises(ZenohConfigError, match="router is running"):

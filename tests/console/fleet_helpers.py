@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from lerobot_fleet.app import FleetConsoleApp
 from lerobot_fleet.sources.fake import FakeSource, ManualClock
+
+from lerobot_policy_remote.testing import WaitTimeout, wait_until_async
 
 
 def make_app(read_only: bool = False) -> FleetConsoleApp:
@@ -33,3 +38,18 @@ def sync(fn):
         return asyncio.run(fn(*args, **kwargs))
 
     return wrapper
+
+
+async def until(pilot: Any, pred: Callable[[], Any], timeout: float, message: str, *, tick: bool = False) -> Any:
+    """The kit's bounded wait between `pilot.pause`s (ticking the app's refresh first when `tick`: a live
+    source's store changes need a tick to reach the screen); a timeout shows the last result and the screen."""
+
+    def check() -> Any:
+        if tick:
+            pilot.app.tick()
+        return pred()
+
+    try:
+        return await wait_until_async(check, timeout, interval=0.25 if tick else 0.02, message=message, pause=pilot.pause)
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}") from None

@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import uuid
 
 import pytest
-from fleet_helpers import screen_text, sync
+from fleet_helpers import screen_text, sync, until
 from lerobot_fleet.app import FleetConsoleApp
 from lerobot_fleet.model import RobotState
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc, free_port
 
+from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
@@ -102,36 +101,24 @@ def test_console_in_a_real_terminal(fleet, tmp_path):
     subprocess.run([tmux, "-S", sock, "new-session", "-d", "-s", name, "-x", "160", "-y", "45",
                     f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console --router {fleet['router'].endpoint} --read-only"], check=True, timeout=10)
     try:
-        screen = ""
-        deadline = time.monotonic() + 40
-        while time.monotonic() < deadline:
-            screen = subprocess.run([tmux, "-S", sock, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10).stdout
-            if ROBOT in screen and REPLICA in screen and " CONNECTED " in screen and "STREAMING" in screen:
-                break
-            time.sleep(0.5)
-        size = subprocess.run([tmux, "-S", sock, "display", "-p", "-t", name, "#{window_width}x#{window_height}"], capture_output=True, text=True, timeout=10).stdout
-        assert ROBOT in screen and REPLICA in screen and " CONNECTED " in screen and "STREAMING" in screen, size + screen
-        assert "READ-ONLY" in screen and "Drain server" not in screen
+        screens = [""]
+
+        def ready() -> bool:
+            screens[0] = subprocess.run([tmux, "-S", sock, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10).stdout
+            return all(text in screens[0] for text in (ROBOT, REPLICA, " CONNECTED ", "STREAMING"))
+
+        try:
+            wait_until(ready, timeout=40, interval=0.5, message="the robot STREAMING and the replica on a CONNECTED console")
+        except AssertionError as exc:
+            size = subprocess.run([tmux, "-S", sock, "display", "-p", "-t", name, "#{window_width}x#{window_height}"],
+                                  capture_output=True, text=True, timeout=10).stdout
+            raise AssertionError(f"{exc}\npane {size}{screens[0]}") from None
+        assert "READ-ONLY" in screens[0] and "Drain server" not in screens[0]
         subprocess.run([tmux, "-S", sock, "send-keys", "-t", name, "q"], check=True, timeout=10)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            alive = subprocess.run([tmux, "-S", sock, "has-session", "-t", name], capture_output=True, timeout=10).returncode == 0
-            if not alive:
-                break
-            time.sleep(0.3)
-        assert not alive, "the console did not quit on q"
+        wait_until(lambda: subprocess.run([tmux, "-S", sock, "has-session", "-t", name], capture_output=True, timeout=10).returncode != 0,
+                   timeout=15, interval=0.3, message="the console quitting on q")
     finally:
         subprocess.run([tmux, "-S", sock, "kill-server"], capture_output=True, timeout=10)
-
-
-async def _until(pilot, pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pilot.app.tick()
-        if pred():
-            return
-        await pilot.pause(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}")
 
 
 @sync
@@ -147,8 +134,8 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         def server():
             return store.snapshot().server(REPLICA)
 
-        await _until(pilot, lambda: robot() is not None and robot().state is RobotState.STREAMING, 30, "robot streaming")
-        await _until(pilot, lambda: server() is not None and server().requests_per_s is not None, 30, "server metrics scraped")
+        await until(pilot, lambda: robot() is not None and robot().state is RobotState.STREAMING, 30, "robot streaming", tick=True)
+        await until(pilot, lambda: server() is not None and server().requests_per_s is not None, 30, "server metrics scraped", tick=True)
         assert server().n_max is not None and server().active_sessions == 1
         assert store.snapshot().connection == "connected"
 
@@ -160,9 +147,9 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         await pilot.press("r")
         await pilot.pause()
         await pilot.press("y")
-        await _until(pilot, lambda: app.last_result[0].startswith(f"reset {ROBOT}: ok"), 15, "reset acknowledged")
+        await until(pilot, lambda: app.last_result[0].startswith(f"reset {ROBOT}: ok"), 15, "reset acknowledged", tick=True)
         assert f"episode now {ep + 1}" in app.last_result[0]
-        await _until(pilot, lambda: robot().episode_id == ep + 1, 10, "telemetry shows the new episode")
+        await until(pilot, lambda: robot().episode_id == ep + 1, 10, "telemetry shows the new episode", tick=True)
 
         # drain the server: it finishes, tells the robot to move, and exits
         servers = app.screen.query_one("#servers", KeyedTable)
@@ -172,9 +159,9 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         await pilot.pause()
         assert ROBOT in screen_text(app)  # the dialog names the session that will move
         await pilot.press("y")
-        await _until(pilot, lambda: app.last_result[0].startswith(f"drain {REPLICA}: ok"), 15, "drain acknowledged")
+        await until(pilot, lambda: app.last_result[0].startswith(f"drain {REPLICA}: ok"), 15, "drain acknowledged", tick=True)
         assert "1 session(s) affected" in app.last_result[0]
         assert fleet["server"].wait(60) == 0, fleet["server"].output()[-2000:]
-        await _until(pilot, lambda: server().health == "gone", 20, "server marked gone")
-        await _until(pilot, lambda: robot().state is not RobotState.STREAMING, 20, "robot left STREAMING")
+        await until(pilot, lambda: server().health == "gone", 20, "server marked gone", tick=True)
+        await until(pilot, lambda: robot().state is not RobotState.STREAMING, 20, "robot left STREAMING", tick=True)
         assert "gone" in screen_text(app)

@@ -9,6 +9,7 @@ from lerobot_fleet.model import RobotState, fmt_age, n_max, robot_matches, sort_
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
 
+from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
 
 NS = ("m", "main", "task")
@@ -113,9 +114,13 @@ def test_server_rate_capacity_and_audit_tail():
 
 
 def test_store_under_concurrent_writers():
+    """Four writers race the reader: every snapshot is a consistent picture (one row per robot, only robots
+    that were written, values as written), and none of the 200 robots is lost."""
     store = FleetStore()
     stop = threading.Event()
     errors: list[BaseException] = []
+    rounds = [0] * 4
+    expected = {f"r{n}-{j}" for n in range(4) for j in range(50)}
 
     def writer(n: int) -> None:
         i = 0
@@ -124,17 +129,24 @@ def test_store_under_concurrent_writers():
                 store.on_telemetry(_tel(f"r{n}-{i % 50}", rtt_p50_ms=float(i % 7 + 1), seq=i), NS)
                 store.on_robot_alive(f"r{n}-{i % 50}", i % 3 != 0, NS)
                 i += 1
+                rounds[n] = i
         except BaseException as exc:  # pragma: no cover - the assertion reports it
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
     for t in threads:
         t.start()
-    for _ in range(200):
-        snap = store.snapshot()
-        store.robot_detail("r0-1")
-    stop.set()
-    for t in threads:
-        t.join()
+    try:
+        for _ in range(200):
+            snap = store.snapshot()
+            ids = [r.robot_id for r in snap.robots]
+            assert len(ids) == len(set(ids)) and set(ids) <= expected, ids
+            assert all(r.rtt_p50_ms in {float(k) for k in range(1, 8)} for r in snap.robots)
+            store.robot_detail("r0-1")
+        wait_until(lambda: min(rounds) >= 50, timeout=30, message="every writer through all of its 50 robots")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
     assert not errors
-    assert len(snap.robots) <= 200
+    assert {r.robot_id for r in store.snapshot().robots} == expected

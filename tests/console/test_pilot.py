@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet_helpers import make_app, screen_text, sync
+from fleet_helpers import make_app, screen_text, sync, until
 from lerobot_fleet.screens import ConfirmScreen, FleetScreen, RobotDetailScreen
 from lerobot_fleet.widgets import KeyedTable
 
@@ -13,12 +13,9 @@ ACT = ("lerobot/act_pick_place", "main", "pick up the cube")
 
 
 async def _wait_result(pilot, prefix: str) -> str:
-    for _ in range(100):
-        await pilot.pause(0.02)
-        text = pilot.app.last_result[0]
-        if text.startswith(prefix) and "waiting" not in text:
-            return text
-    raise AssertionError(f"no result starting with {prefix!r}; last: {pilot.app.last_result}")
+    """The action's final result line (not the 'waiting' one shown while it runs)."""
+    return await until(pilot, lambda: (text := pilot.app.last_result[0]).startswith(prefix) and "waiting" not in text and text,
+                       15, f"a result starting with {prefix!r}")
 
 
 @sync

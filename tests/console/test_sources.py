@@ -12,7 +12,8 @@ from lerobot_fleet.sources.prometheus import parse_metrics, scrape
 from lerobot_fleet.sources.replay import ReplaySource
 from lerobot_fleet.store import FleetStore
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from support.procs import free_port
+
+from lerobot_policy_remote.testing.procs import free_port
 
 
 def _exposition() -> str:

@@ -1,4 +1,4 @@
-"""Unit tests of isolated robot-side logic: stamped queue, windowed latency, link state machine, fallbacks."""
+"""Unit tests of isolated robot-side logic: stamped queue, windowed latency, fallbacks, resets."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import FallbackBehavior, RemoteInferenceConfig
-from lerobot_policy_remote.engine.link import LinkState, LinkStateMachine
-from lerobot_policy_remote.engine.queue import ChunkMeta, StampedActionQueue, WindowedLatency
+from lerobot_policy_remote.engine.provenance import Provenance
+from lerobot_policy_remote.engine.queue import StampedActionQueue, WindowedLatency
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+from lerobot_policy_remote.testing.memory_link import MemoryLink
 
-META = ChunkMeta("s", 1, 0)
+META = Provenance("s", 1, 0)
 
 
 def chunk(n: int, start: float = 0.0, a: int = 2) -> torch.Tensor:
@@ -37,9 +38,9 @@ def test_first_chunk_over_trim_is_clamped_to_consumed_steps():
 
 def test_staleness_is_tracked_per_action_in_append_mode():
     q = StampedActionQueue(RTCConfig(enabled=False))
-    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=ChunkMeta("s", 1, 0))
+    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=Provenance("s", 1, 0))
     q.pop_fresh(10.0, 3.0)
-    q.merge_stamped(chunk(4, 100), chunk(4, 100), 0, None, src_t=12.0, meta=ChunkMeta("s", 2, 0))
+    q.merge_stamped(chunk(4, 100), chunk(4, 100), 0, None, src_t=12.0, meta=Provenance("s", 2, 0))
     assert q.qsize() == 7
     # at t=13.5 the first chunk's 3 leftovers are 3.5 s old (stale), the second chunk's 1.5 s
     assert q.fresh_count(13.5, 3.0) == 4
@@ -69,54 +70,6 @@ def test_windowed_latency_decays_after_a_slow_sample():
     assert w.delay_steps(1 / 30) == 0
 
 
-def test_link_state_machine_transitions():
-    m = LinkStateMachine(degraded_after_s=1.0, max_offline_s=10.0, now=0.0)
-    assert m.state is LinkState.CONNECTING
-    m.on_handshake_ok(0.1)
-    assert m.state is LinkState.CONNECTING  # only a merged chunk proves the link
-    m.on_merge(0.2)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(1.0, fresh_actions=5, streaming_began=True)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(1.5, fresh_actions=5, streaming_began=True)
-    assert m.state is LinkState.DEGRADED
-    m.evaluate(1.6, fresh_actions=0, streaming_began=True)
-    assert m.state is LinkState.STALLED
-    m.on_link_lost(2.0, "timeouts")
-    assert m.state is LinkState.RECONNECTING
-    m.on_merge(2.1)  # a late chunk does not skip the re-handshake
-    assert m.state is LinkState.RECONNECTING
-    m.on_handshake_ok(3.0)
-    assert m.state is LinkState.CONNECTING
-    m.on_merge(3.1)
-    assert m.state is LinkState.STREAMING
-    m.evaluate(3.2, fresh_actions=0, streaming_began=True)
-    assert m.state is LinkState.STALLED  # STREAMING with an empty queue is STALLED too
-    m.on_link_lost(4.0, "liveliness")
-    m.evaluate(13.0, 0, True)
-    assert m.state is LinkState.RECONNECTING
-    m.evaluate(13.2, 0, True)
-    assert m.state is LinkState.DEAD and "max_offline_s" in m.dead_reason
-    m.on_merge(14.0)
-    assert m.state is LinkState.DEAD  # terminal
-
-
-def test_pause_does_not_count_as_offline():
-    m = LinkStateMachine(1.0, 5.0, now=0.0)
-    m.on_merge(0.0)
-    m.on_link_lost(1.0, "x")
-    assert not m.evaluate(100.0, 0, True, paused=True)
-    m.restart_offline_clock(100.0)
-    m.evaluate(101.0, 0, True)
-    assert m.state is LinkState.RECONNECTING
-
-
-def test_contract_violation_is_dead():
-    m = LinkStateMachine(1.0, 60.0, now=0.0)
-    m.on_fatal(0.5, "model_mismatch")
-    assert m.state is LinkState.DEAD and m.dead_reason == "model_mismatch"
-
-
 def make_engine(fallback: str, names: list[str]) -> RemoteInferenceEngine:
     cfg = RemoteInferenceConfig(fallback=FallbackBehavior(fallback), rtc=RTCConfig(enabled=False))
     return RemoteInferenceEngine(cfg, hw_features={}, ordered_action_keys=names, task="t", fps=30, model_id="m")
@@ -124,6 +77,7 @@ def make_engine(fallback: str, names: list[str]) -> RemoteInferenceEngine:
 
 VEL = ["x.vel", "y.vel", "theta.vel"]
 POS = ["a.pos", "b.pos"]
+HW = {"observation.state": {"dtype": "float32", "shape": (2,), "names": POS}}
 
 
 @pytest.mark.parametrize("fallback", ["hold", "repeat_last", "zero"])
@@ -135,7 +89,7 @@ def test_no_action_before_the_first_chunk_whatever_the_fallback(fallback):
 
 def _feed(e: RemoteInferenceEngine, rows: np.ndarray, src_t: float) -> None:
     t = torch.from_numpy(rows.astype(np.float32))
-    e.queue.merge_stamped(t, t, 0, None, src_t, ChunkMeta("s", 1, e.episode_id))
+    e.queue.merge_stamped(t, t, 0, None, src_t, Provenance("s", 1, e.episode_id))
 
 
 def test_fallbacks_after_streaming_began():
@@ -182,12 +136,33 @@ def test_mixed_zero_fallback_holds_positions():
     assert e.get_action(None).tolist() == [3.0, 0.0]
 
 
-def test_reset_bumps_episode_and_drops_in_flight():
-    e = make_engine("hold", POS)
-    e._in_flight = object()  # type: ignore[assignment]
+def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():
+    link = MemoryLink()  # silent server: the test answers by hand
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=10.0)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", link=link)
+    e.start(worker=False)
+    e.resume()
+    e.notify_observation({"a.pos": 1.0, "b.pos": 2.0})
+    e.step()
+    old = link.requests[-1][0]
     ep = e.episode_id
     e.reset()
-    assert e.episode_id == ep + 1 and e._in_flight is None and e._episode_start
+    assert e.episode_id == ep + 1
+    link.reply(old, np.ones((5, 2)))
+    e.step()  # drains the late chunk, then sends the new episode's first request
+    assert e.counters["late_dropped"] == 1 and e.counters["chunks"] == 0
+    assert link.requests[-1][1].episode_start and link.requests[-1][0].episode_id == ep + 1
+    assert [r.episode_id for r in link.server_resets] == [ep + 1]  # the acked server reset
     e.latency.add(0.2)
     e.reset()
     assert len(e.latency) == 1  # latency survives episode resets
+    e.stop()
+
+
+def test_several_router_endpoints_and_the_single_form():
+    import draccus
+
+    one = draccus.parse(RemoteInferenceConfig, args=["--connect_endpoint=tcp/127.0.0.1:1"])
+    assert one.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1"]
+    many = draccus.parse(RemoteInferenceConfig, args=["--connect_endpoints=[tcp/127.0.0.1:1,tcp/127.0.0.1:2]"])
+    assert many.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"]

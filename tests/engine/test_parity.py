@@ -7,8 +7,8 @@ through the shared router to an in-process `PolicyServer` serving the same dir w
 Determinism: both are stepped by hand with the same observations and the same "robot" consumption:
 - local: the policy call is gated; while it is blocked the test consumes `k` actions and advances a
   fake `perf_counter` by (k - 0.5) frames, so lerobot measures a latency of exactly k steps;
-- remote: the worker is not started; the test sends, consumes the same `k` actions, and merges the
-  reply with the engine's request clock advanced by the same amount.
+- remote: the worker thread is not started; the test drives the engine's public `step()` (send, then
+  consume the same `k` actions, then merge) with the engine's request clock advanced by the same amount.
 So both see the same delay hint (max latency so far), the same prefix, the same trim. Extra actions
 consumed between merges make the leftover shorter than the execution horizon (zero padding path).
 
@@ -127,18 +127,19 @@ class LocalRig:
 
 
 def remote_step(e: RemoteInferenceEngine, obs: dict, consume: int, clock: FakeClock) -> list[torch.Tensor]:
+    """One request through the engine's public worker step: send, consume `k`, then merge at latency k."""
     e.notify_observation(obs)
-    seq = e._seq
-    e._send_request(time.monotonic())
-    assert e._seq == seq + 1 and e._in_flight is not None, "remote engine did not send the request"
+    sent, merged = e.counters["requests"], e.counters["chunks"]
+    e.resume()
+    e.step()
+    e.pause()  # paused: the steps below only receive and merge, they never send
+    assert e.counters["requests"] == sent + 1, "remote engine did not send the request"
     taken = [e.get_action(None) for _ in range(consume)]
-    deadline = time.monotonic() + 30
-    while not e._incoming and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert e._incoming, "no reply from the server"
     clock.t += (consume - 0.5) * DT if consume else 0.0
-    merged = e.counters["chunks"]
-    e._drain_incoming(time.monotonic())
+    deadline = time.monotonic() + 30
+    while e.counters["chunks"] == merged and time.monotonic() < deadline:
+        e.step()
+        time.sleep(0.002)
     assert e.counters["chunks"] == merged + 1, f"reply not merged: {dict(e.counters)}"
     return taken
 
@@ -170,10 +171,9 @@ def test_remote_merged_queue_equals_local_rtc_engine(router, tmp_path, monkeypat
     if relative:
         assert local.engine._relative_step is not None, "the toy pipeline lost its relative step"
     cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, rtc=RTCConfig(enabled=True, execution_horizon=H), jpeg_quality=0,
-                                max_action_age_s=600.0, request_timeout_s=30.0, max_offline_s=600.0)
+                                max_action_age_s=600.0, request_timeout_s=30.0, max_offline_s=600.0, buffer_time_s=600.0)
     remote = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(SIM_ARM_ACTIONS), task=task, fps=FPS,
-                                   model_id=str(path), policy_type="rtc_toy")
-    remote._now_ns = clock.monotonic_ns
+                                   model_id=str(path), policy_type="rtc_toy", request_clock_ns=clock.monotonic_ns)
     try:
         remote.start(worker=False)
         assert remote.rtc_active, "server did not activate RTC for this session"

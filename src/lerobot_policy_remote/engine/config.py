@@ -23,6 +23,9 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     """Weightless edge client: the policy runs in a `lerobot-policy-server` reached over Zenoh."""
 
     connect_endpoint: str = "tcp/localhost:7447"
+    # Several routers: the session uses the first it reaches and fails over to the others. When set,
+    # it replaces `connect_endpoint`.
+    connect_endpoints: list[str] = field(default_factory=list)
     zenoh_mode: str = "client"
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -61,11 +64,17 @@ class RemoteInferenceConfig(InferenceEngineConfig):
         if self.reconnect_max_backoff_s < self.reconnect_initial_backoff_s:
             raise ValueError("--inference.reconnect_max_backoff_s must be >= reconnect_initial_backoff_s")
 
+    def endpoints(self) -> list[str]:
+        """`--inference.connect_endpoints` when given, else the single `--inference.connect_endpoint`."""
+        if self.connect_endpoints:
+            return list(self.connect_endpoints)
+        return [self.connect_endpoint] if self.connect_endpoint else []
+
     def zenoh_settings(self) -> ZenohSettings:
         """The robot's own session: client mode through a router by default, short lease."""
         return ZenohSettings(
             mode=self.zenoh_mode,
-            connect_endpoints=[self.connect_endpoint] if self.connect_endpoint else [],
+            connect_endpoints=self.endpoints(),
             tls_root_ca_certificate=self.tls_ca,
             tls_connect_certificate=self.tls_cert,
             tls_connect_private_key=self.tls_key,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import zenoh
@@ -48,8 +49,13 @@ def namespace_hint(keys: ServiceKeys, status_key: str) -> str:
     )
 
 
+def rank(statuses: list[ServerStatus]) -> list[ServerStatus]:
+    """Least loaded first: draining and full replicas last."""
+    return sorted(statuses, key=lambda s: (s.draining, s.max_sessions > 0 and s.active_sessions >= s.max_sessions, s.load, s.active_sessions))
+
+
 def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerStatus]:
-    """All replicas that answered, least loaded first."""
+    """All replicas that answered over Zenoh, least loaded first."""
     key = keys.server("*", "status")
     found: list[ServerStatus] = []
     # Each replica answers on its own key; NONE keeps zenoh from folding several replicas into one reply.
@@ -62,31 +68,32 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
             logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
     if not found:
         raise HandshakeError(namespace_hint(keys, key), fatal=False, code="no_server")
-    found.sort(key=lambda s: (s.draining, s.max_sessions > 0 and s.active_sessions >= s.max_sessions, s.load, s.active_sessions))
-    return found
+    return rank(found)
 
 
-def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "") -> OpenedSession:
-    """Try replicas in order; `server_full`/`draining` move on, contract errors are fatal."""
-    statuses = discover(session, keys)
+def ask_session(session, keys: ServiceKeys, replica: str, request: SessionOpen, timeout_s: float) -> SessionAck | str:
+    """One session-open query over Zenoh: the ack, or why there is none."""
+    for reply in list(session.get(keys.server(replica, "session"), payload=encode(request), timeout=timeout_s)):
+        if reply.ok is not None:
+            try:
+                return decode(SessionAck, reply.ok.payload.to_bytes())
+            except WireError as exc:
+                return f"replica {replica} sent a malformed session ack: {exc}"
+    return f"replica {replica} did not answer the session open within {timeout_s:g}s"
+
+
+def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck | str], expect_fingerprint: str = "") -> OpenedSession:
+    """Try replicas in order (transport-free); `server_full`/`draining` move on, contract errors are fatal."""
     last = ""
-    for status in statuses:
+    for status in rank(statuses):
         if expect_fingerprint and status.model.fingerprint and status.model.fingerprint != expect_fingerprint:
             raise HandshakeError(MESSAGES["model_mismatch"] + f" (replica {status.replica})", fatal=True, code="model_mismatch")
         if status.draining:
             last = f"replica {status.replica} is draining"
             continue
-        replies = list(session.get(keys.server(status.replica, "session"), payload=encode(request), timeout=timeout_s))
-        ack = None
-        for reply in replies:
-            if reply.ok is not None:
-                try:
-                    ack = decode(SessionAck, reply.ok.payload.to_bytes())
-                except WireError as exc:
-                    last = f"replica {status.replica} sent a malformed session ack: {exc}"
-                break
-        if ack is None:
-            last = last or f"replica {status.replica} did not answer the session open within {timeout_s:g}s"
+        ack = ask(status)
+        if isinstance(ack, str):
+            last = last or ack
             continue
         if ack.ok:
             return OpenedSession(ack=ack, status=status)
@@ -99,3 +106,9 @@ def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: fl
             msg = f"server full: {ack.active_sessions}/{ack.max_sessions} sessions active"
         last = f"replica {status.replica}: {msg}"
     raise HandshakeError(last or "no replica accepted the session", fatal=False, code="refused")
+
+
+def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "") -> OpenedSession:
+    """Discovery + session open over a Zenoh session (protocol steps 1-2)."""
+    statuses = discover(session, keys)
+    return pick(statuses, lambda st: ask_session(session, keys, st.replica, request, timeout_s), expect_fingerprint)

@@ -1,12 +1,15 @@
-"""The fail-safe link state machine of spec 9.2, as pure logic (no I/O, no threads of its own).
+"""The fail-safe link state machine of spec 9.2, as pure logic (no I/O, no threads, time passed in).
 
-    CONNECTING --first merge--> STREAMING --no chunk for degraded_after_s--> DEGRADED
-    STREAMING/DEGRADED --queue empty or staleness bound--> STALLED
-    any live state --timeout streak / server liveliness lost--> RECONNECTING --handshake ok--> CONNECTING
+    CONNECTING --first merge--> STREAMING
+    STREAMING --the request in flight is older than degraded_after_s, or one failed--> DEGRADED
+    DEGRADED/STALLED --a chunk merged--> STREAMING
+    STREAMING/DEGRADED --no fresh action left (queue empty or all older than max_action_age_s)--> STALLED
+    any live state --timeout streak / server liveliness lost / drain--> RECONNECTING --handshake ok--> CONNECTING
     offline > max_offline_s, contract mismatch on (re)connect --> DEAD (terminal)
 
-A re-handshake always lands in CONNECTING, never straight in STREAMING: only a merged chunk proves
-the link works again.
+DEGRADED is about the request the robot is waiting for, never about the time since the last chunk:
+a robot whose queue is full enough that it has not asked yet is STREAMING. A re-handshake always
+lands in CONNECTING, never straight in STREAMING: only a merged chunk proves the link works again.
 """
 
 from __future__ import annotations
@@ -79,8 +82,13 @@ class LinkStateMachine:
             self.last_ok = now
 
     # -- periodic evaluation (worker, and the control thread's cheap check) ------
-    def evaluate(self, now: float, fresh_actions: int, streaming_began: bool, paused: bool = False) -> bool:
-        """Time- and queue-driven transitions; returns True when the state changed."""
+    def evaluate(self, now: float, fresh_actions: int, streaming_began: bool, paused: bool = False,
+                 request_age: float | None = None, failing: bool = False) -> bool:
+        """Time- and queue-driven transitions; returns True when the state changed.
+
+        `request_age`: seconds the request in flight has been outstanding (None: none in flight);
+        `failing`: a request failed (timeout, refused chunk, error event) and none succeeded since.
+        """
         with self._lock:
             st = self.state
             if st is LinkState.DEAD:
@@ -89,9 +97,12 @@ class LinkStateMachine:
                 self.dead_reason = f"offline for more than max_offline_s={self.max_offline_s:g}s"
                 return self._go(LinkState.DEAD, now, self.dead_reason)
             if st in (LinkState.STREAMING, LinkState.DEGRADED) and fresh_actions == 0 and streaming_began:
-                return self._go(LinkState.STALLED, now, "queue empty or staleness bound hit")
-            if st is LinkState.STREAMING and now - self.last_ok > self.degraded_after_s:
-                return self._go(LinkState.DEGRADED, now, f"no fresh chunk for {self.degraded_after_s:g}s")
+                return self._go(LinkState.STALLED, now, "no fresh action left (queue empty or max_action_age_s)")
+            if st is LinkState.STREAMING:
+                if failing:
+                    return self._go(LinkState.DEGRADED, now, "a request failed")
+                if request_age is not None and request_age > self.degraded_after_s:
+                    return self._go(LinkState.DEGRADED, now, f"request outstanding for more than degraded_after_s={self.degraded_after_s:g}s")
             return False
 
     def snapshot(self) -> tuple[LinkState, float, int]:

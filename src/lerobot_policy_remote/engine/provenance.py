@@ -1,12 +1,13 @@
 """Where the last action handed to the robot came from (no lerobot import: the sim robot reads it).
 
-The engine stamps each action it returns; the simulated robot records the stamp next to the command
-it received, so tests can prove which server chunk drove the motors.
+One type, `Provenance`, stamps every queued action (the queue keeps one per action, `source_age_s`
+left at 0) and describes the last executed one (with its age). The simulated robot records the
+stamp next to the command it received, so tests can prove which server chunk drove the motors.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -23,23 +24,18 @@ class Provenance:
 
 # One module global, replaced (never mutated) by a single assignment: atomic under the GIL, so the
 # control thread publishes without a lock or an allocation beyond the tuple.
-_latest: Provenance | tuple | None = None
+_latest: tuple[Provenance, float] | None = None
 
 
-def publish(p: Provenance | None) -> None:
+def publish(p: Provenance | None, age_s: float = 0.0) -> None:
+    """Hot path: stash the chunk's stamp and the action's age; the aged copy is built lazily."""
     global _latest
-    _latest = p
-
-
-def publish_meta(meta, age_s: float) -> None:
-    """Hot path: stash the chunk metadata (session_id, seq_id, episode_id, replica) + age; built lazily."""
-    global _latest
-    _latest = (meta, age_s)
+    _latest = (p, age_s) if p is not None else None
 
 
 def latest() -> Provenance | None:
     p = _latest
-    if isinstance(p, tuple):
-        meta, age = p
-        return Provenance(meta.session_id, meta.seq_id, meta.episode_id, meta.replica, age)
-    return p
+    if p is None:
+        return None
+    meta, age = p
+    return replace(meta, source_age_s=age)

@@ -10,7 +10,6 @@ Also clamps the replace-mode trim to the steps actually consumed while the reque
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,13 +17,7 @@ from lerobot.policies.rtc.action_queue import ActionQueue
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.policies.rtc.latency_tracker import LatencyTracker
 
-
-@dataclass(frozen=True)
-class ChunkMeta:
-    session_id: str
-    seq_id: int
-    episode_id: int
-    replica: str = ""
+from .provenance import Provenance
 
 
 class StampedActionQueue(ActionQueue):
@@ -41,7 +34,7 @@ class StampedActionQueue(ActionQueue):
         super().__init__(cfg)
         self.rows: list[torch.Tensor] = []  # aligned with self.queue
         self.src: list[float] = []  # monotonic time of each action's source observation, aligned too
-        self.meta: list[ChunkMeta] = []
+        self.meta: list[Provenance] = []
         self.stale_dropped = 0
         self.last_trim = 0
 
@@ -64,7 +57,7 @@ class StampedActionQueue(ActionQueue):
         real_delay: int,
         idx_before: int | None,
         src_t: float,
-        meta: ChunkMeta,
+        meta: Provenance,
     ) -> int:
         """Merge a chunk; returns the number of leading steps trimmed (replace mode)."""
         n = len(processed)
@@ -93,7 +86,7 @@ class StampedActionQueue(ActionQueue):
                 self.last_trim = delay
                 return delay
 
-    def pop_fresh(self, now: float, max_age_s: float) -> tuple[torch.Tensor, float, ChunkMeta] | None:
+    def pop_fresh(self, now: float, max_age_s: float) -> tuple[torch.Tensor, float, Provenance] | None:
         """Next action whose source observation is younger than `max_age_s`; older ones are dropped.
 
         Control thread, every tick: list indexing only (no torch call, no allocation but the tuple).

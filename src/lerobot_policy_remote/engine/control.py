@@ -1,0 +1,67 @@
+"""The control thread's half of the engine: memory only, no I/O, never waits on the network."""
+
+from __future__ import annotations
+
+import time
+from threading import Event, Lock
+
+import torch
+
+from . import provenance
+from .config import RemoteInferenceConfig
+from .fallback import fallback_action
+from .link import LinkStateMachine
+from .queue import StampedActionQueue
+from .telemetry import ProvenanceLog
+
+
+class ControlSide:
+    """A latest-only observation slot, and each tick's action: the next fresh one, else the fallback."""
+
+    def __init__(self, cfg: RemoteInferenceConfig, queue: StampedActionQueue, link: LinkStateMachine, action_names: list[str], active: Event) -> None:
+        self.cfg, self.queue, self.link, self.active = cfg, queue, link, active
+        self.vel_mask = torch.tensor([k.endswith(".vel") for k in action_names])
+        self._obs_lock = Lock()
+        self._obs: tuple[dict, float] | None = None  # (obs, monotonic time it was notified)
+        self.last_action: torch.Tensor | None = None
+        self.streaming_began = False  # this episode saw a merged chunk (gates the fallbacks)
+        self.executed_count = 0
+        self.fallback_count = 0
+        self.prov_log = ProvenanceLog()  # appended here, logged by the worker
+
+    def notify(self, obs: dict) -> None:
+        with self._obs_lock:
+            self._obs = (obs, time.monotonic())
+
+    def latest(self) -> tuple[dict, float] | None:
+        with self._obs_lock:
+            return self._obs
+
+    def new_episode(self) -> None:
+        self.streaming_began = False
+        self.last_action = None
+
+    def get_action(self) -> torch.Tensor | None:
+        """Every tick: no I/O, no logging, no torch call on the streaming path.
+
+        The returned tensor is a row prepared at merge time (independent of the queue): see
+        StampedActionQueue.
+        """
+        now = time.monotonic()
+        item = self.queue.pop_fresh(now, self.cfg.max_action_age_s)
+        if item is not None:
+            action, src_t, meta = item
+            self.last_action = action
+            self.streaming_began = True
+            self.executed_count += 1
+            age = now - src_t
+            self.prov_log.executed.append((meta, age))
+            provenance.publish(meta, age)
+            return action
+        provenance.publish(None)
+        # Queue dry or only stale actions left: STALLED (the worker publishes the change).
+        self.link.evaluate(now, 0, self.streaming_began, paused=not self.active.is_set())
+        act = fallback_action(self.cfg.fallback, self.last_action, self.vel_mask, self.streaming_began)
+        if act is not None:
+            self.fallback_count += 1
+        return act

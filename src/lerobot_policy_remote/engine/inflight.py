@@ -1,0 +1,58 @@
+"""The one request the robot is waiting for, and how the last one ended (pure, worker only).
+
+The link state is defined by it: a request outstanding longer than `degraded_after_s`, or one that
+failed (timeout, refused chunk, error event) since the last merge, makes a streaming robot DEGRADED.
+A robot that simply has not needed a chunk yet has nothing outstanding and stays STREAMING.
+"""
+
+from __future__ import annotations
+
+from .request import Outstanding
+
+
+class RequestTracker:
+    def __init__(self) -> None:
+        self.seq = 0
+        self.current: Outstanding | None = None
+        self.timeouts = 0  # consecutive timeouts (a streak means the link is lost)
+        self.failing = False  # a request failed and none succeeded since
+        self.last_outcome = ""  # ok | timeout | bad_chunk | event:<name>
+
+    def begin(self, *, mono_ns: int, t_obs: float, t_send: float, idx_before: int, episode_id: int, epoch: int) -> Outstanding:
+        self.seq += 1
+        self.current = Outstanding(self.seq, mono_ns, t_obs, t_send, idx_before, episode_id, epoch)
+        return self.current
+
+    def age(self, now: float) -> float | None:
+        """Seconds the current request has been outstanding (None: nothing outstanding)."""
+        cur = self.current
+        return None if cur is None else now - cur.t_send
+
+    def drop(self) -> None:
+        """No longer waited for (episode reset, lost link): not a failure of the request."""
+        self.current = None
+
+    def new_session(self) -> None:
+        self.current = None
+        self.timeouts = 0
+        self.failing = False
+
+    def expire(self, now: float, timeout_s: float) -> Outstanding | None:
+        """The current request if it just timed out (counted in the streak)."""
+        cur = self.current
+        if cur is None or now - cur.t_send <= timeout_s:
+            return None
+        self.timeouts += 1
+        self.fail("timeout")
+        return cur
+
+    def fail(self, outcome: str) -> None:
+        self.current = None
+        self.failing = True
+        self.last_outcome = outcome
+
+    def succeed(self) -> None:
+        self.current = None
+        self.timeouts = 0
+        self.failing = False
+        self.last_outcome = "ok"

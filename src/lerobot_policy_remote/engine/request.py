@@ -1,0 +1,108 @@
+"""Building what the robot sends: the session-open request and each observation request (pure).
+
+No I/O, no engine state: inputs in, message out, so each rule is unit-tested on its own
+(tests/engine/test_request.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from lerobot.policies.rtc.configuration_rtc import RTCConfig
+from lerobot.utils.feature_utils import build_dataset_frame
+
+from ..wire.data import ObservationMsg
+from ..wire.messages import FeatureSpec, RtcSettings, SessionOpen
+
+
+@dataclass(frozen=True)
+class Outstanding:
+    """The one request the robot is waiting for."""
+
+    seq_id: int
+    mono_ns: int  # request clock at send: echoed by the server, gives the RTT
+    t_obs: float  # monotonic time of the source observation (stamps every action of the reply)
+    t_send: float  # monotonic time it was published (timeouts, DEGRADED)
+    idx_before: int  # queue index at send: the merge trims what was consumed meanwhile
+    episode_id: int
+    epoch: int
+
+
+def feature_specs(hw_features: dict) -> list[FeatureSpec]:
+    """What the robot will send, as the server checks it at session open."""
+    feats = []
+    for key, ft in hw_features.items():
+        kind = "image" if ft.get("dtype") in ("image", "video") else "state"
+        feats.append(FeatureSpec(name=key, kind=kind, shape=[int(x) for x in ft.get("shape", ())]))
+    return feats
+
+
+def rtc_settings(rtc: RTCConfig) -> RtcSettings:
+    schedule = rtc.prefix_attention_schedule
+    return RtcSettings(
+        enabled=bool(rtc.enabled),
+        execution_horizon=int(rtc.execution_horizon),
+        max_guidance_weight=float(rtc.max_guidance_weight),
+        prefix_attention_schedule=str(getattr(schedule, "value", schedule)),
+    )
+
+
+def split_frame(frame: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A dataset frame -> (flat float32 state vectors, HxWx3 uint8 images)."""
+    state: dict[str, np.ndarray] = {}
+    images: dict[str, np.ndarray] = {}
+    for key, value in frame.items():
+        arr = np.asarray(value)
+        if arr.ndim == 3 and arr.dtype == np.uint8:
+            images[key] = arr
+        else:
+            state[key] = arr.astype(np.float32).reshape(-1)
+    return state, images
+
+
+def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The unexecuted head of the queue (model and robot space) the server conditions on.
+
+    An empty leftover sends no prefix (lerobot sends zeros: a documented divergence).
+    """
+    if left_over is None or len(left_over) == 0:
+        return None, None
+    robot = processed_left_over[:horizon].numpy() if processed_left_over is not None else None
+    return left_over[:horizon].numpy(), robot
+
+
+def build_observation(
+    hw_features: dict,
+    obs: dict,
+    *,
+    task: str,
+    delay_steps: int,
+    episode_start: bool,
+    prefix: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+) -> ObservationMsg:
+    """The robot's raw observation dict -> the request body (canonical `observation.*` keys)."""
+    state, images = split_frame(build_dataset_frame(hw_features, obs, prefix="observation"))
+    return ObservationMsg(state=state, images=images, task=task, inference_delay_steps=int(delay_steps),
+                          prefix_model=prefix[0], prefix_robot=prefix[1], episode_start=bool(episode_start))
+
+
+def session_open(
+    *,
+    client_uuid: str,
+    action_names: list[str],
+    hw_features: dict,
+    model_id: str,
+    revision: str,
+    service: str,
+    policy_type: str,
+    fps: float,
+    task: str,
+    rtc: RTCConfig,
+    tags: dict[str, str],
+    expect_fingerprint: str,
+) -> SessionOpen:
+    return SessionOpen(client_uuid=client_uuid, action_names=list(action_names), features=feature_specs(hw_features),
+                       model_id=model_id, revision=revision, service=service, policy_type=policy_type, fps=fps, task=task,
+                       rtc=rtc_settings(rtc), tags=dict(tags), expect_fingerprint=expect_fingerprint)

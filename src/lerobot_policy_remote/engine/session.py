@@ -1,0 +1,34 @@
+"""The robot's view of its current server session, and the rules for accepting a new one (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .handshake import HandshakeError, OpenedSession
+
+
+@dataclass
+class RemoteSession:
+    session_id: str = ""
+    replica: str = ""
+    fingerprint: str = ""  # pinned by the first session: a later one must serve the same model
+    epoch: int = 0  # bumped per session: replies of an older session are never merged
+    rtc_active: bool = False
+    chunk_size: int = 0
+
+    def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool) -> None:
+        """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
+        ack = opened.ack
+        if ack.action_names and list(ack.action_names) != list(action_names):
+            raise HandshakeError("Action name/order mismatch between server policy and this robot "
+                                 f"(server {ack.action_names}, robot {action_names})", fatal=True, code="action_mismatch")
+        fp = ack.model.fingerprint
+        if self.fingerprint and fp and fp != self.fingerprint:
+            raise HandshakeError("the server now runs a different model/revision/checkpoint than this session was opened with: "
+                                 "refusing to execute its chunks", fatal=True, code="model_mismatch")
+        self.fingerprint = self.fingerprint or fp
+        self.replica = ack.replica or opened.status.replica
+        self.session_id = ack.session_id
+        self.epoch += 1
+        self.rtc_active = bool(ack.rtc_active) and rtc_wanted
+        self.chunk_size = ack.chunk_size

@@ -1,0 +1,171 @@
+"""`RemoteLink` over Zenoh: every declaration and every byte the robot sends or receives.
+
+Callbacks only deposit into bounded deques and call `notify`; queries are answered by the worker
+inside `with query:` (the reset query is held until then).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import zenoh
+
+from ..wire.codec import decode, encode
+from ..wire.errors import WireError
+from ..wire.header import Header
+from ..wire.keys import ServiceKeys, parse_key
+from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, SessionOpen
+from ..zenoh_config import ZenohSettings, open_session
+from .handshake import OpenedSession
+from .handshake import open_session as open_remote_session
+from .transport import Inbound, ServerChange
+
+logger = logging.getLogger(__name__)
+
+
+class _ZenohResetQuery:
+    def __init__(self, query: Any) -> None:
+        self._query = query
+
+    def answer(self, ack: EpisodeResetAck) -> None:
+        with self._query:
+            self._query.reply(self._query.key_expr, encode(ack))
+
+
+class ZenohLink:
+    """The real transport: one client session through the configured router(s)."""
+
+    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str) -> None:
+        self.settings = settings
+        self.keys = keys
+        self.client_uuid = client_uuid
+        self._session: Any = None
+        self._notify: Callable[[], None] = lambda: None
+        self._objs: list[Any] = []
+        self._replica_objs: list[Any] = []
+        self._publisher: Any = None
+        self._telemetry_pub: Any = None
+        self._replica = ""
+        self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
+        self._queries: collections.deque[_ZenohResetQuery] = collections.deque(maxlen=4)
+        self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
+        self._lost = threading.Event()
+
+    # -- lifecycle
+    def open(self, notify: Callable[[], None]) -> None:
+        self._notify = notify
+        s = self._session = open_session(self.settings)
+        robot = self.keys.robot
+        self._objs.append(s.liveliness().declare_token(robot(self.client_uuid, "alive")))
+        self._objs.append(s.declare_subscriber(robot(self.client_uuid, "action"), self._on_action))
+        self._objs.append(s.declare_queryable(robot(self.client_uuid, "episode_reset"), self._on_episode_reset))
+        self._telemetry_pub = s.declare_publisher(robot(self.client_uuid, "telemetry"))
+        self._objs.append(self._telemetry_pub)
+        # Every replica of the service, present (history) and future: failover reacts to a new token at once.
+        self._objs.append(s.liveliness().declare_subscriber(self.keys.server("*", "alive"), self._on_server_token, history=True))
+
+    def close(self) -> None:
+        for obj in self._replica_objs + self._objs:
+            _undeclare(obj)
+        self._replica_objs, self._objs = [], []
+        self._publisher = self._telemetry_pub = None
+        if self._session is not None:
+            try:
+                self._session.close()
+            except Exception as exc:  # closing a session whose router is gone may raise; nothing to do
+                logger.debug("closing the zenoh session: %s", exc)
+            self._session = None
+
+    # -- session
+    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str) -> OpenedSession:
+        return open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint)
+
+    def bind(self, replica: str) -> None:
+        for obj in self._replica_objs:
+            _undeclare(obj)
+        self._replica_objs = []
+        self._lost.clear()
+        self._replica = replica
+        s = self._session
+        self._replica_objs.append(s.liveliness().declare_subscriber(self.keys.server(replica, "alive"), self._on_bound_token, history=True))
+        self._publisher = s.declare_publisher(
+            self.keys.obs(replica, self.client_uuid),
+            congestion_control=zenoh.CongestionControl.DROP,
+            priority=zenoh.Priority.DATA,
+            express=False,
+        )
+        self._replica_objs.append(self._publisher)
+
+    def publish_observation(self, body: bytes, header: Header) -> None:
+        self._publisher.put(body, attachment=header.pack())
+
+    def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
+        for reply in self._session.get(self.keys.server(self._replica, "reset"), payload=encode(request), timeout=timeout_s):
+            if reply.ok is not None:
+                return decode(ResetAck, reply.ok.payload.to_bytes())
+        return None
+
+    def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
+        if self._telemetry_pub is None:
+            return
+        try:
+            self._telemetry_pub.put(encode(telemetry))
+        except Exception as exc:  # telemetry is best effort
+            logger.debug("telemetry put failed: %s", exc)
+
+    # -- collected by the worker
+    def receive(self) -> list[Inbound]:
+        return _drain(self._inbox)
+
+    def reset_queries(self) -> list[_ZenohResetQuery]:
+        return _drain(self._queries)
+
+    def server_lost(self) -> bool:
+        if self._lost.is_set():
+            self._lost.clear()
+            return True
+        return False
+
+    def server_changes(self) -> list[ServerChange]:
+        return _drain(self._changes)
+
+    # -- zenoh callbacks (deposit only)
+    def _on_action(self, sample: Any) -> None:
+        att = sample.attachment
+        self._inbox.append(Inbound(sample.payload.to_bytes(), att.to_bytes() if att is not None else None))
+        self._notify()
+
+    def _on_episode_reset(self, query: Any) -> None:
+        self._queries.append(_ZenohResetQuery(query))
+        self._notify()
+
+    def _on_bound_token(self, sample: Any) -> None:
+        if sample.kind == zenoh.SampleKind.DELETE:
+            self._lost.set()
+            self._notify()
+
+    def _on_server_token(self, sample: Any) -> None:
+        try:
+            replica = parse_key(str(sample.key_expr)).ident
+        except WireError:
+            return  # not one of ours: a token on a foreign key cannot name a replica
+        self._changes.append(ServerChange(replica, sample.kind == zenoh.SampleKind.PUT))
+        self._notify()
+
+
+def _drain(dq: collections.deque) -> list:
+    out = []
+    while dq:
+        out.append(dq.popleft())
+    return out
+
+
+def _undeclare(obj: Any) -> None:
+    try:
+        obj.undeclare()
+    except Exception as exc:  # already gone with its session
+        logger.debug("undeclare: %s", exc)

@@ -1,0 +1,220 @@
+"""`MemoryLink`: the robot's `RemoteLink` with the server side played in memory.
+
+Like httpx's MockTransport: the engine runs unchanged, the test decides what the "server" answers.
+Everything crosses the seam as on the wire (encoded observations, undecoded chunk bytes + header),
+so the engine's own decoding and validation run. Thread-safe: the test thread plays the server
+while the engine's worker (or the test itself, via `engine.step()`) collects.
+
+    link = MemoryLink(respond=lambda header, obs: np.zeros((20, 6), np.float32))
+    engine = RemoteInferenceEngine(cfg, ..., link=link)
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..engine.handshake import HandshakeError, OpenedSession, pick
+from ..engine.transport import Inbound, ServerChange
+from ..wire.codec import encode
+from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
+from ..wire.header import Header, MsgType
+from ..wire.messages import (
+    SCHEMA_VERSION,
+    EpisodeResetAck,
+    EventMsg,
+    ModelInfo,
+    ResetAck,
+    ResetRequest,
+    RobotTelemetry,
+    ServerStatus,
+    SessionAck,
+    SessionOpen,
+)
+
+Respond = Callable[[Header, ObservationMsg], np.ndarray | None]
+
+
+@dataclass
+class MemoryReplica:
+    """One server replica as the robot sees it: its status and how it answers a session open."""
+
+    replica: str
+    fingerprint: str = "fp-mem"
+    chunk_size: int = 20
+    rtc: bool = False
+    draining: bool = False
+    refuse: str = ""  # a SessionAck refusal code (e.g. server_full, action_mismatch); "" accepts
+    sessions: list[SessionOpen] = field(default_factory=list)
+
+    def status(self) -> ServerStatus:
+        return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=4,
+                            active_sessions=4 if self.refuse == "server_full" else 0, draining=self.draining, warmed_up=True)
+
+
+class MemoryResetQuery:
+    """An operator's episode-reset query; `ack` is set once the engine answered it."""
+
+    def __init__(self) -> None:
+        self.ack: EpisodeResetAck | None = None
+        self.answered = threading.Event()
+
+    def answer(self, ack: EpisodeResetAck) -> None:
+        if self.answered.is_set():
+            raise AssertionError("an episode-reset query was answered twice")
+        self.ack = ack
+        self.answered.set()
+
+
+class MemoryLink:
+    """In-memory transport. `respond(header, obs)` returns the chunk (robot space = model space) or None (silence)."""
+
+    def __init__(self, *replicas: MemoryReplica, respond: Respond | None = None) -> None:
+        self.replicas: dict[str, MemoryReplica] = {r.replica: r for r in (replicas or (MemoryReplica("mem-1"),))}
+        self.respond = respond
+        self.requests: list[tuple[Header, ObservationMsg]] = []  # every observation the robot published
+        self.telemetry: list[RobotTelemetry] = []
+        self.server_resets: list[ResetRequest] = []
+        self.bound = ""
+        self.opened = self.closed = False
+        self._sessions: dict[str, str] = {}  # replica -> session id of our robot
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._notify: Callable[[], None] = lambda: None
+        self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
+        self._queries: collections.deque[MemoryResetQuery] = collections.deque(maxlen=4)
+        self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
+        self._lost = False
+
+    # ------------------------------------------------------------------ RemoteLink (the robot's side)
+    def open(self, notify: Callable[[], None]) -> None:
+        self._notify = notify
+        self.opened = True
+        with self._lock:
+            self._changes.extend(ServerChange(r, True) for r in self.replicas)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str) -> OpenedSession:
+        with self._lock:
+            replicas = list(self.replicas.values())
+        if not replicas:
+            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code="no_server")
+        return pick([r.status() for r in replicas], lambda st: self._open(self.replicas[st.replica], request), expect_fingerprint)
+
+    def _open(self, rep: MemoryReplica, request: SessionOpen) -> SessionAck:
+        rep.sessions.append(request)
+        if rep.refuse:
+            return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=4, max_sessions=4)
+        if request.expect_fingerprint and request.expect_fingerprint != rep.fingerprint:
+            return SessionAck(ok=False, code="model_mismatch", message="different model")
+        sid = f"mem-session-{next(self._ids)}"
+        with self._lock:
+            self._sessions[rep.replica] = sid
+        return SessionAck(ok=True, session_id=sid, replica=rep.replica, model=ModelInfo(fingerprint=rep.fingerprint),
+                          action_names=list(request.action_names), chunk_size=rep.chunk_size, supports_rtc=rep.rtc,
+                          rtc_active=rep.rtc and request.rtc.enabled, warmed_up=True)
+
+    def bind(self, replica: str) -> None:
+        with self._lock:
+            self.bound = replica
+            self._lost = False
+
+    def publish_observation(self, body: bytes, header: Header) -> None:
+        obs = decode_observation(body)  # what a real server would see, validated the same way
+        with self._lock:
+            self.requests.append((header, obs))
+        if self.respond is not None:
+            arr = self.respond(header, obs)
+            if arr is not None:
+                self.reply(header, arr)
+
+    def receive(self) -> list[Inbound]:
+        return self._drain(self._inbox)
+
+    def reset_queries(self) -> list[MemoryResetQuery]:
+        return self._drain(self._queries)
+
+    def server_lost(self) -> bool:
+        with self._lock:
+            lost, self._lost = self._lost, False
+        return lost
+
+    def server_changes(self) -> list[ServerChange]:
+        return self._drain(self._changes)
+
+    def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
+        with self._lock:
+            if self.bound not in self.replicas:
+                return None
+            self.server_resets.append(request)
+        return ResetAck(ok=True)
+
+    def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
+        with self._lock:
+            self.telemetry.append(telemetry)
+
+    # ------------------------------------------------------------------ the server's side (test controls)
+    def session_id(self, replica: str | None = None) -> str:
+        with self._lock:
+            return self._sessions.get(replica or self.bound, "")
+
+    def reply(self, request: Header, chunk_robot: np.ndarray, *, chunk_model: np.ndarray | None = None, session_id: str | None = None,
+              seq_id_echo: int | None = None, mono_echo: int | None = None, header: Header | None = None) -> None:
+        """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header)."""
+        robot = np.asarray(chunk_robot, dtype=np.float32)
+        msg = ActionChunkMsg(chunk_model=robot if chunk_model is None else np.asarray(chunk_model, dtype=np.float32), chunk_robot=robot,
+                             session_id=self.session_id() if session_id is None else session_id,
+                             seq_id_echo=request.seq_id if seq_id_echo is None else seq_id_echo,
+                             client_mono_ns_echo=request.client_mono_ns if mono_echo is None else mono_echo)
+        att = header or Header(SCHEMA_VERSION, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
+        self.deliver(encode_chunk(msg), att.pack())
+
+    def event(self, event: str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
+        """A server event on the robot's action key (answering `request` when given)."""
+        seq = request.seq_id if request else 0
+        ep = epoch if epoch is not None else (request.session_epoch if request else 0)
+        att = Header(SCHEMA_VERSION, MsgType.EVENT, seq, request.episode_id if request else 0, 0, ep)
+        self.deliver(encode(EventMsg(event=event, message=message, session_id=self.session_id(), seq_id=seq)), att.pack())
+
+    def deliver(self, payload: bytes, attachment: bytes | None) -> None:
+        """Raw bytes on the robot's action key (hostile input included)."""
+        with self._lock:
+            self._inbox.append(Inbound(payload, attachment))
+        self._notify()
+
+    def operator_reset(self) -> MemoryResetQuery:
+        q = MemoryResetQuery()
+        with self._lock:
+            self._queries.append(q)
+        self._notify()
+        return q
+
+    def add_replica(self, rep: MemoryReplica) -> None:
+        """A replica's liveliness token appears."""
+        with self._lock:
+            self.replicas[rep.replica] = rep
+            self._changes.append(ServerChange(rep.replica, True))
+        self._notify()
+
+    def remove_replica(self, replica: str) -> None:
+        """A replica's token goes away (kill -9, lease expiry)."""
+        with self._lock:
+            self.replicas.pop(replica, None)
+            self._sessions.pop(replica, None)
+            self._changes.append(ServerChange(replica, False))
+            if replica == self.bound:
+                self._lost = True
+        self._notify()
+
+    def _drain(self, dq: collections.deque) -> list:
+        with self._lock:
+            out = list(dq)
+            dq.clear()
+        return out

@@ -1,0 +1,233 @@
+"""The engine driven through the in-memory link: every robot-side rule without a network.
+
+The test plays the server (`MemoryLink`) and steps the engine's worker by hand (`engine.step()`),
+so each case is deterministic. Real-Zenoh versions of these paths live in test_engine_link.py.
+"""
+
+from __future__ import annotations
+
+import lerobot.rollout  # noqa: F401
+import numpy as np
+import pytest
+from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+from lerobot_policy_remote.engine import provenance
+from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+from lerobot_policy_remote.engine.link import LinkState
+from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+from lerobot_policy_remote.testing.memory_link import MemoryLink, MemoryReplica
+from lerobot_policy_remote.wire.header import Header, MsgType
+from lerobot_policy_remote.wire.messages import SCHEMA_VERSION
+
+NAMES = [f"j{i}.pos" for i in range(3)]
+HW = {"observation.state": {"dtype": "float32", "shape": (3,), "names": NAMES}}
+OBS = {n: 1.0 for n in NAMES}
+
+
+def ramp(header: Header, _obs) -> np.ndarray:
+    """A chunk whose values name the request: row i = seq + i/100."""
+    return np.full((10, 3), float(header.seq_id), np.float32) + np.arange(10, dtype=np.float32)[:, None] / 100
+
+
+def engine(link: MemoryLink, **kw) -> RemoteInferenceEngine:
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, **kw})
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", link=link)
+    e.start(worker=False)
+    e.resume()
+    e.notify_observation(OBS)
+    return e
+
+
+# ---------------------------------------------------------------- the link itself
+def test_memory_link_records_what_the_robot_publishes_and_collects_once():
+    link = MemoryLink(respond=ramp)
+    e = engine(link)
+    assert link.opened and link.bound == "mem-1" and e.session_id == link.session_id() != ""
+    e.step()
+    header, obs = link.requests[0]
+    assert header.msg_type is MsgType.OBS and header.seq_id == 1 and obs.state["observation.state"].tolist() == [1.0, 1.0, 1.0]
+    assert link.receive() != [] and link.receive() == []  # each arrival is collected exactly once
+    assert link.telemetry and link.telemetry[-1].client_uuid == e.client_uuid
+    e.stop()
+    assert link.closed
+
+
+def test_memory_link_tokens_and_reset_queries():
+    link = MemoryLink(MemoryReplica("a"))
+    link.open(lambda: None)
+    assert [(c.replica, c.alive) for c in link.server_changes()] == [("a", True)]
+    link.bind("a")
+    link.add_replica(MemoryReplica("b"))
+    link.remove_replica("a")
+    assert [(c.replica, c.alive) for c in link.server_changes()] == [("b", True), ("a", False)]
+    assert link.server_lost() and not link.server_lost()  # reported once
+    q = link.operator_reset()
+    assert link.reset_queries() == [q] and not q.answered.is_set()
+
+
+# ---------------------------------------------------------------- the engine through it
+def test_streams_and_executes_only_server_actions_with_provenance():
+    link = MemoryLink(respond=ramp)
+    e = engine(link)
+    assert e.get_action() is None  # nothing before the first chunk
+    e.step()  # send
+    e.step()  # merge
+    assert e.state is LinkState.STREAMING and e.counters["chunks"] == 1
+    a = e.get_action()
+    assert a.tolist() == pytest.approx([1.0, 1.0, 1.0])
+    p = provenance.latest()
+    assert (p.session_id, p.seq_id, p.replica) == (e.session_id, 1, "mem-1") and p.source_age_s >= 0
+
+
+@pytest.mark.parametrize("fault", ["nan", "wrong_shape", "foreign_session", "bad_echo", "garbage", "no_header"])
+def test_unsafe_replies_are_never_executed(fault):
+    link = MemoryLink()
+    e = engine(link)
+    e.step()
+    req = link.requests[-1][0]
+    good = ramp(req, None)
+    if fault == "nan":
+        bad = good.copy()
+        bad[3, 1] = np.nan
+        link.reply(req, bad)
+    elif fault == "wrong_shape":
+        link.reply(req, good[:, :2])
+    elif fault == "foreign_session":
+        link.reply(req, good, session_id="someone-else")
+    elif fault == "bad_echo":
+        link.reply(req, good, mono_echo=req.client_mono_ns + 1)
+    elif fault == "garbage":
+        link.deliver(b"\xc1\xff not msgpack", Header(SCHEMA_VERSION, MsgType.CHUNK, req.seq_id, req.episode_id, 0, req.session_epoch).pack())
+    else:
+        link.deliver(b"", None)
+    e.step()
+    assert e.counters["chunks"] == 0 and e.get_action() is None
+    assert e.counters["bad_chunk"] + e.counters["bad_header"] == 1
+
+
+def test_operator_episode_reset_is_answered_once_with_the_new_episode():
+    link = MemoryLink(respond=ramp)
+    e = engine(link)
+    e.step()
+    e.step()
+    ep = e.episode_id
+    q = link.operator_reset()
+    e.step()
+    assert q.answered.is_set() and q.ack.ok and q.ack.episode_id == ep + 1 == e.episode_id
+    assert e.queue.qsize() == 0 and e.get_action() is None  # the old episode's actions are gone
+    assert link.server_resets[-1].episode_id == ep + 1
+
+
+def test_server_token_loss_reconnects_to_another_replica():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=0.001, reconnect_max_backoff_s=0.001)
+    e.step()
+    e.step()
+    first = e.session_id
+    link.add_replica(MemoryReplica("b"))
+    link.remove_replica("a")
+    e.step()
+    assert e.state is LinkState.RECONNECTING
+    for _ in range(200):  # the robot keeps executing its buffer meanwhile
+        e.step()
+        e.get_action()
+        if e.state is LinkState.STREAMING and e.replica == "b":
+            break
+    assert e.replica == "b" and e.session_id != first and e.state is LinkState.STREAMING
+
+
+def test_model_change_on_reconnect_is_dead_and_never_executes():
+    link = MemoryLink(MemoryReplica("a", fingerprint="fp-A"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=0.001, reconnect_max_backoff_s=0.001)
+    e.step()
+    e.step()
+    link.add_replica(MemoryReplica("b", fingerprint="fp-B"))
+    link.remove_replica("a")
+    for _ in range(200):
+        if not e.step():
+            break
+    assert e.failed and e.state is LinkState.DEAD and "different model" in e.link.dead_reason
+
+
+def test_unknown_session_event_reconnects_at_once():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=5.0, reconnect_max_backoff_s=5.0)
+    e.step()
+    e.step()
+    epoch = e.session_epoch
+    link.event("unknown_session", epoch=epoch)
+    e.step()  # lose the link, and (no backoff for this case) re-handshake in the same pass
+    assert e.session_epoch == epoch + 1 and e.state is LinkState.CONNECTING
+
+
+def test_contract_refusal_at_start_fails_before_the_robot_moves():
+    link = MemoryLink(MemoryReplica("a", refuse="action_mismatch"))
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False))
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", link=link)
+    with pytest.raises(RuntimeError, match="action_mismatch"):
+        e.start(worker=False)
+    assert link.closed
+
+
+# ---------------------------------------------------------------- issue 9: states and event-driven failover
+def test_healthy_streaming_with_a_full_queue_is_never_degraded():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, degraded_after_s=0.01, buffer_time_s=0.05)
+    e.step()
+    e.step()
+    states = set()
+    for _ in range(40):  # the robot executes; the next request goes out only when the queue runs low
+        e.get_action()
+        e.step()
+        e.step()
+        states.add(e.state)
+    assert states == {LinkState.STREAMING}, states
+    assert e.counters["requests"] >= 4
+
+
+def test_a_late_request_is_degraded_then_stalled_when_the_queue_runs_dry():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, degraded_after_s=0.05, buffer_time_s=0.2)
+    e.step()
+    e.step()
+    link.respond = None  # the server goes silent
+    while e.counters["requests"] < 2:
+        e.get_action()
+        e.step()
+    assert e.state is LinkState.STREAMING  # just sent: not late yet
+    seen = []
+    for _ in range(1_000_000):  # bounded: the request turns late after 50 ms of real time
+        if e.queue.fresh_count(1e18, 1e18) == 0:
+            break
+        e.step()
+        seen.append(e.state)
+        if e.state is LinkState.DEGRADED:
+            e.get_action()
+    e.get_action()
+    e.step()
+    assert LinkState.DEGRADED in seen and e.state is LinkState.STALLED
+
+
+def test_a_new_server_token_ends_the_backoff_at_once():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    e.step()
+    link.remove_replica("a")
+    e.step()
+    assert e.state is LinkState.RECONNECTING
+    e.step()
+    assert e.replica == "a"  # nothing changed: the 30 s backoff holds
+    link.add_replica(MemoryReplica("b"))
+    e.step()
+    assert e.replica == "b" and e.state is LinkState.CONNECTING  # no wait for the backoff
+
+
+def test_drain_moves_to_another_replica_at_once():
+    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    e.step()
+    first = e.replica
+    link.replicas[first].draining = True
+    link.event("draining", epoch=e.session_epoch)
+    e.step()
+    assert e.replica != first and e.state is LinkState.CONNECTING
