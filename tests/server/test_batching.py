@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
 import urllib.request
 
 import numpy as np
 import pytest
+from conftest import saturate
 from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.server.cli import parse_manifest
@@ -106,26 +105,7 @@ def test_batching_is_fair_and_newest_wins(server_factory, robots):
     fleet = robots(server, n)
     for r in fleet:
         assert r.open(server.replica).ok
-    stop = threading.Event()
-
-    def saturate(i: int) -> None:
-        r = fleet[i]
-        while not stop.is_set():
-            for _ in range(3 if i == 0 else 1):  # robot 0 floods: 3 observations per chunk
-                r.send(np.full(6, float(i)))
-            try:
-                r.wait_for(lambda h, body: isinstance(body, ActionChunkMsg) and h.seq_id == r.seq, 10)
-            except Exception:
-                continue
-
-    threads = [threading.Thread(target=saturate, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    time.sleep(3.0)  # measuring window
-    stop.set()
-    for t in threads:
-        t.join(15)
-    counts = [next(s for s in server.registry.all() if s.client_uuid == r.uuid).requests for r in fleet]
+    counts = saturate(server, fleet, 3.0, lambda i: 3 if i == 0 else 1)  # robot 0 floods: 3 observations per chunk
     assert sum(counts) >= 60, counts
     jain = sum(counts) ** 2 / (n * sum(c * c for c in counts))
     assert jain >= 0.99, counts  # the aim; a one-slot-per-pass ring gives ~1.0
