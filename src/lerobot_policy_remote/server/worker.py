@@ -103,10 +103,11 @@ class Worker:
         srv = self.srv
         chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
         window_s = srv.manifest.batching.max_wait_ms / 1e3
-        if not chosen or window_s <= 0 or len(chosen) >= srv.batch_limit:
+        fill = min(srv.batch_limit, srv.registry.count())  # never wait for robots that are already in the pass
+        if not chosen or window_s <= 0 or len(chosen) >= fill:
             return chosen
         deadline = time.perf_counter() + window_s
-        while len(chosen) < srv.batch_limit and not srv.stopped.is_set() and not srv.draining.is_set():
+        while len(chosen) < fill and not srv.stopped.is_set() and not srv.draining.is_set():
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
