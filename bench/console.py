@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/console.py                       # 500 robots, 20 servers, 10 Hz, 20 s measured
     .venv/bin/python bench/console.py --robots 100 --seconds 10
+    .venv/bin/python bench/console.py --compare 4a93e4e --repeats 3     # this console vs an older one, alternating
 
 Processes: an embedded router (`lerobot-fleet router`), one publisher process
 (`lerobot_policy_remote.testing.fleet`: robot liveliness tokens + telemetry at --hz; server tokens, status
@@ -35,8 +36,8 @@ from lerobot_policy_remote.testing import Proc, Router
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def measure(endpoint: str, robots: int, warmup: float, seconds: float) -> dict:
-    sys.path.insert(0, str(ROOT / "console"))
+async def measure(endpoint: str, robots: int, warmup: float, seconds: float, console_src: Path, tick_hz: float) -> dict:
+    sys.path.insert(0, str(console_src))
     from lerobot_fleet.app import FleetConsoleApp
     from lerobot_fleet.sources.zenoh_source import ZenohSource
 
@@ -78,7 +79,7 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float) -> 
                 for r in app.store._robots.values():
                     if r.telemetry is not None and r.seen_at is not None:
                         lags.append(r.seen_at * 1000.0 - r.telemetry.seq)
-            await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+            await asyncio.sleep(max(0.0, 1.0 / tick_hz - (time.perf_counter() - t0)))
         wall = time.monotonic() - w0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -102,6 +103,47 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float) -> 
     }
 
 
+def compare(args: argparse.Namespace) -> int:
+    """Alternate runs of this console and the console at `--compare REF` (git archive into a temp dir), each
+    in its own process with its own router and publisher; print every run and the medians/spread."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        old = Path(tmp) / "console-old"
+        old.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.compare, "console"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+        runs: dict[str, list[dict]] = {args.compare: [], "this": []}
+        for i in range(args.repeats):
+            for label, src in ((args.compare, old / "console"), ("this", ROOT / "console")):
+                cmd = [sys.executable, __file__, "--robots", str(args.robots), "--servers", str(args.servers), "--hz", str(args.hz),
+                       "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--tick-hz", str(args.tick_hz), "--console-src", str(src)]
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + args.warmup + 400)
+                try:
+                    result = json.loads(out.stdout[out.stdout.index("{"):])
+                except ValueError:
+                    result = {"error": (out.stderr or out.stdout)[-500:]}
+                runs[label].append(result)
+                print(json.dumps({"run": i, "console": label, **result}), flush=True)
+
+    def summary(results: list[dict], path: tuple[str, ...]) -> dict:
+        vals = []
+        for r in results:
+            v = r
+            for k in path:
+                v = v.get(k) if isinstance(v, dict) else None
+            if isinstance(v, (int, float)):
+                vals.append(float(v))
+        return {"median": round(statistics.median(vals), 1), "min": min(vals), "max": max(vals), "n": len(vals)} if vals else {}
+
+    metrics = {"refresh_p50_ms": ("refresh_ms", "p50"), "refresh_p95_ms": ("refresh_ms", "p95"), "tick_only_p50_ms": ("tick_only_ms_p50",),
+               "cpu_pct": ("console_cpu_pct_of_one_core",), "data_age_max_s": ("data_age_s", "max"), "samples_per_s": ("samples_per_s",)}
+    table = {label: {m: summary(rs, path) for m, path in metrics.items()} for label, rs in runs.items()}
+    print(json.dumps({"summary": table, "robots": args.robots, "hz": args.hz, "repeats": args.repeats}, indent=2))
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--robots", type=int, default=500)
@@ -109,7 +151,13 @@ def main() -> int:
     p.add_argument("--hz", type=float, default=10.0)
     p.add_argument("--seconds", type=float, default=20.0, help="measured window")
     p.add_argument("--warmup", type=float, default=5.0)
+    p.add_argument("--tick-hz", type=float, default=1.0, help="UI refreshes per second during the window (the console's --refresh)")
+    p.add_argument("--console-src", default=str(ROOT / "console"), help="folder holding the lerobot_fleet package to measure")
+    p.add_argument("--compare", default=None, metavar="GIT_REF", help="also measure the console at this git ref, alternating runs")
+    p.add_argument("--repeats", type=int, default=3, help="--compare: runs per console")
     args = p.parse_args()
+    if args.compare:
+        return compare(args)
     total = args.warmup + args.seconds + 90
     router = Router(max_seconds=total + 30).start()
     pub = None
@@ -117,7 +165,7 @@ def main() -> int:
         pub = Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint, "--robots", str(args.robots),
                     "--servers", str(args.servers), "--hz", str(args.hz), "--seconds", str(total)], name="publisher", max_seconds=total + 30)
         pub.wait_for("PUBLISHER READY", timeout=120)
-        result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds))
+        result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz))
         result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count()})
         print(json.dumps(result, indent=2))
         return 0

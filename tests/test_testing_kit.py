@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -24,6 +25,20 @@ from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.wire.messages import DrainAck, DrainRequest, RobotTelemetry, ServerStatus
+
+# ------------------------------------------------------------------ imports
+
+
+def test_kit_imports_no_torch_and_its_package_only_the_stdlib():
+    probe = (
+        "import sys; heavy = ('torch', 'lerobot', 'cv2', 'numpy', 'zenoh'); "
+        "import lerobot_policy_remote.testing; print('PKG', sorted(m for m in heavy if m in sys.modules)); "
+        "import lerobot_policy_remote.testing.fleet; print('FAKES', sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "PKG []" in out, out
+    assert "torch" not in out and "lerobot" not in out, out
+
 
 # ------------------------------------------------------------------ waits
 
@@ -154,6 +169,9 @@ def test_fake_server_faults_reach_the_robot_as_the_wire_carries_them(pair):
     robot.send(np.zeros(6))
     wait_until(lambda: len(server.obs_seen) >= 2, timeout=15, message="the silent replica receiving the observation")
     assert_never(lambda: not robot.inbox.empty(), 0.5, message="a reply from a silent replica")
+
+    robot.send_raw(b"\xc1 not msgpack", b"short header")  # hostile bytes: counted, never a crash
+    wait_until(lambda: server.responder.bad_obs == 1, timeout=15, message="the hostile observation counted")
 
     server.faults = Faults(mode="foreign_session")  # replacing the switches reaches the chunk responder too
     chunk = _request(robot)

@@ -19,6 +19,26 @@ def _add_connect(p: argparse.ArgumentParser) -> None:
     p.add_argument("--zenoh-config", default=None, help="extra zenoh config: a JSON5 file or inline text, merged last")
 
 
+def _add_alerts(p: argparse.ArgumentParser) -> None:
+    """Alert thresholds (defaults in lerobot_fleet.alerts.AlertRules); 0 turns a rule off."""
+    g = p.add_argument_group("alerts", "thresholds: defaults, then --alerts-config (TOML or JSON, same names), then these flags")
+    g.add_argument("--alerts-config", default=None, metavar="FILE", help="TOML/JSON with staleness_s, fault_s, error_rate, rtt_p95_ms, server_load")
+    g.add_argument("--alert-staleness", type=float, default=None, metavar="S", help="robot action staleness (default 1.0 s)")
+    g.add_argument("--alert-fault", type=float, default=None, metavar="S", help="time in a fault state (default 10 s)")
+    g.add_argument("--alert-error-rate", type=float, default=None, metavar="FRACTION", help="robot errors/requests (default 0.05)")
+    g.add_argument("--alert-rtt-p95", type=float, default=None, metavar="MS", help="robot RTT p95 (default 500 ms)")
+    g.add_argument("--alert-load", type=float, default=None, metavar="LOAD", help="server load 0..1 (default 0.9)")
+
+
+def _alert_rules(args: argparse.Namespace):  # -> AlertRules
+    from .alerts import AlertRules
+
+    return AlertRules.load(
+        args.alerts_config, staleness_s=args.alert_staleness, fault_s=args.alert_fault, error_rate=args.alert_error_rate,
+        rtt_p95_ms=args.alert_rtt_p95, server_load=args.alert_load,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lerobot-fleet", description="Operate a fleet of remote-inference robots.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -33,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     console = sub.add_parser("console", help="the live operator console (Textual)", description="Live view of robots and policy servers; drain a server, reset a robot's episode.")
     _add_connect(console)
     console.add_argument("--read-only", action="store_true", help="hide and disable drain and episode reset")
-    console.add_argument("--refresh", type=float, default=1.0, help="seconds between screen refreshes (min 0.5; default 1.0)")
+    console.add_argument("--refresh", type=float, default=1.0, help="seconds between screen refreshes (min 0.1; default 1.0)")
+    console.add_argument("--export-dir", default=".", help="where `x` (JSON) and `X` (CSV) write what is on screen (default: here)")
+    _add_alerts(console)
     console.add_argument("--replay", default=None, metavar="FILE.jsonl", help="replay a recorded fleet instead of connecting (read-only)")
     console.add_argument("--replay-speed", type=float, default=1.0, help="replay pace multiplier (0 loads everything at once)")
     console.add_argument("--fake", action="store_true", help="show a built-in fake fleet (demo, no router needed)")
@@ -43,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connect(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.add_argument("--wait", type=float, default=2.5, help="seconds to listen before printing (telemetry arrives ~1 Hz)")
+    status.add_argument("--watch", action="store_true", help="keep printing: one JSON line per --interval (with alerts) until Ctrl-C")
+    status.add_argument("--interval", type=float, default=1.0, help="seconds between --watch lines (default 1.0)")
+    status.add_argument("--count", type=int, default=0, help="--watch: stop after this many lines (0: never)")
+    _add_alerts(status)
 
     drain = sub.add_parser("drain", help="drain one policy server replica (no confirmation: for scripts)")
     _add_connect(drain)
@@ -86,7 +112,9 @@ def _settings(args: argparse.Namespace):  # -> ZenohSettings
 
 def _run_console(args: argparse.Namespace) -> int:
     from .app import FleetConsoleApp
-    from .sources.zenoh_source import operator_name
+    from .ops import operator_name
+
+    common = {"alert_rules": _alert_rules(args), "export_dir": args.export_dir}
 
     if args.fake:
         import time
@@ -95,15 +123,16 @@ def _run_console(args: argparse.Namespace) -> int:
 
         source = FakeSource(clock=time.monotonic, live=True)
         clock = source.clock
-        app = FleetConsoleApp(source, clock=clock, read_only=args.read_only, refresh_s=args.refresh, operator=operator_name())
+        app = FleetConsoleApp(source, clock=clock, read_only=args.read_only, refresh_s=args.refresh, operator=operator_name(), **common)
     elif args.replay:
         from .sources.replay import ReplaySource
 
-        app = FleetConsoleApp(ReplaySource(args.replay, args.replay_speed), read_only=True, refresh_s=args.refresh)
+        app = FleetConsoleApp(ReplaySource(args.replay, args.replay_speed), read_only=True, refresh_s=args.refresh, **common)
     else:
         from .sources.zenoh_source import ZenohSource
 
-        app = FleetConsoleApp(ZenohSource(_settings(args), record_path=args.record), read_only=args.read_only, refresh_s=args.refresh, operator=f"{operator_name()} via lerobot-fleet console")
+        app = FleetConsoleApp(ZenohSource(_settings(args), record_path=args.record), read_only=args.read_only, refresh_s=args.refresh,
+                              operator=f"{operator_name()} via lerobot-fleet console", **common)
     app.run()
     return 0
 
@@ -127,12 +156,14 @@ def main(argv: list[str] | None = None) -> int:
         from . import verbs
 
         if args.command == "status":
-            return verbs.run_status(_settings(args), args.json, args.wait)
+            if args.watch:
+                return verbs.run_watch(_settings(args), _alert_rules(args), args.wait, args.interval, args.count)
+            return verbs.run_status(_settings(args), args.json, args.wait, _alert_rules(args))
         if args.command == "drain":
             return verbs.run_action(_settings(args), "drain", args.server, args.reason, args.timeout, args.json)
         if args.command == "reset":
             return verbs.run_action(_settings(args), "reset", args.robot, args.reason, args.timeout, args.json)
-    except ZenohConfigError as exc:
+    except (ZenohConfigError, ValueError, OSError) as exc:
         print(f"lerobot-fleet {args.command}: {exc}", file=sys.stderr)
         return 2
     return 2

@@ -7,6 +7,7 @@ whole module is deterministic and unit-testable (the UI and the snapshot tests d
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -26,7 +27,27 @@ __all__ = [
     "sparkline",
     "robot_matches",
     "server_matches",
+    "robot_key",
+    "ROBOT_STALE_S",
+    "FleetEvent",
+    "event_matches",
 ]
+
+ROBOT_STALE_S = 5.0  # no telemetry for this long: the row is stale (rqt_robot_monitor marks stale after 5 s)
+_KEY_SEP = "\x1f"  # cannot occur in a key expression chunk, so (namespace, id) -> key is one-to-one
+
+
+def robot_key(ns: tuple[str, str, str], robot_id: str) -> str:
+    """The row key of a robot: its id is unique only within a namespace (model, revision, service)."""
+    return _KEY_SEP.join((*ns, robot_id))
+
+
+def split_robot_key(key: str) -> tuple[tuple[str, str, str], str] | None:
+    """`robot_key` inverted; None for a bare robot id."""
+    parts = key.split(_KEY_SEP)
+    if len(parts) != 4:
+        return None
+    return (parts[0], parts[1], parts[2]), parts[3]
 
 
 class RobotState(Enum):
@@ -128,6 +149,19 @@ class RobotRow:
     fps: float = 0.0
     alive: bool | None = None
     seen_age_s: float | None = None  # console receive time of the last telemetry, as an age
+    ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from the key expressions
+    state_age_s: float | None = None  # how long it has been in its current state
+    waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
+    row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
+
+    @property
+    def key(self) -> str:
+        return self.row_key or robot_key(self.ns, self.robot_id)
+
+    @property
+    def is_stale(self) -> bool:
+        """Figures are old: the robot is gone, or has not reported for ROBOT_STALE_S."""
+        return self.state is RobotState.GONE or (self.seen_age_s is not None and self.seen_age_s >= ROBOT_STALE_S)
 
     @property
     def superseded_pct(self) -> float | None:
@@ -148,7 +182,8 @@ class ServerRow:
     superseded: float | None = None
     health: str = "ok"
     n_max: float | None = None
-    headroom: int | None = None
+    headroom: int | None = None  # room: min(N_max, session cap) - active; None when unknown or gone
+    room_limit: str = ""  # what bounds the room: "cap" (max_sessions), "N_max", "draining"
     inference_ms_p50: float = 0.0
     draining: bool = False
     alive: bool | None = None
@@ -156,6 +191,12 @@ class ServerRow:
     metrics_url: str = ""
     metrics_error: str = ""
     session_robots: tuple[str, ...] = ()
+    seen_age_s: float | None = None  # since the server was last heard from (status answer or token)
+    ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from its key expressions
+
+    @property
+    def is_stale(self) -> bool:
+        return self.health in ("gone", "stale")
 
 
 @dataclass(frozen=True)
@@ -175,11 +216,48 @@ class FleetSnapshot:
             counts[r.state] = counts.get(r.state, 0) + 1
         return counts
 
-    def robot(self, robot_id: str) -> RobotRow | None:
-        return next((r for r in self.robots if r.robot_id == robot_id), None)
+    def robot(self, key: str) -> RobotRow | None:
+        """By row key; a bare robot id finds the first robot with that id (any namespace)."""
+        return next((r for r in self.robots if r.key == key), None) or next((r for r in self.robots if r.robot_id == key), None)
 
     def server(self, replica: str) -> ServerRow | None:
         return next((s for s in self.servers if s.replica == replica), None)
+
+
+@dataclass(frozen=True)
+class FleetEvent:
+    """One line of the fleet event log: a state change, an audit refusal, a drain, a reset, an alert."""
+
+    age_s: float
+    severity: str  # info | warn | error
+    kind: str  # state | audit | server | drain | reset | alert
+    text: str
+    robot: str = ""
+    server: str = ""
+
+
+SEVERITY_STYLE = {"info": "", "warn": "yellow", "error": "bold red"}
+
+
+def event_matches(e: FleetEvent, query: str) -> bool:
+    """Filter words: `robot:ID`, `server:ID`, `sev:warn` (that severity or worse), `kind:drain`; other words
+    must all appear in the text. Case-insensitive."""
+    rank = {"info": 0, "warn": 1, "error": 2}
+    for word in query.lower().split():
+        field, _, value = word.partition(":")
+        if value and field == "robot":
+            ok = value in e.robot.lower()
+        elif value and field == "server":
+            ok = value in e.server.lower()
+        elif value and field in ("sev", "severity"):
+            ok = rank.get(e.severity, 0) >= rank.get(value, 0)
+        elif value and field == "kind":
+            ok = e.kind == value
+        else:
+            ok = word in f"{e.text} {e.robot} {e.server} {e.kind}".lower()
+        if not ok:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -188,6 +266,8 @@ class RobotDetail:
     history: tuple[tuple[float, str], ...] = ()  # (age_s, state) transitions, oldest first
     rtt_history: tuple[float, ...] = ()
     audit: tuple[AuditEntry, ...] = ()
+    staleness_history: tuple[float, ...] = ()
+    queue_history: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +309,25 @@ def fmt_age(age_s: float | None) -> str:
     if age_s < 600:
         return f"{int(age_s // 60)}m"
     return "10m+"
+
+
+def room(n_max_value: float | None, max_sessions: int, active: int, draining: bool) -> tuple[int | None, str]:
+    """How many more robots this replica takes: min(N_max, session cap) - active, and what limits it.
+
+    An operator reads "room" as "how many more robots can I send here", so the session cap counts as
+    much as the latency model; a draining replica takes none.
+    """
+    if draining:
+        return 0, "draining"
+    bounds: list[tuple[float, str]] = []
+    if n_max_value is not None:
+        bounds.append((math.floor(n_max_value), "N_max"))
+    if max_sessions > 0:
+        bounds.append((float(max_sessions), "cap"))
+    if not bounds:
+        return None, ""
+    value, limit = min(bounds, key=lambda b: (b[0], b[1] != "cap"))
+    return int(value) - active, limit
 
 
 def fmt_ms(ms: float | None) -> str:
@@ -275,29 +374,55 @@ def server_matches(row: ServerRow, query: str) -> bool:
     return _filter_match([row.replica, row.health, row.model_id, row.service, row.revision, *row.session_robots], query)
 
 
-ROBOT_SORTS: dict[str, str] = {
-    "state": "state severity, then robot",
-    "robot": "robot id",
-    "seen": "data age (oldest first)",
-    "rtt": "RTT p95 (slowest first)",
-    "errors": "errors (most first)",
-    "server": "server replica",
+def _num(v: float | None) -> float:
+    return -math.inf if v is None else v
+
+
+ROBOT_SORT_KEYS: dict[str, tuple[str, Callable[[RobotRow], tuple]]] = {
+    "state": ("state severity", lambda r: (r.state.rank,)),
+    "robot": ("robot id", lambda r: ()),
+    "stale": ("staleness", lambda r: (-_num(r.staleness_s),)),
+    "queue": ("queue", lambda r: (_num(r.queue_s),)),
+    "rtt": ("RTT p95 (slowest first)", lambda r: (-(r.rtt_p95_ms or 0.0),)),
+    "delay": ("delay", lambda r: (-(r.delay_steps or 0),)),
+    "episode": ("episode", lambda r: (-r.episode_id,)),
+    "server": ("server", lambda r: (r.replica,)),
+    "sup": ("superseded %", lambda r: (-_num(r.superseded_pct),)),
+    "errors": ("errors (most first)", lambda r: (-r.errors,)),
+    "outcome": ("last outcome", lambda r: (r.waiting or r.last_outcome,)),
+    "seen": ("data age (oldest first)", lambda r: (-(r.seen_age_s if r.seen_age_s is not None else math.inf),)),
+}
+
+SERVER_SORT_KEYS: dict[str, tuple[str, Callable[[ServerRow], tuple]]] = {
+    "health": ("health", lambda s: (SERVER_HEALTH_RANK.get(s.health, 9), s.model_id, s.service)),
+    "replica": ("replica", lambda s: ()),
+    "model": ("model", lambda s: (s.model_id,)),
+    "revision": ("revision", lambda s: (s.revision,)),
+    "service": ("service", lambda s: (s.service,)),
+    "sessions": ("sessions (most first)", lambda s: (-s.active_sessions,)),
+    "load": ("load (highest first)", lambda s: (-s.load,)),
+    "rps": ("req/s", lambda s: (-_num(s.requests_per_s),)),
+    "errors": ("errors", lambda s: (-_num(s.errors),)),
+    "superseded": ("superseded", lambda s: (-_num(s.superseded),)),
+    "nmax": ("N_max", lambda s: (-_num(s.n_max),)),
+    "headroom": ("room (least first)", lambda s: (math.inf if s.headroom is None else s.headroom,)),
 }
 
 
-def sort_robots(rows: list[RobotRow], sort: str, reverse: bool = False) -> list[RobotRow]:
-    """Total orders (ties broken by robot id) so the rendered order never depends on dict order."""
-    keyfuncs = {
-        "state": lambda r: (r.state.rank, r.robot_id),
-        "robot": lambda r: (r.robot_id,),
-        "seen": lambda r: (-(r.seen_age_s if r.seen_age_s is not None else math.inf), r.robot_id),
-        "rtt": lambda r: (-(r.rtt_p95_ms or 0.0), r.robot_id),
-        "errors": lambda r: (-r.errors, r.robot_id),
-        "server": lambda r: (r.replica, r.robot_id),
-    }
-    out = sorted(rows, key=keyfuncs.get(sort, keyfuncs["state"]))
+def sort_rows(rows: list, keys: dict[str, tuple[str, Callable]], column: str, reverse: bool = False) -> list:
+    """A total order: the column's key, then the row's identity (never dict order)."""
+    fn = keys.get(column, next(iter(keys.values())))[1]
+    out = sorted(rows, key=lambda r: (fn(r), _identity(r)))
     return out[::-1] if reverse else out
 
 
-def sort_servers(rows: list[ServerRow]) -> list[ServerRow]:
-    return sorted(rows, key=lambda s: (SERVER_HEALTH_RANK.get(s.health, 9), s.model_id, s.service, s.replica))
+def _identity(row: RobotRow | ServerRow) -> tuple:
+    return (row.robot_id, row.ns) if isinstance(row, RobotRow) else (row.replica, row.ns)
+
+
+def sort_robots(rows: list[RobotRow], sort: str = "state", reverse: bool = False) -> list[RobotRow]:
+    return sort_rows(rows, ROBOT_SORT_KEYS, sort, reverse)
+
+
+def sort_servers(rows: list[ServerRow], sort: str = "health", reverse: bool = False) -> list[ServerRow]:
+    return sort_rows(rows, SERVER_SORT_KEYS, sort, reverse)

@@ -1,21 +1,36 @@
-"""Pure row renderers: model rows -> rich Text cells (never markup: wire strings are shown verbatim)."""
+"""Every piece of console text, built by pure functions from model rows (no Textual, no store, no clock).
+
+Cells are (plain text, style) pairs and texts are rich `Text` built with `append`, never markup: wire
+strings are shown verbatim. tests/console/test_render.py checks these on fixtures, without an app.
+"""
 
 from __future__ import annotations
 
 from rich.text import Text
 
+from .alerts import Alert
 from .model import (
+    ROBOT_SORT_KEYS,
     SERVER_HEALTH_STYLE,
+    SERVER_SORT_KEYS,
+    SEVERITY_STYLE,
+    AuditEntry,
+    FleetEvent,
     FleetSnapshot,
+    RobotDetail,
     RobotRow,
     RobotState,
+    ServerDetail,
     ServerRow,
+    SessionEntry,
     fmt_age,
     fmt_ms,
     fmt_num,
+    sparkline,
 )
 
 ROBOT_COLUMNS: list[tuple[str, str, int]] = [
+    ("mark", "", 1),
     ("robot", "robot", 16),
     ("state", "state", 12),
     ("stale", "stale s", 7),
@@ -26,11 +41,12 @@ ROBOT_COLUMNS: list[tuple[str, str, int]] = [
     ("server", "server", 14),
     ("sup", "sup%", 5),
     ("errors", "err", 4),
-    ("outcome", "last outcome", 20),
+    ("outcome", "last outcome / waiting", 22),
     ("seen", "seen", 5),
 ]
 
 SERVER_COLUMNS: list[tuple[str, str, int]] = [
+    ("mark", "", 1),
     ("replica", "replica", 14),
     ("model", "model", 22),
     ("revision", "rev", 6),
@@ -40,12 +56,13 @@ SERVER_COLUMNS: list[tuple[str, str, int]] = [
     ("rps", "req/s", 6),
     ("errors", "err", 5),
     ("superseded", "sup", 5),
-    ("health", "health", 8),
+    ("health", "health", 10),
     ("nmax", "N_max", 6),
-    ("headroom", "room", 5),
+    ("headroom", "room", 9),
 ]
 
 AGE_STYLES = ((60.0, "bold red"), (10.0, "red"), (3.0, "yellow"))
+OLD = "dim"  # figures of a gone or stale row: last known, not live
 
 
 Cell = tuple[str, str]  # (plain text, rich style): joined into one Text line by KeyedTable, never markup
@@ -68,42 +85,76 @@ def age_style(age: float | None) -> str:
     return ""
 
 
-def robot_cells(r: RobotRow) -> tuple[Cell, ...]:
+MARK: Cell = ("●", "bold cyan")
+NO_MARK: Cell = ("", "")
+ALERT: Cell = ("!", "bold white on red")
+
+
+def _mark(marked: bool, alerting: bool) -> Cell:
+    return MARK if marked else (ALERT if alerting else NO_MARK)
+
+
+def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
+    """One robot row. A gone or stale robot keeps its last figures, dimmed, with its last-seen age."""
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)}"
     sup = r.superseded_pct
-    stale_style = "red" if (r.staleness_s or 0) >= 1.0 else ""
+    old = r.is_stale
+
+    def fig(value: object, style: str = "") -> Cell:
+        return _t(value, OLD if old else style)
+
+    outcome = r.waiting.replace("waiting: no replica with room", "no room") if r.waiting else (r.last_outcome or "—")
+    outcome_style = "yellow" if r.waiting or r.last_outcome not in ("", "ok") else ""
     return (
-        _t(r.robot_id, "bold"),
+        _mark(marked, alerting),
+        _t(r.robot_id, "bold red" if alerting else "bold"),
         _t(r.state.name, r.state.style),
-        _t(fmt_num(r.staleness_s, 2), stale_style),
-        _t(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
-        _t(rtt),
-        _t("—" if r.delay_steps is None else r.delay_steps),
-        _t(r.episode_id),
-        _t(r.replica or "—"),
-        _t("—" if sup is None else f"{sup:.1f}"),
-        _t(r.errors, "red" if r.errors else ""),
-        _t(r.last_outcome or "—", "" if r.last_outcome in ("", "ok") else "yellow"),
-        _t(fmt_age(r.seen_age_s), age_style(r.seen_age_s)),
+        fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= 1.0 else ""),
+        fig(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
+        fig(rtt),
+        fig("—" if r.delay_steps is None else r.delay_steps),
+        fig(r.episode_id),
+        fig(r.replica or "—"),
+        fig("—" if sup is None else f"{sup:.1f}"),
+        fig(r.errors, "red" if r.errors else ""),
+        fig(outcome, outcome_style),
+        _t(fmt_age(r.seen_age_s), "bold red" if old else age_style(r.seen_age_s)),
     )
 
 
-def server_cells(s: ServerRow) -> tuple[Cell, ...]:
+def room_text(s: ServerRow) -> str:
+    """`+2 cap` / `+87 N_max` / `0 draining`; the word names what limits the room."""
+    if s.headroom is None:
+        return "—"
+    if s.room_limit == "draining":
+        return "0 drain"
+    return f"{s.headroom:+d} {s.room_limit}"
+
+
+def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
+    """One server row. Gone/stale: health says since when, and the old figures are dimmed."""
     sessions = f"{s.active_sessions}/{s.max_sessions}" if s.max_sessions else f"{s.active_sessions}/—"
     room_style = "red" if s.headroom is not None and s.headroom < 0 else ("yellow" if s.headroom == 0 else "")
+    old = s.is_stale
+
+    def fig(value: object, style: str = "") -> Cell:
+        return _t(value, OLD if old else style)
+
+    health = f"{s.health} {fmt_age(s.seen_age_s)}" if old else s.health
     return (
-        _t(s.replica, "bold"),
+        _mark(marked, alerting),
+        _t(s.replica, "bold red" if alerting else "bold"),
         _t(s.model_id or "—"),
         _t(s.revision or "—"),
         _t(s.service or "—"),
-        _t(sessions),
-        _t(f"{s.load:.2f}"),
-        _t(fmt_num(s.requests_per_s, 1)),
-        _t("—" if s.errors is None else f"{s.errors:.0f}", "red" if s.errors else ""),
-        _t("—" if s.superseded is None else f"{s.superseded:.0f}"),
-        _t(s.health, SERVER_HEALTH_STYLE.get(s.health, "")),
-        _t("—" if s.n_max is None else f"{s.n_max:.1f}"),
-        _t("—" if s.headroom is None else f"{s.headroom:+d}", room_style),
+        fig(sessions),
+        fig(f"{s.load:.2f}"),
+        fig(fmt_num(s.requests_per_s, 1)),
+        fig("—" if s.errors is None else f"{s.errors:.0f}", "red" if s.errors else ""),
+        fig("—" if s.superseded is None else f"{s.superseded:.0f}"),
+        _t(health, SERVER_HEALTH_STYLE.get(s.health, "")),
+        fig("—" if s.n_max is None else f"{s.n_max:.1f}"),
+        _t(room_text(s), room_style),
     )
 
 
@@ -116,7 +167,9 @@ CONNECTION_STYLE = {
 }
 
 
-def header_text(snap: FleetSnapshot, sort: str, query: str, faults_only: bool, read_only: bool, paused: bool) -> Text:
+def header_text(
+    snap: FleetSnapshot, sort: str, query: str, faults_only: bool, read_only: bool, paused: bool, marked: int = 0, alerts: int = 0
+) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("lerobot-fleet", style="bold")
     t.append("  router ")
@@ -147,4 +200,349 @@ def header_text(snap: FleetSnapshot, sort: str, query: str, faults_only: bool, r
         t.append(f"{health[h]} {h}", style=SERVER_HEALTH_STYLE.get(h, ""))
     t.append("\n")
     t.append(f"sort {sort}   filter {query or '—'}   faults only {'on' if faults_only else 'off'}", style="bright_black")
+    if marked:
+        t.append(f"   marked {marked}", style="bold cyan")
+    t.append("   alerts ")
+    t.append(f" {alerts} open " if alerts else "0", style="bold white on red" if alerts else "bright_black")
     return t
+
+
+# ---------------------------------------------------------------- sorting, titles, help
+
+
+def sort_label(table: str, column: str, reverse: bool) -> str:
+    keys = ROBOT_SORT_KEYS if table == "robots" else SERVER_SORT_KEYS
+    return keys.get(column, ("?", None))[0] + (" (reversed)" if reverse else "")
+
+
+def section_title(name: str, shown: int, total: int, marked: int = 0) -> Text:
+    t = Text(f"{name} ({shown} of {total} shown)")
+    if marked:
+        t.append(f"  {marked} marked", style="bold cyan")
+    return t
+
+
+_KEY_NAMES = {"question_mark": "?", "slash": "/", "space": "space", "escape": "esc", "enter": "enter", "exclamation_mark": "!"}
+
+
+def key_label(keys: str) -> str:
+    return "/".join(_KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
+
+
+def help_text(keys: list[tuple[str, str]]) -> Text:
+    t = Text(no_wrap=True)
+    for key, what in keys:
+        t.append(f"{key:>10}", style="bold cyan")
+        t.append(f"  {what}\n")
+    t.rstrip()
+    return t
+
+
+def result_text(text: str, ok: bool | None) -> Text:
+    if not text:
+        return Text("")
+    return Text(text, style="green" if ok else ("bold red" if ok is False else "yellow"), overflow="ellipsis")
+
+
+# ---------------------------------------------------------------- detail screens
+
+
+def _secs(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f} s"
+
+
+def robot_summary_text(d: RobotDetail) -> Text:
+    """The robot detail's head: identity, link, figures in rounded units, and why it waits (if it does)."""
+    r = d.row
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("robot ", style="bold")
+    t.append(r.robot_id, style="bold")
+    t.append("  ")
+    t.append(f" {r.state.name} ", style=r.state.style)
+    token = "alive" if r.alive else ("gone" if r.alive is False else "—")
+    t.append(f"  token {token}  seen {fmt_age(r.seen_age_s)} ago")
+    if r.is_stale:
+        t.append("  (figures below are the last received, not live)", style="bold red")
+    t.append("\n")
+    t.append(f"model {r.model_id or '—'}  rev {r.revision or '—'}  service {r.service or '—'}\n")
+    t.append(f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}\n")
+    delay = "—" if r.delay_steps is None else f"{r.delay_steps} steps"
+    rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)} ms"
+    t.append(
+        f"requests {r.requests}  superseded {r.superseded}  errors {r.errors}  fallbacks {r.fallback_count}  "
+        f"delay {delay}  queue {_secs(r.queue_s)}  staleness {_secs(r.staleness_s)}  rtt p50/p95 {rtt}\n"
+    )
+    t.append("last outcome ")
+    t.append(r.last_outcome or "—", style="" if r.last_outcome in ("", "ok") else "yellow")
+    if r.waiting:
+        t.append("\n")
+        t.append(r.waiting, style="bold yellow")
+        t.append("\n  frees when a session ends on one of these, a drain is undone, or a replica is added", style="bright_black")
+    return t
+
+
+def history_text(history: tuple[tuple[float, str], ...], limit: int = 8) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    for age, state in history[-limit:]:
+        t.append(f"{fmt_age(age):>5} ago  ")
+        t.append(state + "\n", style=RobotState.parse(state).style)
+    t.rstrip()
+    return t
+
+
+def trend_text(name: str, values: tuple[float, ...], unit: str, digits: int = 0, width: int = 60) -> Text:
+    """One labelled sparkline with last/min/max in the given unit."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f"{name:<10} ", style="bold")
+    if not values:
+        t.append("no samples yet", style="bright_black")
+        return t
+    t.append(sparkline(values, width).ljust(width), style="cyan")
+    t.append(f"  last {values[-1]:.{digits}f}  min {min(values):.{digits}f}  max {max(values):.{digits}f} {unit}")
+    return t
+
+
+def audit_text(entries: tuple[AuditEntry, ...], limit: int = 12) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not entries:
+        t.append("no audit lines received", style="bright_black")
+        return t
+    t.append(f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} {'sup':>3}  outcome\n", style="bold")
+    for e in entries[-limit:]:
+        t.append(f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} {e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  ")
+        t.append(e.outcome, style="" if e.outcome == "ok" else "yellow")
+        if e.error:
+            t.append(f" {e.error}", style="red")
+        t.append("\n")
+    t.rstrip()
+    return t
+
+
+def server_summary_text(d: ServerDetail) -> Text:
+    s = d.row
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append("server ", style="bold")
+    t.append(s.replica, style="bold")
+    t.append("  health ")
+    t.append(s.health, style=SERVER_HEALTH_STYLE.get(s.health, ""))
+    token = "alive" if s.alive else ("gone" if s.alive is False else "—")
+    t.append(f"  token {token}  status {fmt_age(s.status_age_s)} ago")
+    if s.is_stale:
+        t.append(f"  last heard {fmt_age(s.seen_age_s)} ago: figures below are old", style="bold red")
+    t.append("\n")
+    t.append(f"model {s.model_id or '—'}  rev {s.revision or '—'}  service {s.service or '—'}\n")
+    t.append(f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  inference p50 {s.inference_ms_p50:.1f} ms  room ")
+    t.append(room_text(s))
+    if s.room_limit:
+        nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
+        t.append(f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}"
+                 if s.room_limit != "draining" else " (draining: takes no new robots)", style="bright_black")
+    t.append(f"\nmetrics {s.metrics_url or '—'}")
+    for note in d.notes:
+        t.append(f"\n{note}", style="red")
+    return t
+
+
+def sessions_text(sessions: tuple[SessionEntry, ...]) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not sessions:
+        t.append("no sessions", style="bright_black")
+        return t
+    t.append(f"{'session':<24} {'robot':<14} {'ep':>4} {'requests':>9} {'sup':>5} {'err':>5}\n", style="bold")
+    for x in sessions:
+        t.append(f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} {x.superseded:>5} {x.errors:>5}\n")
+    t.rstrip()
+    return t
+
+
+def pairs_text(pairs: tuple[tuple[str, str], ...], width: int = 34) -> Text:
+    t = Text(no_wrap=True)
+    for name, value in pairs:
+        t.append(f"{name:<{width}} {value}\n")
+    t.rstrip()
+    return t
+
+
+def metrics_text(metrics: tuple[tuple[str, float], ...]) -> Text:
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if metrics:
+        t.append("  ".join(f"{k}={v:g}" for k, v in metrics))
+    else:
+        t.append("not scraped yet", style="bright_black")
+    return t
+
+
+def robot_trends_text(d: RobotDetail, width: int = 60) -> Text:
+    t = trend_text("rtt p50", d.rtt_history, "ms", 0, width)
+    t.append("\n")
+    t.append_text(trend_text("staleness", d.staleness_history, "s", 2, width))
+    t.append("\n")
+    t.append_text(trend_text("queue", d.queue_history, "s", 2, width))
+    return t
+
+
+# ---------------------------------------------------------------- confirmations
+
+
+def drain_body(snap: FleetSnapshot, replica: str) -> Text:
+    s = snap.server(replica)
+    t = Text()
+    if s is None:
+        t.append(f"Server {replica} is not in the current view.")
+        return t
+    t.append("Server ")
+    t.append(s.replica, style="bold")
+    t.append(f" serving {s.model_id} @ {s.revision}, service ")
+    t.append(s.service, style="bold")
+    t.append(".\n\nIt stops accepting new sessions, finishes requests in flight, and tells its robots to move.\n")
+    if s.session_robots:
+        t.append(f"{len(s.session_robots)} session(s) will move: ", style="bold")
+        t.append(", ".join(s.session_robots))
+        t.append("\n")
+    else:
+        t.append("It has no sessions: nothing moves.\n")
+    t.append_text(_peers_room(snap, [s]))
+    return t
+
+
+def _peers_room(snap: FleetSnapshot, draining: list[ServerRow]) -> Text:
+    t = Text()
+    names = {s.replica for s in draining}
+    namespaces = sorted({s.ns for s in draining})
+    for ns in namespaces:
+        peers = [p for p in snap.servers if p.replica not in names and p.ns == ns]
+        room = [p for p in peers if p.health in ("ok", "cold") and (p.headroom or 0) > 0]
+        if room:
+            t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in sorted(room, key=lambda p: p.replica)) + "\n")
+        else:
+            t.append(f"No other replica of {ns[2] or 'this service'} has room: its robots will wait and back off.\n", style="bold red")
+    t.rstrip()
+    return t
+
+
+def reset_body(snap: FleetSnapshot, key: str) -> Text:
+    r = snap.robot(key)
+    t = Text()
+    if r is None:
+        t.append(f"Robot {key} is not in the current view.")
+        return t
+    t.append("Robot ")
+    t.append(r.robot_id, style="bold")
+    t.append(f" is {r.state.name} in episode {r.episode_id}")
+    if r.replica:
+        t.append(f", session {r.session_id} on server {r.replica}")
+    t.append(".\n\n")
+    t.append(
+        f"It ends episode {r.episode_id} at its next safe point and starts episode {r.episode_id + 1}: "
+        "its action queue is cleared and the server resets the session's episode state. "
+        "Other robots are not affected."
+    )
+    return t
+
+
+def confirm_title(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> str:
+    if len(targets) == 1:
+        if kind == "drain":
+            return f"Drain server {targets[0]}?"
+        r = snap.robot(targets[0])
+        return f"Reset the episode of robot {r.robot_id if r else targets[0]}?"
+    return f"Drain {len(targets)} servers?" if kind == "drain" else f"Reset the episodes of {len(targets)} robots?"
+
+
+def confirm_body(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> Text:
+    """One target: the full impact. Several: every target on its own line, then the shared impact."""
+    if len(targets) == 1:
+        return drain_body(snap, targets[0]) if kind == "drain" else reset_body(snap, targets[0])
+    t = Text()
+    if kind == "drain":
+        rows = [snap.server(x) for x in targets]
+        t.append("These servers stop accepting new sessions and tell their robots to move:\n")
+        for x, s in zip(targets, rows, strict=True):
+            t.append(f"  • {x}", style="bold")
+            t.append(f"  {s.active_sessions} session(s), {s.service}\n" if s else "  (not in the current view)\n")
+        t.append_text(_peers_room(snap, [s for s in rows if s is not None]))
+    else:
+        t.append("Each robot ends its episode at its next safe point and starts the next one:\n")
+        for x in targets:
+            r = snap.robot(x)
+            t.append(f"  • {r.robot_id if r else x}", style="bold")
+            t.append(f"  {r.state.name}, episode {r.episode_id} → {r.episode_id + 1}, server {r.replica or '—'}\n" if r else "  (not in the current view)\n")
+        t.append("Other robots are not affected.")
+    t.rstrip()
+    return t
+
+
+def results_text(kind: str, results: list[tuple[str, bool, str]]) -> tuple[str, bool]:
+    """Per-target results of a (bulk) action as one result block, and whether all succeeded."""
+    if len(results) == 1:
+        return results[0][2], results[0][1]
+    ok = sum(1 for _, good, _ in results if good)
+    lines = [f"{kind}: {ok} of {len(results)} ok"] + [f"  {line}" for _, _, line in results]
+    return "\n".join(lines), ok == len(results)
+
+
+# ---------------------------------------------------------------- alerts, events, groups
+
+
+def alerts_text(alerts: list[Alert], now: float, limit: int = 200) -> Text:
+    """Open alerts first (newest first), then cleared ones, each with when it started and cleared."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not alerts:
+        t.append("no alerts", style="bright_black")
+        return t
+    t.append(f"{'state':<8} {'rule':<12} {'role':<7} {'target':<18} {'started':>8} {'cleared':>8}  message\n", style="bold")
+    for a in alerts[:limit]:
+        is_open = a.cleared_s is None
+        style = "bold red" if is_open else "bright_black"
+        t.append(f"{'OPEN' if is_open else 'cleared':<8}", style=style)
+        t.append(f" {a.rule:<12} {a.role:<7} {a.name[:18]:<18} {fmt_age(now - a.started_s) + ' ago':>8} ")
+        t.append(f"{'—' if is_open else fmt_age(now - a.cleared_s) + ' ago':>8}  ")
+        t.append(a.message + "\n", style="" if is_open else "bright_black")
+    t.rstrip()
+    return t
+
+
+def events_text(events: list[FleetEvent] | tuple[FleetEvent, ...], limit: int = 500) -> Text:
+    """The fleet event log, newest first (the caller filters)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if not events:
+        t.append("no events match", style="bright_black")
+        return t
+    t.append(f"{'age':>5}  {'sev':<5} {'kind':<6} {'robot':<14} {'server':<12} what\n", style="bold")
+    for e in events[:limit]:
+        t.append(f"{fmt_age(e.age_s):>5}  ")
+        t.append(f"{e.severity:<5}", style=SEVERITY_STYLE.get(e.severity, ""))
+        t.append(f" {e.kind:<6} {e.robot[:14]:<14} {e.server[:12]:<12} ")
+        t.append(e.text + "\n")
+    t.rstrip()
+    return t
+
+
+GROUP_PREFIX = "\x1egroup:"  # row keys of group header rows (never a robot or server key)
+
+
+def group_name(r: RobotRow, by: str) -> str:
+    if by == "server":
+        return r.replica or "(no server)"
+    return " / ".join(x for x in r.ns if x) or "(unknown namespace)"
+
+
+def group_cells(name: str, rows: list[RobotRow], folded: bool, alerting: int = 0) -> tuple[Cell, ...]:
+    """A group header: one cell spanning the line."""
+    faults = sum(1 for r in rows if r.state.is_fault)
+    text = f"{'▸' if folded else '▾'} {name}  ({len(rows)} robots, {faults} in fault" + (f", {alerting} alerting" if alerting else "") + ")"
+    return ((text, "bold reverse" if faults else "bold"),)
+
+
+def grouped(rows: list[RobotRow], by: str, folded: set[str]) -> list[tuple[str, object]]:
+    """(key, row) pairs with a header row per group, groups by name, rows in the given order, folded groups
+    showing only their header."""
+    groups: dict[str, list[RobotRow]] = {}
+    for r in rows:
+        groups.setdefault(group_name(r, by), []).append(r)
+    out: list[tuple[str, object]] = []
+    for name in sorted(groups):
+        out.append((GROUP_PREFIX + name, (name, groups[name])))
+        if name not in folded:
+            out.extend((r.key, r) for r in groups[name])
+    return out

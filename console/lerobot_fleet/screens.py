@@ -1,4 +1,8 @@
-"""Screens: the fleet overview, robot and server details, and the action confirmation dialog."""
+"""Screens: the fleet overview, one detail base for robots and servers, help, and the confirmation dialog.
+
+Screens render what the app hands down (`apply_snapshot`) with the pure functions of `render`, and post
+messages up (`messages`) for everything the app owns: actions, other screens, pause, the result line.
+"""
 
 from __future__ import annotations
 
@@ -11,26 +15,27 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Footer, Input, Static
 
+from . import render
+from .export import record
+from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested
 from .model import (
-    ROBOT_SORTS,
-    AuditEntry,
+    ROBOT_SORT_KEYS,
+    SERVER_SORT_KEYS,
     FleetSnapshot,
     RobotRow,
     ServerRow,
-    fmt_age,
+    event_matches,
     robot_matches,
     server_matches,
-    sort_robots,
-    sort_servers,
-    sparkline,
+    sort_rows,
 )
-from .render import ROBOT_COLUMNS, SERVER_COLUMNS, header_text, robot_cells, server_cells
+from .store import EVENT_HISTORY
 from .widgets import KeyedTable
 
 if TYPE_CHECKING:
     from .app import FleetConsoleApp
 
-SORT_ORDER = list(ROBOT_SORTS)
+ACTIONS = ("drain", "reset")
 
 
 class LiveScreen(Screen[None]):
@@ -43,19 +48,60 @@ class LiveScreen(Screen[None]):
     def apply_snapshot(self, snap: FleetSnapshot) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    @property
+    def ready(self) -> bool:
+        """Composed: a timer tick or a resume can arrive before the widgets exist."""
+        return self.is_mounted and bool(self.query("#result"))
+
     def on_screen_resume(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
+        if self.ready:
+            self.apply_snapshot(self.fleet.current_snapshot())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("drain", "reset") and self.fleet.read_only:
+        if action in ACTIONS and self.fleet.read_only:
             return False  # hidden from the footer and inert
         return True
 
+    def key_help(self) -> list[tuple[str, str]]:
+        """(keys, description) for every binding this screen answers (the `?` screen lists these)."""
+        out = []
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and self.check_action(b.action, ()) is not False:
+                out.append((render.key_label(b.key), b.description or b.action))
+        return out
+
     def result_text(self) -> Text:
-        text, ok = self.fleet.last_result
-        if not text:
-            return Text("")
-        return Text(text, style="green" if ok else ("bold red" if ok is False else "yellow"), no_wrap=True, overflow="ellipsis")
+        return render.result_text(*self.fleet.last_result)
+
+    def note(self, text: str, ok: bool | None = None) -> None:
+        self.post_message(ResultNoted(text, ok))
+
+    def action_help(self) -> None:
+        self.post_message(ScreenRequested("help"))
+
+    def action_pause(self) -> None:
+        self.post_message(PauseToggled())
+
+    def action_alerts(self) -> None:
+        self.post_message(ScreenRequested("alerts"))
+
+    def action_events(self) -> None:
+        self.post_message(ScreenRequested("events"))
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        """What this screen shows, as records (overridden per screen)."""
+        return {}
+
+    def action_export(self, fmt: str = "json") -> None:
+        self.post_message(ExportRequested(fmt, type(self).__name__.removesuffix("Screen").lower(), self.export_tables()))
+
+
+COMMON = [
+    Binding("x", "export('json')", "Export JSON", show=False),
+    Binding("X", "export('csv')", "Export CSV", show=False),
+    Binding("question_mark", "help", "Help"),
+    Binding("q", "app.quit", "Quit"),
+]
 
 
 class FleetScreen(LiveScreen):
@@ -64,26 +110,38 @@ class FleetScreen(LiveScreen):
         Binding("slash", "filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
         Binding("f", "faults", "Faults only"),
-        Binding("o", "sort", "Sort"),
-        Binding("p", "pause", "Pause"),
-        Binding("d", "drain", "Drain server"),
+        Binding("o", "sort", "Sort column"),
+        Binding("O", "sort_reverse", "Reverse sort", show=False),
+        Binding("space", "mark", "Mark", show=False),
+        Binding("a", "mark_all", "Mark all shown", show=False),
+        Binding("c", "clear_marks", "Clear marks", show=False),
+        Binding("g", "group", "Group by server/namespace", show=False),
+        Binding("z", "fold", "Fold/unfold group", show=False),
+        Binding("p", "pause", "Pause", show=False),
+        Binding("exclamation_mark", "alerts", "Alerts"),
+        Binding("e", "events", "Events"),
+        Binding("d", "drain", "Drain"),
         Binding("r", "reset", "Reset episode"),
-        Binding("q", "app.quit", "Quit"),
+        *COMMON,
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.query_text = ""
         self.faults_only = False
-        self.sort_key = "state"
+        self.sort_column = {"robots": "state", "servers": "health"}
+        self.sort_reverse = {"robots": False, "servers": False}
+        self.marks: dict[str, set[str]] = {"robots": set(), "servers": set()}
+        self.group_by = ""  # "" | "server" | "namespace"
+        self.folded: set[str] = set()
         self._snap: FleetSnapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         yield Static("Robots", classes="section", id="robots-title")
-        yield KeyedTable(ROBOT_COLUMNS, id="robots")
+        yield KeyedTable(render.ROBOT_COLUMNS, id="robots")
         yield Static("Servers", classes="section", id="servers-title")
-        yield KeyedTable(SERVER_COLUMNS, id="servers")
+        yield KeyedTable(render.SERVER_COLUMNS, id="servers")
         yield Static(classes="result", id="result")
         yield Input(placeholder="filter: text matches robot/server/state/outcome; !text inverts; enter keeps, esc clears", id="filter")
         yield Footer()
@@ -96,28 +154,51 @@ class FleetScreen(LiveScreen):
 
     def visible_robots(self, snap: FleetSnapshot) -> list[RobotRow]:
         rows = [r for r in snap.robots if robot_matches(r, self.query_text) and (not self.faults_only or r.state.is_fault)]
-        return sort_robots(rows, self.sort_key)
+        return sort_rows(rows, ROBOT_SORT_KEYS, self.sort_column["robots"], self.sort_reverse["robots"])
 
     def visible_servers(self, snap: FleetSnapshot) -> list[ServerRow]:
         rows = [s for s in snap.servers if server_matches(s, self.query_text) and (not self.faults_only or s.health != "ok")]
-        return sort_servers(rows)
+        return sort_rows(rows, SERVER_SORT_KEYS, self.sort_column["servers"], self.sort_reverse["servers"])
 
     def apply_snapshot(self, snap: FleetSnapshot) -> None:
         self._snap = snap
+        robots = self.visible_robots(snap)
+        servers = self.visible_servers(snap)
+        marked_r, marked_s = self.marks["robots"], self.marks["servers"]
+        alerting = self.fleet.alerts.targets()
+        if self.group_by:
+            rows = render.grouped(robots, self.group_by, self.folded)
+        else:
+            rows = [(r.key, r) for r in robots]
+
+        def robot_cells(row: object) -> tuple:
+            if isinstance(row, RobotRow):
+                return render.robot_cells(row, row.key in marked_r, row.key in alerting)
+            name, members = row  # a group header
+            return render.group_cells(name, members, name in self.folded, sum(1 for m in members if m.key in alerting))
+
         with self.app.batch_update():
             self.query_one("#header", Static).update(
-                header_text(snap, ROBOT_SORTS[self.sort_key], self.query_text, self.faults_only, self.fleet.read_only, self.fleet.paused)
+                render.header_text(
+                    snap,
+                    render.sort_label("robots", self.sort_column["robots"], self.sort_reverse["robots"]),
+                    self.query_text, self.faults_only, self.fleet.read_only, self.fleet.paused,
+                    marked=len(marked_r) + len(marked_s), alerts=self.fleet.alerts.open_count,
+                )
             )
-            robots = self.visible_robots(snap)
-            servers = self.visible_servers(snap)
-            self.query_one("#robots", KeyedTable).reconcile([(r.robot_id, r) for r in robots], robot_cells)
-            self.query_one("#servers", KeyedTable).reconcile([(s.replica, s) for s in servers], server_cells)
-            self.query_one("#robots-title", Static).update(Text(f"Robots ({len(robots)} of {len(snap.robots)} shown)"))
-            self.query_one("#servers-title", Static).update(Text(f"Servers ({len(servers)} of {len(snap.servers)} shown)"))
+            self.query_one("#robots", KeyedTable).reconcile(rows, robot_cells)
+            self.query_one("#servers", KeyedTable).reconcile(
+                [(s.replica, s) for s in servers], lambda s: render.server_cells(s, s.replica in marked_s, s.replica in alerting)
+            )
+            self.query_one("#robots-title", Static).update(render.section_title("Robots", len(robots), len(snap.robots), len(marked_r)))
+            self.query_one("#servers-title", Static).update(render.section_title("Servers", len(servers), len(snap.servers), len(marked_s)))
             self.query_one("#result", Static).update(self.result_text())
 
     def refresh_view(self) -> None:
         self.apply_snapshot(self.fleet.current_snapshot())
+
+    def _table(self) -> KeyedTable:
+        return self.focused if isinstance(self.focused, KeyedTable) else self.query_one("#robots", KeyedTable)
 
     # ------------------------------------------------------------ actions
 
@@ -126,14 +207,42 @@ class FleetScreen(LiveScreen):
         self.action_open()
 
     def action_open(self) -> None:
-        table = self.focused if isinstance(self.focused, KeyedTable) else self.query_one("#robots", KeyedTable)
+        table = self._table()
         key = table.selected_key
-        if key is None:
+        if key is not None and key.startswith(render.GROUP_PREFIX):
+            self.action_fold()
+        elif key is not None:
+            self.post_message(DetailRequested("robot" if table.id == "robots" else "server", key))
+
+    def action_group(self) -> None:
+        """Robots: no grouping -> by server -> by namespace (model / revision / service)."""
+        order = ["", "server", "namespace"]
+        self.group_by = order[(order.index(self.group_by) + 1) % len(order)]
+        self.folded.clear()
+        self.refresh_view()
+
+    def action_fold(self) -> None:
+        """Fold or unfold the group under the cursor (on a robot row: its group)."""
+        if not self.group_by:
+            self.note("fold: group the robots first (g)", None)
+            self.refresh_view()
             return
-        if table.id == "robots":
-            self.app.push_screen(RobotDetailScreen(key))
+        table = self.query_one("#robots", KeyedTable)
+        key = table.selected_key or ""
+        if key.startswith(render.GROUP_PREFIX):
+            name = key[len(render.GROUP_PREFIX):]
         else:
-            self.app.push_screen(ServerDetailScreen(key))
+            row = next((r for r in self.visible_robots(self.fleet.current_snapshot()) if r.key == key), None)
+            if row is None:
+                return
+            name = render.group_name(row, self.group_by)
+        self.folded.symmetric_difference_update({name})
+        self.refresh_view()
+        table.select_key(render.GROUP_PREFIX + name)
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        snap = self.fleet.current_snapshot()
+        return {"robots": [record(r) for r in self.visible_robots(snap)], "servers": [record(s) for s in self.visible_servers(snap)]}
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -162,142 +271,177 @@ class FleetScreen(LiveScreen):
         self.refresh_view()
 
     def action_sort(self) -> None:
-        self.sort_key = SORT_ORDER[(SORT_ORDER.index(self.sort_key) + 1) % len(SORT_ORDER)]
+        """Next column of the focused table (every column sorts); `O` reverses."""
+        name = self._table().id or "robots"
+        order = list(ROBOT_SORT_KEYS if name == "robots" else SERVER_SORT_KEYS)
+        self.sort_column[name] = order[(order.index(self.sort_column[name]) + 1) % len(order)]
         self.refresh_view()
 
-    def action_pause(self) -> None:
-        self.fleet.paused = not self.fleet.paused
+    def action_sort_reverse(self) -> None:
+        name = self._table().id or "robots"
+        self.sort_reverse[name] = not self.sort_reverse[name]
         self.refresh_view()
+
+    def action_mark(self) -> None:
+        table = self._table()
+        key = table.selected_key
+        if key is None or key.startswith(render.GROUP_PREFIX):
+            return
+        marks = self.marks[table.id or "robots"]
+        marks.symmetric_difference_update({key})
+        if table.cursor_row < table.row_count - 1:
+            table.move_cursor(row=table.cursor_row + 1)
+        self.refresh_view()
+
+    def action_mark_all(self) -> None:
+        """Marks every row the focused table shows (after filter and faults-only)."""
+        table = self._table()
+        snap = self.fleet.current_snapshot()
+        if table.id == "servers":
+            self.marks["servers"].update(s.replica for s in self.visible_servers(snap))
+        else:
+            self.marks["robots"].update(r.key for r in self.visible_robots(snap))
+        self.refresh_view()
+
+    def action_clear_marks(self) -> None:
+        for marks in self.marks.values():
+            marks.clear()
+        self.refresh_view()
+
+    def _targets(self, name: str, verb: str) -> tuple[str, ...] | None:
+        if self.marks[name]:
+            return tuple(sorted(self.marks[name]))
+        table = self.query_one(f"#{name}", KeyedTable)
+        if self.focused is not table or table.selected_key is None or table.selected_key.startswith(render.GROUP_PREFIX):
+            self.note(f"{verb}: move the cursor to the {name} table (tab) and pick a row, or mark rows with space", None)
+            self.refresh_view()
+            return None
+        return (table.selected_key,)
 
     def action_drain(self) -> None:
-        servers = self.query_one("#servers", KeyedTable)
-        if self.focused is not servers:
-            self.fleet.set_result("drain: move the cursor to the servers table (tab) and pick a server first", None)
-            self.refresh_view()
-            return
-        key = servers.selected_key
-        if key is not None:
-            self.fleet.confirm_drain(key)
+        targets = self._targets("servers", "drain")
+        if targets:
+            self.post_message(ActionRequested("drain", targets))
 
     def action_reset(self) -> None:
-        robots = self.query_one("#robots", KeyedTable)
-        if self.focused is not robots:
-            self.fleet.set_result("reset: move the cursor to the robots table (tab) and pick a robot first", None)
-            self.refresh_view()
-            return
-        key = robots.selected_key
-        if key is not None:
-            self.fleet.confirm_reset(key)
+        targets = self._targets("robots", "reset")
+        if targets:
+            self.post_message(ActionRequested("reset", targets))
 
 
-def _audit_lines(entries: tuple[AuditEntry, ...], limit: int = 12) -> Text:
-    t = Text(no_wrap=True, overflow="ellipsis")
-    if not entries:
-        t.append("no audit lines received", style="bright_black")
-        return t
-    t.append(f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} {'sup':>3}  outcome\n", style="bold")
-    for e in entries[-limit:]:
-        t.append(f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} {e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  ")
-        t.append(e.outcome, style="" if e.outcome == "ok" else "yellow")
-        if e.error:
-            t.append(f" {e.error}", style="red")
-        t.append("\n")
-    t.rstrip()
-    return t
+class DetailScreen(LiveScreen):
+    """One detail layout for robots and servers: a summary, titled sections, the result line."""
+
+    SECTIONS: tuple[tuple[str, str], ...] = ()  # (widget id, section title)
+    KIND = ""
+
+    def __init__(self, key: str) -> None:
+        super().__init__()
+        self.key = key
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="summary", classes="detail-body")
+            for wid, title in self.SECTIONS:
+                yield Static(title, classes="section")
+                yield Static(id=wid, classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def texts(self) -> dict[str, Text] | None:  # pragma: no cover - overridden
+        """Text for "summary" and each section id; None when the target is unknown."""
+        raise NotImplementedError
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        d = self.fleet.store.robot_detail(self.key) if self.KIND == "robot" else self.fleet.store.server_detail(self.key)
+        return {} if d is None else {self.KIND: [record(d.row)], "audit": [record(e) for e in d.audit]}
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        texts = self.texts()
+        with self.app.batch_update():
+            if texts is None:
+                self.query_one("#summary", Static).update(Text(f"{self.KIND} {self.key}: not known to the console", style="red"))
+            else:
+                for wid, text in texts.items():
+                    self.query_one(f"#{wid}", Static).update(text)
+            self.query_one("#result", Static).update(self.result_text())
 
 
-class RobotDetailScreen(LiveScreen):
+class RobotDetailScreen(DetailScreen):
+    KIND = "robot"
+    SECTIONS = (("history", "State history"), ("trends", "Trends (oldest → newest, about 3 minutes)"), ("audit", "Audit tail"))
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("r", "reset", "Reset episode"),
-        Binding("q", "app.quit", "Quit"),
+        *COMMON,
     ]
 
-    def __init__(self, robot_id: str) -> None:
-        super().__init__()
-        self.robot_id = robot_id
+    @property
+    def robot_id(self) -> str:
+        return self.key
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(id="summary", classes="detail-body")
-            yield Static("State history", classes="section")
-            yield Static(id="history", classes="detail-body")
-            yield Static("Latency (RTT p50, ms)", classes="section")
-            yield Static(id="latency", classes="detail-body")
-            yield Static("Audit tail", classes="section")
-            yield Static(id="audit", classes="detail-body")
-        yield Static(classes="result", id="result")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
-
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:
-        d = self.fleet.store.robot_detail(self.robot_id)
-        summary = Text(no_wrap=True, overflow="ellipsis")
+    def texts(self) -> dict[str, Text] | None:
+        d = self.fleet.store.robot_detail(self.key)
         if d is None:
-            summary.append(f"robot {self.robot_id}: not known to the console", style="red")
-            self.query_one("#summary", Static).update(summary)
-            return
-        r = d.row
-        summary.append("robot ", style="bold")
-        summary.append(r.robot_id, style="bold")
-        summary.append("  ")
-        summary.append(f" {r.state.name} ", style=r.state.style)
-        summary.append(f"  token {'alive' if r.alive else ('gone' if r.alive is False else '—')}  seen {fmt_age(r.seen_age_s)} ago\n")
-        summary.append(f"model {r.model_id or '—'}  rev {r.revision or '—'}  service {r.service or '—'}\n")
-        summary.append(f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}\n")
-        summary.append(
-            f"requests {r.requests}  superseded {r.superseded}  errors {r.errors}  fallbacks {r.fallback_count}  "
-            f"delay {r.delay_steps if r.delay_steps is not None else '—'} steps  queue {r.queue_s if r.queue_s is not None else '—'} s  "
-            f"staleness {r.staleness_s if r.staleness_s is not None else '—'} s\n"
-        )
-        summary.append("last outcome ")
-        summary.append(r.last_outcome or "—", style="" if r.last_outcome in ("", "ok") else "yellow")
-        hist = Text(no_wrap=True, overflow="ellipsis")
-        for age, state in d.history[-8:]:
-            hist.append(f"{fmt_age(age):>5} ago  ")
-            hist.append(state + "\n")
-        hist.rstrip()
-        lat = Text(no_wrap=True)
-        if d.rtt_history:
-            lat.append(sparkline(d.rtt_history, 60), style="cyan")
-            lat.append(f"  last {d.rtt_history[-1]:.0f}  min {min(d.rtt_history):.0f}  max {max(d.rtt_history):.0f}")
-        else:
-            lat.append("no latency samples yet", style="bright_black")
-        with self.app.batch_update():
-            self.query_one("#summary", Static).update(summary)
-            self.query_one("#history", Static).update(hist)
-            self.query_one("#latency", Static).update(lat)
-            self.query_one("#audit", Static).update(_audit_lines(d.audit))
-            self.query_one("#result", Static).update(self.result_text())
+            return None
+        return {
+            "summary": render.robot_summary_text(d),
+            "history": render.history_text(d.history),
+            "trends": render.robot_trends_text(d),
+            "audit": render.audit_text(d.audit),
+        }
 
     def action_reset(self) -> None:
-        self.fleet.confirm_reset(self.robot_id)
+        d = self.fleet.store.robot_detail(self.key)
+        self.post_message(ActionRequested("reset", (d.row.key if d else self.key,)))
 
 
-class ServerDetailScreen(LiveScreen):
+class ServerDetailScreen(DetailScreen):
+    KIND = "server"
+    SECTIONS = (
+        ("sessions", "Sessions"),
+        ("capacity", "Capacity (spec P10: N_max = min(0.8/(r·t), (H·dt/2 − RTT)/t); room = min(N_max, cap) − active)"),
+        ("metrics", "Metrics (/metrics, summed over labels)"),
+        ("audit", "Audit tail"),
+    )
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("d", "drain", "Drain server"),
-        Binding("q", "app.quit", "Quit"),
+        *COMMON,
     ]
 
-    def __init__(self, replica: str) -> None:
-        super().__init__()
-        self.replica = replica
+    @property
+    def replica(self) -> str:
+        return self.key
+
+    def texts(self) -> dict[str, Text] | None:
+        d = self.fleet.store.server_detail(self.key)
+        if d is None:
+            return None
+        return {
+            "summary": render.server_summary_text(d),
+            "sessions": render.sessions_text(d.sessions),
+            "capacity": render.pairs_text(d.capacity_inputs),
+            "metrics": render.metrics_text(d.metrics),
+            "audit": render.audit_text(d.audit),
+        }
+
+    def action_drain(self) -> None:
+        self.post_message(ActionRequested("drain", (self.key,)))
+
+
+class AlertsScreen(LiveScreen):
+    """Open alerts (newest first), then cleared ones, with when they started and cleared."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("e", "events", "Events"), *COMMON]
 
     def compose(self) -> ComposeResult:
+        yield Static(id="alerts-title", classes="section")
         with VerticalScroll():
-            yield Static(id="summary", classes="detail-body")
-            yield Static("Sessions", classes="section")
-            yield Static(id="sessions", classes="detail-body")
-            yield Static("Capacity (spec P10: N_max = min(0.8/(r·t), (H·dt/2 − RTT)/t))", classes="section")
-            yield Static(id="capacity", classes="detail-body")
-            yield Static("Metrics (/metrics, summed over labels)", classes="section")
-            yield Static(id="metrics", classes="detail-body")
-            yield Static("Audit tail", classes="section")
-            yield Static(id="audit", classes="detail-body")
+            yield Static(id="alerts-body", classes="detail-body")
         yield Static(classes="result", id="result")
         yield Footer()
 
@@ -305,53 +449,109 @@ class ServerDetailScreen(LiveScreen):
         self.apply_snapshot(self.fleet.current_snapshot())
 
     def apply_snapshot(self, snap: FleetSnapshot) -> None:
-        d = self.fleet.store.server_detail(self.replica)
-        summary = Text(no_wrap=True, overflow="ellipsis")
-        if d is None:
-            summary.append(f"server {self.replica}: not known to the console", style="red")
-            self.query_one("#summary", Static).update(summary)
-            return
-        s = d.row
-        summary.append("server ", style="bold")
-        summary.append(s.replica, style="bold")
-        summary.append(f"  health {s.health}  token {'alive' if s.alive else ('gone' if s.alive is False else '—')}")
-        summary.append(f"  status {fmt_age(s.status_age_s)} ago\n")
-        summary.append(f"model {s.model_id or '—'}  rev {s.revision or '—'}  service {s.service or '—'}\n")
-        summary.append(f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  inference p50 {s.inference_ms_p50:.1f} ms\n")
-        summary.append(f"metrics {s.metrics_url or '—'}")
-        for note in d.notes:
-            summary.append(f"\n{note}", style="red")
-        sess = Text(no_wrap=True, overflow="ellipsis")
-        if d.sessions:
-            sess.append(f"{'session':<24} {'robot':<14} {'ep':>4} {'requests':>9} {'sup':>5} {'err':>5}\n", style="bold")
-            for x in d.sessions:
-                sess.append(f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} {x.superseded:>5} {x.errors:>5}\n")
-            sess.rstrip()
-        else:
-            sess.append("no sessions", style="bright_black")
-        cap = Text(no_wrap=True)
-        for name, value in d.capacity_inputs:
-            cap.append(f"{name:<34} {value}\n")
-        cap.rstrip()
-        met = Text(no_wrap=True, overflow="ellipsis")
-        if d.metrics:
-            met.append("  ".join(f"{k}={v:g}" for k, v in d.metrics))
-        else:
-            met.append("not scraped yet", style="bright_black")
-        with self.app.batch_update():
-            self.query_one("#summary", Static).update(summary)
-            self.query_one("#sessions", Static).update(sess)
-            self.query_one("#capacity", Static).update(cap)
-            self.query_one("#metrics", Static).update(met)
-            self.query_one("#audit", Static).update(_audit_lines(d.audit))
-            self.query_one("#result", Static).update(self.result_text())
+        book = self.fleet.alerts
+        listing = book.listing()
+        r = book.rules
+        self.query_one("#alerts-title", Static).update(Text(
+            f"Alerts: {book.open_count} open, {len(listing) - book.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
+            f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
+        ))
+        self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.fleet.store.clock()))
+        self.query_one("#result", Static).update(self.result_text())
 
-    def action_drain(self) -> None:
-        self.fleet.confirm_drain(self.replica)
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        now = self.fleet.store.clock()
+        return {"alerts": [a.as_dict(now) for a in self.fleet.alerts.listing()]}
+
+
+class EventsScreen(LiveScreen):
+    """The fleet event log, newest first, filtered by `robot:ID server:ID sev:warn kind:drain words`."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("slash", "filter", "Filter"),
+        Binding("exclamation_mark", "alerts", "Alerts"),
+        *COMMON,
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="events-title", classes="section")
+        yield Input(placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
+                    id="events-filter", disabled=True)  # enabled by `/`, so keys act on the screen until then
+        with VerticalScroll():
+            yield Static(id="events-body", classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def shown(self) -> list:
+        return [e for e in self.fleet.store.events() if event_matches(e, self.query_text)]
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        events = self.shown()
+        total = len(self.fleet.store.events())
+        self.query_one("#events-title", Static).update(Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)"))
+        self.query_one("#events-body", Static).update(render.events_text(events))
+        self.query_one("#result", Static).update(self.result_text())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        box.disabled = False
+        box.add_class("visible")
+        box.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        if self.focused is box:
+            self._leave_filter(box)
+        else:
+            self.dismiss()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._leave_filter(event.input)
+
+    def _leave_filter(self, box: Input) -> None:
+        self.set_focus(None)
+        box.disabled = True
+        if not box.value:
+            box.remove_class("visible")
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        return {"events": [record(e) for e in self.shown()]}
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of the screen below it, with what it does (`?`)."""
+
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close")]
+
+    def __init__(self, title: str, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.keys = keys
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help"):
+            yield Static(Text(f"Keys: {self.title_text}", style="bold"), id="help-title")
+            yield Static(render.help_text(self.keys), id="help-body")
+            yield Static(Text("ctrl+p opens the command palette (every action, searchable). esc closes.", style="bright_black"))
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Names the target and what the action affects; Cancel has the focus, `y` confirms."""
+    """Names every target and what the action affects; Cancel has the focus, `y` confirms."""
 
     BINDINGS = [
         Binding("y", "confirm", "Confirm"),
@@ -367,7 +567,8 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(Text(self.title_text), id="dialog-title")
-            yield Static(self.body, id="dialog-body")
+            with VerticalScroll(id="dialog-scroll"):
+                yield Static(self.body, id="dialog-body")
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel (n)", id="cancel", variant="default")
                 yield Button(f"{self.confirm_label} (y)", id="confirm", variant="error")
@@ -383,49 +584,3 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_cancel(self) -> None:
         self.dismiss(False)
-
-
-def drain_body(snap: FleetSnapshot, replica: str) -> Text:
-    s = snap.server(replica)
-    t = Text()
-    if s is None:
-        t.append(f"Server {replica} is not in the current view.")
-        return t
-    t.append("Server ")
-    t.append(s.replica, style="bold")
-    t.append(f" serving {s.model_id} @ {s.revision}, service ")
-    t.append(s.service, style="bold")
-    t.append(".\n\nIt stops accepting new sessions, finishes requests in flight, and tells its robots to move.\n")
-    if s.session_robots:
-        t.append(f"{len(s.session_robots)} session(s) will move: ", style="bold")
-        t.append(", ".join(s.session_robots))
-        t.append("\n")
-    else:
-        t.append("It has no sessions: nothing moves.\n")
-    peers = [p for p in snap.servers if p.replica != s.replica and p.model_id == s.model_id and p.service == s.service]
-    room = [p for p in peers if p.health == "ok" and p.active_sessions < p.max_sessions]
-    if room:
-        t.append("Replicas with room: " + ", ".join(f"{p.replica} ({p.max_sessions - p.active_sessions} free)" for p in room))
-    else:
-        t.append("No other replica of this service has room: its robots will wait and back off.", style="bold red")
-    return t
-
-
-def reset_body(snap: FleetSnapshot, robot_id: str) -> Text:
-    r = snap.robot(robot_id)
-    t = Text()
-    if r is None:
-        t.append(f"Robot {robot_id} is not in the current view.")
-        return t
-    t.append("Robot ")
-    t.append(r.robot_id, style="bold")
-    t.append(f" is {r.state.name} in episode {r.episode_id}")
-    if r.replica:
-        t.append(f", session {r.session_id} on server {r.replica}")
-    t.append(".\n\n")
-    t.append(
-        f"It ends episode {r.episode_id} at its next safe point and starts episode {r.episode_id + 1}: "
-        "its action queue is cleared and the server resets the session's episode state. "
-        "Other robots are not affected."
-    )
-    return t

@@ -18,6 +18,7 @@ from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, Serve
 
 from .model import (
     AuditEntry,
+    FleetEvent,
     FleetSnapshot,
     RobotDetail,
     RobotRow,
@@ -26,6 +27,9 @@ from .model import (
     ServerRow,
     SessionEntry,
     n_max,
+    robot_key,
+    room,
+    split_robot_key,
 )
 
 Namespace = tuple[str, str, str]  # (model_id, revision, service), decoded
@@ -34,6 +38,9 @@ STATUS_STALE_S = 6.0  # a server whose status has not answered for this long sho
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
+TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
+WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
+EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
 DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
 
@@ -41,12 +48,18 @@ DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the 
 class _Robot:
     robot_id: str
     ns: Namespace = ("", "", "")
+    key: str = ""
     telemetry: RobotTelemetry | None = None
+    ver: int = 0  # bumped by every change; the cached row below is valid for (ver, gone)
+    row: RobotRow | None = None
+    row_ver: tuple[int, bool] = (-1, False)
     seen_at: float | None = None
     alive: bool | None = None
     gone_at: float | None = None
     history: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=40))
-    rtt: deque[float] = field(default_factory=lambda: deque(maxlen=120))
+    rtt: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
+    staleness: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
+    queue: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=50))
     audit_at: deque[float] = field(default_factory=lambda: deque(maxlen=50))
 
@@ -77,13 +90,14 @@ class FleetStore:
         self.clock = clock
         self.router = router
         self._lock = threading.Lock()
-        self._robots: dict[str, _Robot] = {}
+        self._robots: dict[tuple[Namespace, str], _Robot] = {}  # keyed by (namespace, client_uuid)
         self._servers: dict[str, _Server] = {}
         self._connection = connection
         self._link_down_at: float | None = None
         self._link_up_at: float | None = None
         self._last_data_at: float | None = None
         self._notes: deque[str] = deque(maxlen=5)
+        self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
         self.dropped = 0  # samples the source had to drop (bounded queue overflow)
 
     # ------------------------------------------------------------ writers (any thread)
@@ -106,14 +120,28 @@ class FleetStore:
             if not self._notes or self._notes[-1] != text:
                 self._notes.append(text)
 
+    def event(self, severity: str, kind: str, text: str, robot: str = "", server: str = "") -> None:
+        """Add a line to the fleet event log (actions and alerts come from the app; the rest from here)."""
+        with self._lock:
+            self._events.append((self.clock(), severity, kind, text, robot, server))
+
+    def events(self) -> tuple[FleetEvent, ...]:
+        """The event log, newest first, ages relative to now."""
+        with self._lock:
+            now = self.clock()
+            return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self._events))
+
     def on_robot_alive(self, robot_id: str, alive: bool, ns: Namespace) -> None:
         with self._lock:
             now = self.clock()
             r = self._robot(robot_id, ns)
+            r.ver += 1
             if alive:
                 r.gone_at = None
             elif r.alive is not False:  # a repeated DELETE keeps the first vanishing time
                 r.gone_at = now
+                if self._connection == "connected":
+                    self._events.append((now, "warn", "state", f"{robot_id}: liveliness token gone", robot_id, ""))
             r.alive = alive
 
     def on_server_alive(self, replica: str, alive: bool, ns: Namespace) -> None:
@@ -124,6 +152,8 @@ class FleetStore:
                 s.gone_at = None
             elif s.alive is not False:
                 s.gone_at = now
+                if self._connection == "connected":
+                    self._events.append((now, "warn", "server", f"server {replica}: liveliness token gone", "", replica))
             s.alive = alive
 
     def on_telemetry(self, t: RobotTelemetry, ns: Namespace) -> None:
@@ -132,10 +162,18 @@ class FleetStore:
             r = self._robot(t.client_uuid, ns)
             state = RobotState.parse(t.state).name
             if not r.history or r.history[-1][1] != state:
+                if r.history:
+                    sev = "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
+                    why = f" ({t.last_outcome})" if t.last_outcome and t.last_outcome != "ok" else ""
+                    self._events.append((now, sev, "state", f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}", t.client_uuid, t.replica))
                 r.history.append((now, state))
-            if t.rtt_p50_ms > 0 and (r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms):
-                r.rtt.append(t.rtt_p50_ms)
+            if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
+                if t.rtt_p50_ms > 0:
+                    r.rtt.append(t.rtt_p50_ms)
+                r.staleness.append(t.staleness_s)
+                r.queue.append(t.queue_s)
             r.telemetry = t
+            r.ver += 1
             r.seen_at = now
             self._last_data_at = now
 
@@ -162,7 +200,8 @@ class FleetStore:
             s.audit_superseded += line.superseded
             if line.outcome not in ("ok", "superseded"):
                 s.audit_errors += 1
-            r = self._robots.get(line.client_uuid)
+                self._events.append((now, "warn", "audit", f"{replica} refused {line.client_uuid}: {line.outcome}" + (f" — {line.error}" if line.error else ""), line.client_uuid, replica))
+            r = self._robots.get((ns, line.client_uuid))
             if r is not None:
                 r.audit.append(entry)
                 r.audit_at.append(now)
@@ -172,6 +211,9 @@ class FleetStore:
         with self._lock:
             now = self.clock()
             s = self._server(status.replica, ns)
+            if s.status is not None and status.draining != s.status.draining:
+                self._events.append((now, "warn" if status.draining else "info", "drain",
+                                     f"server {status.replica}: {'draining' if status.draining else 'accepting sessions again'}", "", status.replica))
             s.status = status
             s.status_at = now
             if s.alive is None:
@@ -202,8 +244,9 @@ class FleetStore:
     def snapshot(self) -> FleetSnapshot:
         with self._lock:
             now = self.clock()
-            robots = tuple(self._robot_row(r, now) for r in self._robots.values())
-            servers = tuple(self._server_row(s, now) for s in self._servers.values())
+            rtts = self._rtts_by_replica()
+            servers = tuple(self._server_row(s, now, rtts) for s in self._servers.values())
+            robots = tuple(self._robot_row(r, now, servers) for r in self._robots.values())
             age = None if self._last_data_at is None else max(0.0, now - self._last_data_at)
             return FleetSnapshot(
                 router=self.router,
@@ -214,17 +257,22 @@ class FleetStore:
                 notes=tuple(self._notes),
             )
 
-    def robot_detail(self, robot_id: str) -> RobotDetail | None:
+    def robot_detail(self, key: str) -> RobotDetail | None:
+        """By row key (`robot_key`); a bare robot id finds that id in any namespace."""
         with self._lock:
-            r = self._robots.get(robot_id)
+            parsed = split_robot_key(key)
+            r = self._robots.get(parsed) if parsed else next((x for x in self._robots.values() if x.robot_id == key), None)
             if r is None:
                 return None
             now = self.clock()
+            servers = tuple(self._server_row(s, now) for s in self._servers.values())
             audit = tuple(_aged(e, now - t) for e, t in zip(r.audit, r.audit_at, strict=True))
             return RobotDetail(
-                row=self._robot_row(r, now),
+                row=self._robot_row(r, now, servers),
                 history=tuple((max(0.0, now - t), st) for t, st in r.history),
                 rtt_history=tuple(r.rtt),
+                staleness_history=tuple(r.staleness),
+                queue_history=tuple(r.queue),
                 audit=audit,
             )
 
@@ -252,11 +300,9 @@ class FleetStore:
     # ------------------------------------------------------------ internals (lock held)
 
     def _robot(self, robot_id: str, ns: Namespace) -> _Robot:
-        r = self._robots.get(robot_id)
+        r = self._robots.get((ns, robot_id))
         if r is None:
-            r = self._robots[robot_id] = _Robot(robot_id, ns)
-        elif ns != ("", "", ""):
-            r.ns = ns
+            r = self._robots[(ns, robot_id)] = _Robot(robot_id, ns, key=robot_key(ns, robot_id))
         return r
 
     def _server(self, replica: str, ns: Namespace) -> _Server:
@@ -282,10 +328,31 @@ class FleetStore:
             return True
         return now - self._link_up_at > RECONNECT_GRACE_S
 
-    def _robot_row(self, r: _Robot, now: float) -> RobotRow:
+    def _robot_row(self, r: _Robot, now: float, servers: tuple[ServerRow, ...] = ()) -> RobotRow:
+        """The robot's row. Between changes only its ages move: the row built at the last change is copied
+        with new ages (about 30x cheaper than building it; the profile is in docs/decisions.md)."""
         t = r.telemetry
         seen = None if r.seen_at is None else max(0.0, now - r.seen_at)
-        if self._token_gone(r.alive, r.gone_at, now):
+        state_since = r.history[-1][0] if r.history else None
+        gone = self._token_gone(r.alive, r.gone_at, now)
+        if gone:
+            state_since = r.gone_at
+        state_age = None if state_since is None else max(0.0, now - state_since)
+        cached = r.row
+        if cached is not None and r.row_ver == (r.ver, gone) and cached.state not in WAITING_STATES:  # waiting depends on servers
+            row = object.__new__(RobotRow)
+            d = row.__dict__
+            d.update(cached.__dict__)
+            d["seen_age_s"] = seen
+            d["state_age_s"] = state_age
+            return row
+        row = self._build_robot_row(r, t, gone, seen, state_since, now, servers)
+        r.row, r.row_ver = row, (r.ver, gone)
+        return row
+
+    def _build_robot_row(self, r: _Robot, t: RobotTelemetry | None, gone: bool, seen: float | None, state_since: float | None,
+                         now: float, servers: tuple[ServerRow, ...]) -> RobotRow:
+        if gone:
             state = RobotState.GONE
         elif t is None:
             state = RobotState.UNKNOWN
@@ -293,7 +360,11 @@ class FleetStore:
             state = RobotState.parse(t.state)
         model, rev, service = r.ns
         if t is None:
-            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen)
+            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
+                            state_age_s=None if state_since is None else max(0.0, now - state_since))
+        waiting = ""
+        if state in WAITING_STATES:  # no working session, whatever its last telemetry still names
+            waiting = waiting_reason(r.ns, servers)
         return RobotRow(
             robot_id=r.robot_id,
             state=state,
@@ -317,10 +388,25 @@ class FleetStore:
             fps=t.fps,
             alive=r.alive,
             seen_age_s=seen,
+            ns=r.ns,
+            state_age_s=None if state_since is None else max(0.0, now - state_since),
+            waiting=waiting,
+            row_key=r.key,
         )
 
-    def _capacity_inputs(self, s: _Server, now: float) -> tuple[float | None, list[tuple[str, str]]]:
-        """N_max for one replica, and the inputs used (shown in the server detail screen)."""
+    def _rtts_by_replica(self) -> dict[str, list[float]]:
+        """Robot-reported RTT p50 per replica, in one pass over the robots (not one pass per server)."""
+        out: dict[str, list[float]] = {}
+        for r in self._robots.values():
+            t = r.telemetry
+            if t is not None and t.rtt_p50_ms > 0 and t.replica:
+                out.setdefault(t.replica, []).append(t.rtt_p50_ms)
+        return out
+
+    def _capacity_inputs(
+        self, s: _Server, now: float, rtts_by_replica: dict[str, list[float]] | None = None, explain: bool = True
+    ) -> tuple[float | None, list[tuple[str, str]]]:
+        """N_max for one replica, and (when `explain`) the inputs used, for the server detail screen."""
         st = s.status
         if st is None:
             return None, [("status", "not received yet")]
@@ -333,13 +419,13 @@ class FleetStore:
             r_hz, r_src = DEFAULT_REQUEST_HZ, "default (no traffic observed)"
         horizon = float(st.chunk_size)
         dt = 1.0 / st.trained_fps if st.trained_fps > 0 else 0.0
-        rtts = sorted(
-            max(0.0, r.telemetry.rtt_p50_ms - st.inference_ms_p50)
-            for r in self._robots.values()
-            if r.telemetry is not None and r.telemetry.replica == s.replica and r.telemetry.rtt_p50_ms > 0
-        )
+        if rtts_by_replica is None:
+            rtts_by_replica = self._rtts_by_replica()
+        rtts = sorted(max(0.0, x - st.inference_ms_p50) for x in rtts_by_replica.get(s.replica, ()))
         rtt_ms = rtts[len(rtts) // 2] if rtts else 0.0
         value = n_max(t_s, r_hz, horizon, dt, rtt_ms / 1000.0)
+        if not explain:
+            return value, []
         inputs = [
             ("t (inference p50)", f"{st.inference_ms_p50:.1f} ms"),
             ("r (per-client rate)", f"{r_hz:.2f} Hz — {r_src}"),
@@ -356,10 +442,10 @@ class FleetStore:
         i = bisect.bisect_left(s.audit_times, now - AUDIT_RATE_WINDOW_S)
         return (len(s.audit_times) - i) / AUDIT_RATE_WINDOW_S
 
-    def _server_row(self, s: _Server, now: float) -> ServerRow:
+    def _server_row(self, s: _Server, now: float, rtts: dict[str, list[float]] | None = None) -> ServerRow:
         st = s.status
         status_age = None if s.status_at is None else max(0.0, now - s.status_at)
-        value, _ = self._capacity_inputs(s, now)
+        value, _ = self._capacity_inputs(s, now, rtts, explain=False)
         active = st.active_sessions if st else 0
         if self._token_gone(s.alive, s.gone_at, now):
             health = "gone"
@@ -378,6 +464,9 @@ class FleetStore:
         errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if s.audit_times else None)
         superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if s.audit_times else None)
         model, rev, service = s.ns
+        gone = health == "gone"
+        room_left, room_limit = (None, "") if gone or health == "stale" else room(value, st.max_sessions if st else 0, active, bool(st and st.draining))
+        heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
         return ServerRow(
             replica=s.replica,
             model_id=(st.model.repo_or_path if st and st.model.repo_or_path else model),
@@ -391,7 +480,8 @@ class FleetStore:
             superseded=superseded,
             health=health,
             n_max=value,
-            headroom=None if value is None else int(value) - active,
+            headroom=room_left,
+            room_limit=room_limit,
             inference_ms_p50=st.inference_ms_p50 if st else 0.0,
             draining=bool(st and st.draining),
             alive=s.alive,
@@ -399,7 +489,32 @@ class FleetStore:
             metrics_url=st.metrics_url if st else "",
             metrics_error=s.metrics_error,
             session_robots=tuple(sorted(x.client_uuid for x in st.sessions)) if st else (),
+            seen_age_s=min(heard) if heard else None,
+            ns=s.ns,
         )
+
+
+def waiting_reason(ns: Namespace, servers: tuple[ServerRow, ...]) -> str:
+    """Why a robot without a session is not getting one, from the replicas of its service.
+
+    Empty when some replica has room (the robot is simply connecting). Names every replica and what
+    stops it taking the robot, so the operator sees what would free it.
+    """
+    peers = sorted((s for s in servers if s.ns == ns), key=lambda s: s.replica)
+    live = [s for s in peers if s.health != "gone"]
+    if not live:
+        return "waiting: no replica serves this model/service" + (f" ({', '.join(f'{s.replica} gone' for s in peers)})" if peers else "")
+    if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
+        return ""
+    why = []
+    for s in sorted(peers, key=lambda s: (s.health in ("gone", "stale", "draining"), s.replica)):  # the ones that may free up first
+        if s.health in ("gone", "stale", "draining"):
+            why.append(f"{s.replica} {s.health}")
+        elif s.max_sessions and s.active_sessions >= s.max_sessions:
+            why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")
+        else:
+            why.append(f"{s.replica} room {s.headroom if s.headroom is not None else '?'} ({s.room_limit or 'unknown'})")
+    return f"waiting: no replica with room ({', '.join(why)})"
 
 
 def _aged(e: AuditEntry, age: float) -> AuditEntry:

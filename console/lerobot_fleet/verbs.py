@@ -7,6 +7,7 @@ Exit codes: 0 ok, 1 the target answered "no", 2 nobody answered / could not conn
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -14,16 +15,18 @@ from typing import Any
 
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
 
+from .alerts import AlertBook, AlertRules
 from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
 from .sources.base import ActionResult
 from .store import FleetStore
 
 
-def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
+def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     def robot(r: Any) -> dict[str, Any]:
         d = asdict(r)
         d["state"] = r.state.name
         d["superseded_pct"] = r.superseded_pct
+        d["ns"] = list(r.ns)
         return d
 
     return {
@@ -33,6 +36,7 @@ def snapshot_json(snap: FleetSnapshot) -> dict[str, Any]:
         "robots": [robot(r) for r in sort_robots(list(snap.robots), "robot")],
         "servers": [asdict(s) for s in sort_servers(list(snap.servers))],
         "notes": list(snap.notes),
+        "alerts": list(alerts or []),
     }
 
 
@@ -52,27 +56,82 @@ def snapshot_text(snap: FleetSnapshot) -> str:
     return "\n".join(lines)
 
 
-def run_status(settings: ZenohSettings, as_json: bool, wait_s: float) -> int:
-    """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot."""
+def _alerts_now(snap: FleetSnapshot, rules: AlertRules | None, book: AlertBook | None = None, now: float = 0.0) -> list[dict[str, Any]]:
+    book = book or AlertBook(rules)
+    book.update(snap, now)
+    return [a.as_dict(now) for a in book.listing()]
+
+
+def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: AlertRules | None = None) -> int:
+    """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot.
+
+    Exit 0 connected, 2 otherwise, whatever the router does meanwhile (never a traceback or an abort).
+    """
     from .sources.zenoh_source import ZenohSource
 
     store = FleetStore()
     source = ZenohSource(settings, status_period_s=max(0.5, wait_s / 2), scrape_period_s=max(0.5, wait_s / 2))
-    source.start(store)
+    snap = None
     try:
-        time.sleep(wait_s)
+        source.start(store)
+        time.sleep(max(0.0, wait_s))
         deadline = time.monotonic() + 5.0  # let a pending connection attempt finish, so the answer is definite
         while store.snapshot().connection == "connecting" and time.monotonic() < deadline:
             time.sleep(0.1)
         snap = store.snapshot()
+    except Exception as exc:  # defensive: the verbs promise an exit code, not a traceback
+        print(f"lerobot-fleet status: {exc}", file=sys.stderr)
     finally:
-        source.stop()
-    print(json.dumps(snapshot_json(snap), indent=2) if as_json else snapshot_text(snap))
-    return 0 if snap.connection == "connected" else 2
+        clean = source.stop() is not False
+    if snap is None:
+        return _exit(2, clean)
+    alerts = _alerts_now(snap, rules, now=store.clock())
+    if as_json:
+        print(json.dumps(snapshot_json(snap, alerts), indent=2))
+    else:
+        print(snapshot_text(snap))
+        print(f"ALERTS ({sum(1 for a in alerts if a['open'])} open)")
+        for a in alerts:
+            print(f"  {a['role']:<6} {a['target']:<20} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
+    if snap.connection != "connected":
+        print(f"lerobot-fleet status: not connected to {store.router} ({snap.notes[-1] if snap.notes else 'no answer'})", file=sys.stderr)
+    return _exit(0 if snap.connection == "connected" else 2, clean)
+
+
+def run_watch(settings: ZenohSettings, rules: AlertRules, wait_s: float, interval_s: float, count: int) -> int:
+    """One JSON line per interval (snapshot + alerts with open/cleared), for scripts and other alerting."""
+    from .sources.zenoh_source import ZenohSource
+
+    store = FleetStore()
+    book = AlertBook(rules)
+    source = ZenohSource(settings, status_period_s=max(0.5, interval_s), scrape_period_s=max(0.5, interval_s))
+    code = 0
+    try:
+        source.start(store)
+        time.sleep(max(0.0, wait_s))
+        n = 0
+        while not count or n < count:
+            snap = store.snapshot()
+            line = snapshot_json(snap, _alerts_now(snap, rules, book, store.clock()))
+            print(json.dumps(line, separators=(",", ":")), flush=True)
+            n += 1
+            if not count or n < count:
+                time.sleep(max(0.05, interval_s))
+        code = 0 if snap.connection == "connected" else 2
+    except KeyboardInterrupt:
+        code = 0
+    except BrokenPipeError:  # the reader went away (`| head`)
+        code = 0
+    except Exception as exc:
+        print(f"lerobot-fleet status --watch: {exc}", file=sys.stderr)
+        code = 2
+    finally:
+        clean = source.stop() is not False
+    return _exit(code, clean)
 
 
 def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:
-    from .sources.zenoh_source import operator_name, send_drain, send_episode_reset
+    from .ops import operator_name, send_drain, send_episode_reset
 
     try:
         session = open_session(settings)
@@ -85,12 +144,28 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             result = send_drain(session, target, None, reason, by, timeout)
         else:
             result = send_episode_reset(session, target, None, reason, by, timeout)
+    except Exception as exc:  # the router went away mid-query
+        print(f"lerobot-fleet {kind}: lost the router while asking {target}: {exc}. Check the router and try again.", file=sys.stderr)
+        return 2
     finally:
-        session.close()
+        try:
+            session.close()
+        except Exception:
+            pass
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
         return 0
     return 2 if result.message.startswith("no ") and "answered" in result.message else 1
+
+
+def _exit(code: int, clean: bool) -> int:
+    """When a source thread is still inside zenoh (a connection attempt that outlived stop()), leave without
+    interpreter finalization: zenoh objects dropped during finalization can abort the process."""
+    if not clean:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def _result_json(r: ActionResult) -> dict[str, Any]:

@@ -44,7 +44,13 @@ class KeyedTable(DataTable):
         return sum(w for _, _, w in self._spec) + 2 * (len(self._spec) - 1)
 
     def _join(self, cells: Sequence[tuple[str, str]]) -> Text:
-        """Fixed-width columns in one Text built in one go (wire strings stay plain text, never markup)."""
+        """Fixed-width columns in one Text built in one go (wire strings stay plain text, never markup).
+
+        A single cell spans the whole line (group header rows)."""
+        if len(cells) == 1 and len(self._spec) > 1:
+            text, style = cells[0]
+            text = text if len(text) <= self.line_width else text[: self.line_width - 1] + "…"
+            return Text(text.ljust(self.line_width), style=style, no_wrap=True, overflow="ellipsis")
         parts: list[str] = []
         spans: list[Span] = []
         pos = 0
@@ -61,7 +67,13 @@ class KeyedTable(DataTable):
 
     def get_column_text(self, row_key: str, column_key: str) -> str:
         """The plain text of one logical column of a row (tests and the e2e check read this)."""
-        return self._cells[row_key][self._col_index[column_key]][0]
+        return self._cells[self.resolve(row_key)][self._col_index[column_key]][0]
+
+    def resolve(self, key: str) -> str:
+        """A row key, or a bare robot id -> its row key (first in order when several namespaces share it)."""
+        if key in self._cells:
+            return key
+        return next((k for k in self._order if k.rsplit("\x1f", 1)[-1] == key), key)
 
     @property
     def selected_key(self) -> str | None:
@@ -133,6 +145,8 @@ class KeyedTable(DataTable):
         return [locs.get_key(i) for i in range(len(locs))]
 
     def select_key(self, key: str) -> None:
+        """Move the cursor to a row key; a bare robot id finds its row whatever the namespace."""
+        key = self.resolve(key)
         if key in self._cells:
             self.move_cursor(row=self.get_row_index(key))
 

@@ -53,3 +53,91 @@ async def until(pilot: Any, pred: Callable[[], Any], timeout: float, message: st
         return await wait_until_async(check, timeout, interval=0.25 if tick else 0.02, message=message, pause=pilot.pause)
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}") from None
+
+
+DEMO = ("lerobot/act_demo", "main", "pick the cube")
+
+
+class DrainScenario:
+    """The issue's demo situation, frozen: demo-a was drained and is gone, demo-b is full (3/3), two robots
+    moved to demo-b, and demo-arm-4 found no replica with room. Also one robot id in two namespaces."""
+
+    label = "scenario"
+    can_act = True
+
+    def __init__(self, clock) -> None:
+        self.clock = clock
+        self.actions: list[tuple[str, str]] = []
+
+    def start(self, store) -> None:
+        from lerobot_policy_remote.wire.messages import ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
+
+        store.set_connection("connected")
+        self.clock.advance(5.0)
+
+        def status(replica: str, robots: list[str], draining: bool = False) -> ServerStatus:
+            return ServerStatus(
+                replica=replica, model=ModelInfo(repo_or_path=DEMO[0], revision=DEMO[1]), service=DEMO[2], max_sessions=3,
+                active_sessions=len(robots), chunk_size=50, trained_fps=30.0, inference_ms_p50=5.0, warmed_up=True, draining=draining,
+                load=len(robots) / 3, sessions=[SessionInfo(session_id=f"s-{r}", client_uuid=r) for r in robots],
+            )
+
+        for replica in ("demo-a", "demo-b"):
+            store.on_server_alive(replica, True, DEMO)
+        store.on_status(status("demo-a", ["demo-arm-1", "demo-arm-2"]), DEMO)
+        store.on_status(status("demo-b", ["demo-arm-3"]), DEMO)
+        store.on_metrics("demo-a", {"requests_total": 100.0})
+        for i in range(1, 5):
+            store.on_robot_alive(f"demo-arm-{i}", True, DEMO)
+        self.clock.advance(1.0)
+        store.on_metrics("demo-a", {"requests_total": 110.0})
+        # the drain: demo-a moves its robots and goes away; demo-b fills up; demo-arm-4 is left waiting
+        store.on_status(status("demo-a", [], draining=True), DEMO)
+        store.on_status(status("demo-b", ["demo-arm-1", "demo-arm-2", "demo-arm-3"]), DEMO)
+        store.on_server_alive("demo-a", False, DEMO)
+        for i, (state, replica) in enumerate((("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("RECONNECTING", "")), 1):
+            store.on_telemetry(
+                RobotTelemetry(
+                    client_uuid=f"demo-arm-{i}", state=state, model_id=DEMO[0], service=DEMO[2], replica=replica,
+                    session_id=f"s-demo-arm-{i}" if replica else "", episode_id=2, staleness_s=0.14773235500001647,
+                    queue_s=0.5333333333333333, rtt_p50_ms=12.3456, rtt_p95_ms=20.5, requests=40, delay_steps=1,
+                    last_outcome="ok" if replica else "event:draining", fps=30.0, seq=i,
+                ),
+                DEMO,
+            )
+        # the same client_uuid in another namespace is another robot
+        other = ("lerobot/act_other", "main", "stack")
+        store.on_robot_alive("demo-arm-1", True, other)
+        store.on_telemetry(RobotTelemetry(client_uuid="demo-arm-1", state="CONNECTING", model_id=other[0], service=other[2], seq=1), other)
+        self.clock.advance(40.0)
+        for i in range(1, 5):  # the robots keep reporting; demo-a stays silent
+            store.on_telemetry(
+                RobotTelemetry(
+                    client_uuid=f"demo-arm-{i}", state="STREAMING" if i < 4 else "RECONNECTING", model_id=DEMO[0], service=DEMO[2],
+                    replica="demo-b" if i < 4 else "", session_id=f"s-demo-arm-{i}" if i < 4 else "", episode_id=2,
+                    staleness_s=0.14773235500001647, queue_s=0.5333333333333333, rtt_p50_ms=12.3456, rtt_p95_ms=20.5, requests=80,
+                    delay_steps=1, last_outcome="ok" if i < 4 else "event:draining", fps=30.0, seq=10 + i,
+                ),
+                DEMO,
+            )
+        store.on_status(status("demo-b", ["demo-arm-1", "demo-arm-2", "demo-arm-3"]), DEMO)
+
+    def stop(self) -> bool:
+        return True
+
+    def drain(self, replica, reason, requested_by):
+        from lerobot_fleet.sources.base import ActionResult
+
+        self.actions.append(("drain", replica))
+        return ActionResult(True, replica, "drain", "draining")
+
+    def reset_episode(self, robot_id, reason, requested_by, ns=None):
+        from lerobot_fleet.sources.base import ActionResult
+
+        self.actions.append(("reset", robot_id))
+        return ActionResult(True, robot_id, "reset", "episode reset", episode_id=3)
+
+
+def make_scenario_app() -> FleetConsoleApp:
+    clock = ManualClock(1000.0)
+    return FleetConsoleApp(DrainScenario(clock), clock=clock, refresh_s=1.0, operator="test-operator")

@@ -103,7 +103,8 @@ def test_server_rate_capacity_and_audit_tail():
     assert row.requests_per_s == pytest.approx(4.0)
     assert row.health == "ok" and row.errors == 1.0
     # r = 4 req/s / 4 sessions = 1 Hz; t = 20 ms -> utilisation bound 40
-    assert row.n_max == pytest.approx(40.0) and row.headroom == 36
+    # room = min(N_max 40, session cap 8) - 4 active: the cap limits it (it used to say +36)
+    assert row.n_max == pytest.approx(40.0) and row.headroom == 4 and row.room_limit == "cap"
     detail = store.server_detail("gpu-0")
     assert len(detail.audit) == 50 and detail.audit[-1].seq_id == 79  # bounded tail, newest last
     assert dict(detail.capacity_inputs)["N_max"] == "40.0"

@@ -10,6 +10,12 @@ from lerobot_policy_remote.wire.messages import RobotTelemetry
 
 SIZE = (140, 42)
 ACT = ("lerobot/act_pick_place", "main", "pick up the cube")
+PI0 = ("lerobot/pi0_towel", "v1.2", "fold the towel")
+
+
+def rid(key: str | None) -> str | None:
+    """The robot id of a row key (rows are keyed by namespace and id)."""
+    return None if key is None else key.rsplit("\x1f", 1)[-1]
 
 
 async def _wait_result(pilot, prefix: str) -> str:
@@ -60,7 +66,7 @@ async def test_reset_from_detail_screen_advances_episode():
         robots.select_key("arm-03")
         await pilot.press("enter")
         await pilot.pause()
-        assert isinstance(app.screen, RobotDetailScreen) and app.screen.robot_id == "arm-03"
+        assert isinstance(app.screen, RobotDetailScreen) and rid(app.screen.robot_id) == "arm-03"
         await pilot.press("r")
         await pilot.pause()
         await pilot.press("y")
@@ -98,15 +104,15 @@ async def test_cursor_stays_on_robot_when_order_changes():
         await pilot.pause()
         index_before = robots.cursor_row
         # towel-3 and towel-4 collapse to DEAD: both jump above towel-2 in the severity order
-        for rid in ("towel-3", "towel-4"):
-            app.store.on_telemetry(RobotTelemetry(client_uuid=rid, state="DEAD"), ACT)
+        for robot in ("towel-3", "towel-4"):
+            app.store.on_telemetry(RobotTelemetry(client_uuid=robot, state="DEAD"), PI0)
         app.tick()
         await pilot.pause()
-        assert robots.selected_key == "towel-2"
+        assert rid(robots.selected_key) == "towel-2"
         assert robots.cursor_row != index_before
         await pilot.press("o")  # re-sort by robot id
         await pilot.pause()
-        assert robots.selected_key == "towel-2"
+        assert rid(robots.selected_key) == "towel-2"
 
 
 @sync
@@ -116,12 +122,12 @@ async def test_filter_inverse_and_faults_only():
         await pilot.press("slash", *"!towel", "enter")
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        keys = [k for k in robots._order]
+        keys = [rid(k) for k in robots._order]
         assert keys and not any(k.startswith("towel") for k in keys)
         await pilot.press("escape")
         await pilot.press("f")
         await pilot.pause()
-        assert set(robots._order) == {"arm-07", "arm-09", "arm-04", "arm-05", "arm-03", "arm-10"}
+        assert {rid(k) for k in robots._order} == {"arm-07", "arm-09", "arm-04", "arm-05", "arm-03", "arm-10"}
 
 
 @sync
@@ -131,7 +137,7 @@ async def test_wire_text_is_never_markup():
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-04", "outcome").startswith("[bold]bad_request[/bold]")
-        assert "[bold]bad_request[/" in robots.get_cell("arm-04", "line").plain  # rendered text, not markup
+        assert "[bold]bad_request[/" in robots.get_cell(robots.resolve("arm-04"), "line").plain  # rendered text, not markup
 
 
 @sync

@@ -5,7 +5,7 @@ Regenerate baselines on purpose only: `pytest tests/console --snapshot-update` (
 
 from __future__ import annotations
 
-from fleet_helpers import make_app
+from fleet_helpers import make_app, make_scenario_app
 from lerobot_fleet.widgets import KeyedTable
 
 SIZE = (140, 42)
@@ -97,3 +97,101 @@ def test_disconnected_router(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, run_before=before, terminal_size=SIZE)
+
+
+def test_gone_server_and_waiting_robot(snap_compare):
+    """After draining demo-a: demo-a is gone (age shown, old figures dimmed), demo-b is full (room +0 cap),
+    demo-arm-4 waits and says why; demo-arm-1 also exists in another namespace (two rows)."""
+    assert snap_compare(make_scenario_app(), terminal_size=SIZE)
+
+
+def test_waiting_robot_detail(snap_compare):
+    """The waiting robot's detail: rounded units, the waiting reason, trends."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "demo-arm-4")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_scenario_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_gone_server_detail(snap_compare):
+    """A gone server's detail says its figures are old and since when."""
+
+    async def before(pilot):
+        await _select(pilot, "servers", "demo-a")
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(make_scenario_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_help_lists_every_key(snap_compare):
+    """`?` on the fleet screen lists every key it answers."""
+    assert snap_compare(make_app(), press=["question_mark"], terminal_size=SIZE)
+
+
+def test_marks(snap_compare):
+    """space marks the row under the cursor and moves down; the header and the title count marks."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-03")
+        await pilot.press("space", "space")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_bulk_reset_confirmation(snap_compare):
+    """Marked robots: one confirmation lists every target."""
+
+    async def before(pilot):
+        await _select(pilot, "robots", "arm-03")
+        await pilot.press("space", "space", "space", "r")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_alerts_screen(snap_compare):
+    """`!`: open alerts with when they started, then cleared ones; the header counts open alerts."""
+
+    async def before(pilot):
+        app = pilot.app
+        app.source.clock.advance(15.0)  # DEAD/STALLED robots pass the 10 s fault threshold
+        app.tick()
+        # arm-03's staleness recovers: its staleness alert clears
+        from dataclasses import replace
+
+        tel, ns = app.source._telemetry["arm-03"]
+        app.store.on_telemetry(replace(tel, staleness_s=0.1, seq=tel.seq + 1), ns)
+        app.source.clock.advance(5.0)
+        app.tick()
+        await pilot.press("exclamation_mark")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)
+
+
+def test_events_screen(snap_compare):
+    """`e`: state changes, audit refusals, drains, alerts; newest first."""
+    assert snap_compare(make_scenario_app(), press=["e"], terminal_size=SIZE)
+
+
+def test_events_filtered(snap_compare):
+    """The event filter: `sev:warn robot:arm-04` keeps arm-04's warnings and errors."""
+    assert snap_compare(make_app(), press=["e", "slash", *"sev:warn", "space", *"robot:arm-04", "enter"], terminal_size=SIZE)
+
+
+def test_grouped_by_server_with_a_fold(snap_compare):
+    """`g` groups robots by server with a header per group; `z` folds the group under the cursor."""
+
+    async def before(pilot):
+        await pilot.press("g")
+        await pilot.pause()
+        await _select(pilot, "robots", "towel-1")
+        await pilot.press("z")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), run_before=before, terminal_size=SIZE)

@@ -231,3 +231,46 @@ def test_drain_moves_to_another_replica_at_once():
     link.event("draining", epoch=e.session_epoch)
     e.step()
     assert e.replica != first and e.state is LinkState.CONNECTING
+
+
+def two_routers(link: MemoryLink, grace: float) -> RemoteInferenceEngine:
+    return engine(link, connect_endpoints=["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"], failover_grace_s=grace,
+                  reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+
+
+def test_with_several_routers_a_token_back_within_the_grace_keeps_the_session():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = two_routers(link, grace=30.0)
+    e.step()
+    e.step()
+    session, epoch = e.session_id, e.session_epoch
+    rep = link.replicas["a"]
+    link.remove_replica("a")  # our router died: the token is gone for now
+    e.step()
+    assert e.state is LinkState.DEGRADED and e.counters["server_token_lost"] == 1  # left STREAMING at once
+    link.add_replica(rep)  # the same replica, seen again through the other router
+    for _ in range(50):
+        e.get_action()
+        e.step()
+    assert e.state is LinkState.STREAMING and (e.session_id, e.session_epoch) == (session, epoch)
+
+
+def test_with_several_routers_another_replica_appearing_ends_the_grace():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = two_routers(link, grace=30.0)
+    e.step()
+    link.remove_replica("a")  # kill -9
+    e.step()
+    assert e.replica == "a"
+    link.add_replica(MemoryReplica("b"))  # its replacement
+    e.step()
+    assert e.replica == "b" and e.state is LinkState.CONNECTING
+
+
+def test_with_one_router_a_lost_token_ends_the_session_at_once():
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = engine(link, failover_grace_s=30.0)
+    e.step()
+    link.remove_replica("a")
+    e.step()
+    assert e.state is LinkState.RECONNECTING

@@ -43,6 +43,7 @@ from lerobot_policy_remote.server.manifest import Manifest, ModelSpec, RtcSpec
 from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.sim.modeling_rtc_toy import RtcToyPolicy
 from lerobot_policy_remote.sim.toy import SIM_ARM_ACTIONS, save_rtc_toy
+from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 FPS = 30.0
@@ -136,10 +137,7 @@ def remote_step(e: RemoteInferenceEngine, obs: dict, consume: int, clock: FakeCl
     assert e.counters["requests"] == sent + 1, "remote engine did not send the request"
     taken = [e.get_action(None) for _ in range(consume)]
     clock.t += (consume - 0.5) * DT if consume else 0.0
-    deadline = time.monotonic() + 30
-    while e.counters["chunks"] == merged and time.monotonic() < deadline:
-        e.step()
-        time.sleep(0.002)
+    wait_until(lambda: (e.step(), e.counters["chunks"] > merged)[1], 30, interval=0.002, message="the reply merged")
     assert e.counters["chunks"] == merged + 1, f"reply not merged: {dict(e.counters)}"
     return taken
 

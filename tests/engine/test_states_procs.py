@@ -14,7 +14,8 @@ import uuid
 
 import pytest
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc
+
+from lerobot_policy_remote.testing import VENV_BIN, Proc
 
 pytestmark = pytest.mark.slow
 DEGRADED_AFTER = 0.5
@@ -43,7 +44,7 @@ def test_healthy_run_is_never_degraded_and_sigstop_is_degraded_then_stalled(rout
             while time.monotonic() - t_healthy < 4 * chunk / 30:
                 assert rollout.popen.poll() is None, rollout.output()[-3000:]
                 time.sleep(0.2)  # a bounded watch for something that must NOT happen (checked below)
-            healthy = "\n".join(rollout.lines[n_lines:])
+            healthy = "\n".join(list(rollout.lines)[n_lines:])
             assert "executing session_id=" in rollout.output()
             for bad in ("DEGRADED", "STALLED", "RECONNECTING", "timed out"):
                 assert bad not in healthy, f"chunk {chunk}: {bad} in a healthy run:\n{healthy[-3000:]}"
@@ -58,7 +59,7 @@ def test_healthy_run_is_never_degraded_and_sigstop_is_degraded_then_stalled(rout
                 t_stalled = time.monotonic()
             finally:
                 server.signal_program(signal.SIGCONT)
-            after = rollout.lines[n_lines:]
+            after = list(rollout.lines)[n_lines:]
             states = [ln.split("Link state: ")[1] for ln in after if "Link state: " in ln]
             assert states[:2] == ["DEGRADED", "STALLED"], states
             # DEGRADED came at most one chunk period (the robot had not asked yet) + the bound after the stop,

@@ -226,7 +226,7 @@ class FakeSource:
         sessions = tuple(s.session_id for s in status.sessions)
         return ActionResult(True, replica, "drain", "draining", sessions=sessions)
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: tuple[str, str, str] | None = None) -> ActionResult:
         self.actions.append(("reset", robot_id))
         entry = self._telemetry.get(robot_id)
         if entry is None:

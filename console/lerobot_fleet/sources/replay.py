@@ -1,4 +1,4 @@
-"""Replay a recorded fleet from JSONL (demos, bug reports, tests). Read-only: it cannot act.
+"""Record and replay a fleet as JSONL (demos, bug reports, tests). A replay is read-only: it cannot act.
 
 One event per line::
 
@@ -21,13 +21,44 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lerobot_policy_remote.wire.codec import from_dict
+from lerobot_policy_remote.wire.codec import decode, decode_json, from_dict, to_dict
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 
 from ..store import FleetStore
 from .base import ActionResult
+
+
+class Recorder:
+    """Writes what the source saw as replay JSONL (`--record`), for demos and bug reports."""
+
+    def __init__(self, path: str) -> None:
+        self._f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._t0 = time.monotonic()
+        self._lock = threading.Lock()
+
+    def event(self, ev: dict[str, Any]) -> None:
+        ev = {"t": round(time.monotonic() - self._t0, 3), **ev}
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+    def raw(self, kind: str, key: str, payload: bytes | None) -> None:
+        """Decoded again here (only when recording) so the file holds plain JSON, never msgpack."""
+        try:
+            if kind in ("alive+", "alive-"):
+                self.event({"kind": "alive", "key": key, "alive": kind == "alive+"})
+            elif kind == "telemetry":
+                self.event({"kind": "telemetry", "key": key, "data": to_dict(decode(RobotTelemetry, payload))})
+            elif kind == "audit":
+                self.event({"kind": "audit", "key": key, "data": to_dict(decode_json(AuditLine, payload))})
+        except WireError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
 
 
 def load_events(path: str | Path) -> list[dict[str, Any]]:
@@ -117,5 +148,5 @@ class ReplaySource:
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult:
         return ActionResult(False, replica, "drain", "a replay cannot act")
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: tuple[str, str, str] | None = None) -> ActionResult:
         return ActionResult(False, robot_id, "reset", "a replay cannot act")

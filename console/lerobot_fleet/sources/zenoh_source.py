@@ -7,149 +7,34 @@ decoder thread turns those into store updates; one poller checks the router link
 
 from __future__ import annotations
 
-import getpass
-import json
 import logging
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
-from lerobot_policy_remote.wire.codec import decode, decode_json, encode, to_dict
+from lerobot_policy_remote.wire.codec import decode, decode_json, to_dict
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
-from lerobot_policy_remote.wire.messages import (
-    AuditLine,
-    DrainAck,
-    DrainRequest,
-    EpisodeResetAck,
-    EpisodeResetCommand,
-    RobotTelemetry,
-    ServerStatus,
-)
+from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
+from ..ops import ANY, operator_name, query_statuses, send_drain, send_episode_reset
 from ..store import FleetStore, Namespace
 from .base import ActionResult
 from .prometheus import scrape
+from .replay import Recorder
 
 log = logging.getLogger(__name__)
 
-ANY = ServiceKeys.any()
+__all__ = ["ZenohSource", "operator_name", "query_statuses", "send_drain", "send_episode_reset"]
+
 INBOX_MAX = 50_000
-
-
-def operator_name() -> str:
-    try:
-        user = getpass.getuser()
-    except Exception:
-        user = "operator"
-    return f"{user}@{socket.gethostname()}"
+STOP_JOIN_S = 6.0  # longer than one connection attempt (connect_timeout) plus one status query
 
 
 def _ns(p: ParsedKey) -> Namespace:
     return (p.model_id, p.revision, p.service)
-
-
-def _reply_error(reply: Any) -> str:
-    try:
-        return reply.err.payload.to_bytes().decode("utf-8", "replace")
-    except Exception:
-        return "error reply"
-
-
-def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatus, Namespace]]:
-    """`get(.../server/*/status)` across every namespace; undecodable replies are skipped."""
-    import zenoh
-
-    out = []
-    # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
-    # default consolidation would collapse into one.
-    for reply in session.get(ANY.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
-        if reply.ok is None:
-            continue
-        try:
-            status = decode(ServerStatus, reply.ok.payload.to_bytes())
-        except WireError:
-            continue
-        try:
-            ns = _ns(parse_key(str(reply.ok.key_expr)))
-        except WireError:
-            ns = ("", "", "")
-        if "*" in "".join(ns) or not all(ns):
-            # a replica that replied on the query's wildcard key: its body still names the namespace
-            ns = (status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
-        out.append((status, ns))
-    return out
-
-
-def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
-    keys = ServiceKeys.for_service(*ns) if ns else ANY
-    return _ask(
-        session, keys.server(replica, "drain"), encode(DrainRequest(reason=reason, requested_by=requested_by)), timeout,
-        DrainAck, replica, "drain", "server",
-        lambda ack: ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}),
-    )
-
-
-def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
-    keys = ServiceKeys.for_service(*ns) if ns else ANY
-    return _ask(
-        session, keys.robot(robot_id, "episode_reset"), encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)), timeout,
-        EpisodeResetAck, robot_id, "reset", "robot",
-        lambda ack: ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id),
-    )
-
-
-def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, target: str, action: str, who: str,
-         result: Callable[[Any], ActionResult]) -> ActionResult:
-    """One operator query: the first acknowledgement that succeeded wins, else the first failure is shown."""
-    results = []
-    for reply in session.get(key, payload=payload, timeout=timeout):
-        if reply.ok is None:
-            results.append(ActionResult(False, target, action, _reply_error(reply)))
-            continue
-        try:
-            results.append(result(decode(ack_cls, reply.ok.payload.to_bytes())))
-        except WireError as exc:
-            results.append(ActionResult(False, target, action, f"bad reply: {exc}"))
-    if not results:
-        return ActionResult(False, target, action, f"no {who} answered at {key}")
-    ok = [r for r in results if r.ok]
-    return ok[0] if ok else results[0]
-
-
-class Recorder:
-    """Writes what the source saw as replay JSONL (`--record`), for demos and bug reports."""
-
-    def __init__(self, path: str) -> None:
-        self._f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._t0 = time.monotonic()
-        self._lock = threading.Lock()
-
-    def event(self, ev: dict[str, Any]) -> None:
-        ev = {"t": round(time.monotonic() - self._t0, 3), **ev}
-        with self._lock:
-            if not self._f.closed:
-                self._f.write(json.dumps(ev, separators=(",", ":")) + "\n")
-
-    def raw(self, kind: str, key: str, payload: bytes | None) -> None:
-        """Decoded again here (only when recording) so the file holds plain JSON, never msgpack."""
-        try:
-            if kind in ("alive+", "alive-"):
-                self.event({"kind": "alive", "key": key, "alive": kind == "alive+"})
-            elif kind == "telemetry":
-                self.event({"kind": "telemetry", "key": key, "data": to_dict(decode(RobotTelemetry, payload))})
-            elif kind == "audit":
-                self.event({"kind": "audit", "key": key, "data": to_dict(decode_json(AuditLine, payload))})
-        except WireError:
-            pass
-
-    def close(self) -> None:
-        with self._lock:
-            self._f.close()
 
 
 class ZenohSource:
@@ -189,47 +74,67 @@ class ZenohSource:
             t.start()
             self._threads.append(t)
 
-    def stop(self) -> None:
+    def stop(self) -> bool:
+        """Stop the threads; the session thread closes its own session. True when every thread ended.
+
+        The session is opened, used and closed by the one thread that owns it, so a connection attempt
+        that completes after `stop()` still closes what it opened. A zenoh session left open at
+        interpreter exit is dropped during finalization, where zenoh can panic and abort the process
+        (the `Aborted` of `lerobot-fleet status` while a fleet was starting; docs/decisions.md).
+        """
         self._stop.set()
+        deadline = time.monotonic() + STOP_JOIN_S
         for t in self._threads:
-            t.join(timeout=3)
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         if self._recorder is not None:
             self._recorder.close()
-        session, self.session = self.session, None
+        return not any(t.is_alive() for t in self._threads)
+
+    def _run(self) -> None:
+        """Open the session (retrying: the console starts even when the router is down), poll, close."""
+        store = self._store
+        assert store is not None
+        session = None
+        try:
+            while not self._stop.is_set() and session is None:
+                try:
+                    session = open_session(self.settings)
+                except Exception as exc:
+                    store.set_connection("disconnected")
+                    store.note(str(exc).split(". ")[0][:160])
+                    self._stop.wait(1.0)
+            if session is None or self._stop.is_set():
+                return
+            self.session = session
+            self._declare()
+            next_status = 0.0
+            while not self._stop.is_set():
+                linked = self._linked()
+                store.set_connection("connected" if linked else "disconnected")
+                now = time.monotonic()
+                if linked and now >= next_status:
+                    next_status = now + self.status_period_s
+                    self._poll_status()
+                self._stop.wait(0.25)
+        except Exception as exc:  # a zenoh error mid-run (router killed, session closed under us)
+            store.set_connection("disconnected")
+            store.note(f"zenoh session failed: {exc}"[:200])
+        finally:
+            self.session = None
+            self._close(session)
+
+    def _close(self, session: Any) -> None:
         for d in self._decls:
             try:
                 d.undeclare()
             except Exception:  # teardown: the router may already be gone
                 log.debug("undeclare failed during stop", exc_info=True)
+        self._decls = []
         if session is not None:
             try:
                 session.close()
             except Exception:
                 log.debug("session close failed during stop", exc_info=True)
-
-    def _run(self) -> None:
-        """Open the session (retrying: the console starts even when the router is down), then poll."""
-        store = self._store
-        assert store is not None
-        while not self._stop.is_set() and self.session is None:
-            try:
-                self.session = open_session(self.settings)
-            except Exception as exc:
-                store.set_connection("disconnected")
-                store.note(str(exc).split(". ")[0][:160])
-                self._stop.wait(1.0)
-        if self._stop.is_set():
-            return
-        self._declare()
-        next_status = 0.0
-        while not self._stop.is_set():
-            linked = self._linked()
-            store.set_connection("connected" if linked else "disconnected")
-            now = time.monotonic()
-            if linked and now >= next_status:
-                next_status = now + self.status_period_s
-                self._poll_status()
-            self._stop.wait(0.25)
 
     def _linked(self) -> bool:
         try:
@@ -363,7 +268,7 @@ class ZenohSource:
             return ActionResult(False, replica, "drain", "not connected to the router")
         return send_drain(self.session, replica, self._ns.get(("server", replica)), reason, requested_by)
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         if self.session is None:
             return ActionResult(False, robot_id, "reset", "not connected to the router")
-        return send_episode_reset(self.session, robot_id, self._ns.get(("robot", robot_id)), reason, requested_by)
+        return send_episode_reset(self.session, robot_id, ns or self._ns.get(("robot", robot_id)), reason, requested_by)

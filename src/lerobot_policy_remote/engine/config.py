@@ -26,6 +26,9 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     # Several routers: the session uses the first it reaches and fails over to the others. When set,
     # it replaces `connect_endpoint`.
     connect_endpoints: list[str] = field(default_factory=list)
+    # With several endpoints: how long a lost server token may take to come back through another
+    # router before the session is given up (one endpoint: given up at once).
+    failover_grace_s: float = 1.0
     zenoh_mode: str = "client"
     tls_cert: str | None = None
     tls_key: str | None = None

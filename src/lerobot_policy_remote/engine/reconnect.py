@@ -32,11 +32,30 @@ class Backoff:
 
 
 class Reconnector:
-    """The reconnect policy (pure: the engine feeds it events and asks `due`)."""
+    """The reconnect policy (pure: the engine feeds it events and asks `due`).
 
-    def __init__(self, initial_s: float, max_s: float) -> None:
+    `token_grace_s` > 0 (several routers): a lost server token may come back through another router
+    within the grace, and the session is kept; 0 (one router): a lost token ends the session at once.
+    """
+
+    def __init__(self, initial_s: float, max_s: float, token_grace_s: float = 0.0) -> None:
         self.backoff = Backoff(initial_s, max_s)
+        self.token_grace_s = token_grace_s
         self.needed = True  # no session yet
+        self.token_gone_at: float | None = None  # the bound replica's token went away (grace running)
+        self._replacement = False  # another replica appeared during the grace: reconnect without waiting
+
+    def token_lost(self, now: float) -> None:
+        if self.token_gone_at is None:
+            self.token_gone_at = now
+
+    def token_expired(self, now: float) -> bool:
+        """True once when the bound replica's token stayed away for the grace: give the session up."""
+        gone = self.token_gone_at
+        if gone is None or now - gone < self.token_grace_s:
+            return False
+        self.token_gone_at = None
+        return True
 
     def due(self, now: float) -> bool:
         return self.needed and self.backoff.due(now)
@@ -44,7 +63,11 @@ class Reconnector:
     def lost(self, now: float) -> None:
         """The session is gone: the first retry waits one backoff step (a change cuts it short)."""
         self.needed = True
-        self.backoff.defer(now)
+        if self._replacement:
+            self._replacement = False
+            self.backoff.now(now)
+        else:
+            self.backoff.defer(now)
 
     def failed(self, now: float) -> float:
         return self.backoff.defer(now)
@@ -55,10 +78,22 @@ class Reconnector:
 
     def succeeded(self) -> None:
         self.needed = False
+        self.token_gone_at = None
+        self._replacement = False
         self.backoff.reset()
 
-    def on_server_changes(self, changes: list[ServerChange], now: float) -> bool:
-        """A replica's token appeared while we look for one: try at once. Returns True when it did."""
+    def on_server_changes(self, changes: list[ServerChange], now: float, bound: str = "") -> bool:
+        """A replica's token appeared while we look for one: try at once. Returns True when it did.
+
+        During a token grace, the bound replica coming back keeps the session; another replica
+        appearing ends the grace at once (the old one is not coming back: kill -9 and a replacement).
+        """
+        if self.token_gone_at is not None:
+            if any(c.alive and c.replica == bound for c in changes):
+                self.token_gone_at = None
+            elif any(c.alive for c in changes):
+                self.token_gone_at = float("-inf")
+                self._replacement = True
         if self.needed and any(c.alive for c in changes):
             self.backoff.now(now)
             return True

@@ -65,7 +65,6 @@ class RemoteInferenceEngine(InferenceEngine):
         self._dt = 1.0 / self.fps
         self.model_id = model_id
         self._policy_type = policy_type
-        self._robot_type = robot_type
         self._global_shutdown = shutdown_event
         self.client_uuid = check_id(config.client_uuid, "client_uuid") if config.client_uuid else uuid.uuid4().hex
         self.keys = ServiceKeys.for_service(model_id, config.service_revision or "main", config.service_task or task)
@@ -81,7 +80,8 @@ class RemoteInferenceEngine(InferenceEngine):
                                                   max_guidance_weight=rtc.max_guidance_weight, execution_horizon=rtc.execution_horizon))
         self.latency = WindowedLatency(maxlen=config.latency_window)
         self.link = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
-        self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s)
+        grace = config.failover_grace_s if len(config.endpoints()) > 1 else 0.0
+        self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s, grace)
         self.counters: collections.Counter[str] = collections.Counter()
         self._active, self._stop, self._wake = Event(), Event(), Event()
         self.control = ControlSide(config, self.queue, self.link, self.action_names, self._active)
@@ -95,29 +95,12 @@ class RemoteInferenceEngine(InferenceEngine):
         self.rtt = RttWindow()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
 
-    @property
-    def telemetry_seq(self) -> int:
-        return self._pacer.seq
-
-    @property
-    def last_outcome(self) -> str:
-        """How the last request ended: ok | timeout | bad_chunk | event:<name>."""
-        return self.requests.last_outcome
-
-    # ------------------------------------------------------------------ lifecycle
-    @property
-    def ready(self) -> bool:
-        return self._ready.is_set() or self._failed.is_set()
-
-    @property
-    def failed(self) -> bool:
-        return self._failed.is_set()
-
-    @property
-    def state(self) -> LinkState:
-        return self.link.snapshot()[0]
-
-    # the current session, as lerobot-style attributes
+    # ------------------------------------------------------------------ public state (read-only views)
+    ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
+    failed = property(lambda self: self._failed.is_set())
+    state = property(lambda self: self.link.snapshot()[0])
+    telemetry_seq = property(lambda self: self._pacer.seq)
+    last_outcome = property(lambda self: self.requests.last_outcome)  # ok | timeout | bad_chunk | server_lost | event:<name>
     session_id = property(lambda self: self.session.session_id)
     replica = property(lambda self: self.session.replica)
     session_epoch = property(lambda self: self.session.epoch)
@@ -126,6 +109,7 @@ class RemoteInferenceEngine(InferenceEngine):
     executed_count = property(lambda self: self.control.executed_count)
     fallback_count = property(lambda self: self.control.fallback_count)
 
+    # ------------------------------------------------------------------ lifecycle
     def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:
         """Join the network and do the first handshake before the robot moves (fail fast).
 
@@ -206,7 +190,7 @@ class RemoteInferenceEngine(InferenceEngine):
     def step(self) -> bool:
         """One pass of the network worker (the worker thread loops on it); False once DEAD."""
         now = time.monotonic()
-        self.reconnect.on_server_changes(self.transport.server_changes(), now)
+        self.reconnect.on_server_changes(self.transport.server_changes(), now, self.replica)
         for msg in self.transport.receive():
             self._on_inbound(msg.payload, msg.attachment, now)
         self._apply_operator_resets()
@@ -283,6 +267,10 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _check_link(self, now: float) -> None:
         if self.transport.server_lost() and not self.reconnect.needed:
+            self.counters["server_token_lost"] += 1
+            self.reconnect.token_lost(now)
+            self.requests.fail("server_lost")  # leaves STREAMING at once; the buffer keeps playing
+        if self.reconnect.token_expired(now):
             self._lose_link(now, f"server liveliness lost (replica {self.replica})")
             return
         out = self.requests.expire(now, self.cfg.request_timeout_s)

@@ -204,10 +204,9 @@ class MemoryLink:
         self._notify()
 
     def remove_replica(self, replica: str) -> None:
-        """A replica's token goes away (kill -9, lease expiry)."""
+        """A replica's token goes away (kill -9, lease expiry, or the robot's router lost)."""
         with self._lock:
             self.replicas.pop(replica, None)
-            self._sessions.pop(replica, None)
             self._changes.append(ServerChange(replica, False))
             if replica == self.bound:
                 self._lost = True

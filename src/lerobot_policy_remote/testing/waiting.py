@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -14,11 +14,10 @@ class WaitTimeout(AssertionError):
     """A condition did not hold in time (an AssertionError, so pytest reports it as a test failure)."""
 
 
-def wait_until(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition") -> T:
-    """Poll `cond()` until it returns something truthy and return that value.
+def _polls(cond: Callable[[], T], timeout: float, interval: float, message: str) -> Generator[float, None, T]:
+    """Check `cond` until truthy (returned as the generator's value); yields how long to pause between checks.
 
-    Raises :class:`WaitTimeout` naming `message`, the timeout and the last value seen. `cond` is always
-    evaluated at least once, and once more at the deadline, so a slow poll never loses a late success.
+    `cond` is checked at least once and once more at the deadline, so a slow poll never loses a late success.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -28,7 +27,33 @@ def wait_until(cond: Callable[[], T], timeout: float, interval: float = 0.05, me
         left = deadline - time.monotonic()
         if left <= 0:
             raise WaitTimeout(f"timed out after {timeout:g}s waiting for {message} (last value: {value!r})")
-        time.sleep(min(interval, left))
+        yield min(interval, left)
+
+
+def wait_until(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition") -> T:
+    """Poll `cond()` until it returns something truthy and return that value.
+
+    Raises :class:`WaitTimeout` naming `message`, the timeout and the last value seen.
+    """
+    polls = _polls(cond, timeout, interval, message)
+    try:
+        while True:
+            time.sleep(next(polls))
+    except StopIteration as done:
+        return done.value
+
+
+async def wait_until_async(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition",
+                           pause: Callable[[float], Awaitable[object]] | None = None) -> T:
+    """:func:`wait_until` for code on an event loop: yields with `pause(interval)` (default `asyncio.sleep`;
+    Textual tests pass `pilot.pause`) so the app keeps running between polls."""
+    sleep = pause or asyncio.sleep
+    polls = _polls(cond, timeout, interval, message)
+    try:
+        while True:
+            await sleep(next(polls))
+    except StopIteration as done:
+        return done.value
 
 
 def assert_never(cond: Callable[[], object], duration: float, interval: float = 0.05, message: str = "condition") -> None:
@@ -42,19 +67,3 @@ def assert_never(cond: Callable[[], object], duration: float, interval: float = 
         if left <= 0:
             return
         time.sleep(min(interval, left))
-
-
-async def wait_until_async(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition",
-                           pause: Callable[[float], Awaitable[object]] | None = None) -> T:
-    """:func:`wait_until` for code on an event loop: yields with `pause(interval)` (default `asyncio.sleep`;
-    Textual tests pass `pilot.pause`) so the app keeps running between polls."""
-    sleep = pause or asyncio.sleep
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise WaitTimeout(f"timed out after {timeout:g}s waiting for {message} (last value: {value!r})")
-        await sleep(min(interval, left))

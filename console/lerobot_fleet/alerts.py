@@ -1,0 +1,128 @@
+"""Alert rules and the alert book: thresholds over snapshots, with when each alert opened and cleared.
+
+Pure (no Textual, no clock reads): `AlertBook.update(snapshot, now)` is called by the console on every
+tick and by `lerobot-fleet status --watch` on every line, so both see the same alerts.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from collections import deque
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from .model import FleetSnapshot, fmt_age
+
+__all__ = ["AlertRules", "Alert", "AlertBook", "evaluate"]
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """Thresholds; a value <= 0 turns that rule off. Defaults suit a 30 Hz arm with ~1 s action chunks."""
+
+    staleness_s: float = 1.0  # a robot executing actions older than this
+    fault_s: float = 10.0  # a robot in a fault state (DEGRADED, STALLED, RECONNECTING, DEAD, GONE) this long
+    error_rate: float = 0.05  # robot errors / requests
+    rtt_p95_ms: float = 500.0  # robot round trip p95
+    server_load: float = 0.9  # a replica's load (0..1)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: float | None) -> AlertRules:
+        """Defaults, then a small TOML or JSON file (same keys, optionally under [alerts]), then flags."""
+        rules = cls()
+        if path:
+            text = Path(path).read_text()
+            try:
+                data = tomllib.loads(text) if not text.lstrip().startswith("{") else json.loads(text)
+            except (tomllib.TOMLDecodeError, ValueError) as exc:
+                raise ValueError(f"alerts config {path}: not TOML or JSON ({exc})") from None
+            data = data.get("alerts", data)
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(data) - known)
+            if unknown:
+                raise ValueError(f"alerts config {path}: unknown keys {unknown}; known: {sorted(known)}")
+            rules = replace(rules, **{k: float(v) for k, v in data.items()})
+        return replace(rules, **{k: float(v) for k, v in overrides.items() if v is not None})
+
+
+@dataclass(frozen=True)
+class Alert:
+    rule: str  # staleness | fault | error_rate | rtt_p95 | server_load
+    target: str  # robot row key or server replica
+    name: str  # what the operator reads (robot id or replica)
+    role: str  # robot | server
+    message: str
+    started_s: float  # monotonic
+    cleared_s: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.rule, self.target)
+
+    def as_dict(self, now: float) -> dict[str, object]:
+        return {
+            "rule": self.rule, "role": self.role, "target": self.name, "message": self.message,
+            "open": self.cleared_s is None, "age_s": round(now - self.started_s, 1),
+            "cleared_age_s": None if self.cleared_s is None else round(now - self.cleared_s, 1),
+        }
+
+
+def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tuple[str, str, str, float]]:
+    """Breaches now: (rule, target) -> (name, role, message, seconds it has lasted already, when known)."""
+    out: dict[tuple[str, str], tuple[str, str, str, float]] = {}
+    for r in snap.robots:
+        if rules.fault_s > 0 and r.state.is_fault and r.state_age_s is not None and r.state_age_s >= rules.fault_s:
+            out[("fault", r.key)] = (r.robot_id, "robot", f"{r.state.name} for {fmt_age(r.state_age_s)}", r.state_age_s)
+        if r.is_stale:
+            continue  # old figures do not raise figure alerts (the fault rule covers a gone robot)
+        if rules.staleness_s > 0 and r.staleness_s is not None and r.staleness_s >= rules.staleness_s:
+            out[("staleness", r.key)] = (r.robot_id, "robot", f"staleness {r.staleness_s:.2f} s ≥ {rules.staleness_s:g} s", 0.0)
+        if rules.error_rate > 0 and r.requests > 0 and r.errors / r.requests >= rules.error_rate:
+            out[("error_rate", r.key)] = (r.robot_id, "robot", f"errors {100 * r.errors / r.requests:.1f}% ≥ {100 * rules.error_rate:g}%", 0.0)
+        if rules.rtt_p95_ms > 0 and r.rtt_p95_ms is not None and r.rtt_p95_ms >= rules.rtt_p95_ms:
+            out[("rtt_p95", r.key)] = (r.robot_id, "robot", f"rtt p95 {r.rtt_p95_ms:.0f} ms ≥ {rules.rtt_p95_ms:g} ms", 0.0)
+    for s in snap.servers:
+        if rules.server_load > 0 and not s.is_stale and s.load >= rules.server_load:
+            out[("server_load", s.replica)] = (s.replica, "server", f"load {s.load:.2f} ≥ {rules.server_load:g}", 0.0)
+    return out
+
+
+class AlertBook:
+    """Open alerts plus a bounded history of cleared ones (newest first when listed)."""
+
+    def __init__(self, rules: AlertRules | None = None, history: int = 500) -> None:
+        self.rules = rules or AlertRules()
+        self._open: dict[tuple[str, str], Alert] = {}
+        self._message: dict[tuple[str, str], str] = {}  # latest message of each open alert (applied when listed)
+        self._closed: deque[Alert] = deque(maxlen=history)
+
+    def update(self, snap: FleetSnapshot, now: float) -> tuple[list[Alert], list[Alert]]:
+        """Apply one snapshot; returns (opened, cleared) so callers can log them as events."""
+        now_breaching = evaluate(snap, self.rules)
+        opened, cleared = [], []
+        for key, (name, role, message, lasted) in now_breaching.items():
+            if key not in self._open:
+                a = self._open[key] = Alert(key[0], key[1], name, role, message, now - lasted)
+                opened.append(a)
+            self._message[key] = message
+        for key in [k for k in self._open if k not in now_breaching]:
+            a = replace(self._open.pop(key), message=self._message.pop(key), cleared_s=now)
+            self._closed.appendleft(a)
+            cleared.append(a)
+        return opened, cleared
+
+    @property
+    def open_count(self) -> int:
+        return len(self._open)
+
+    def is_alerting(self, target: str) -> bool:
+        return any(t == target for _, t in self._open)
+
+    def targets(self) -> set[str]:
+        return {t for _, t in self._open}
+
+    def listing(self) -> list[Alert]:
+        """Open alerts (newest first), then cleared ones (most recently cleared first)."""
+        current = [replace(a, message=self._message.get(k, a.message)) for k, a in self._open.items()]
+        return sorted(current, key=lambda a: (-a.started_s, a.rule, a.name)) + list(self._closed)

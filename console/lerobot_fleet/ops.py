@@ -1,0 +1,111 @@
+"""The operator queries, shared by the verbs and the console: status of every replica, drain, episode reset.
+
+Each takes an open Zenoh session and returns decoded results or an `ActionResult` in the operator's
+words; none keeps state, so the live source, the app's workers and `lerobot-fleet drain|reset|status`
+all run the same code.
+"""
+
+from __future__ import annotations
+
+import getpass
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from lerobot_policy_remote.wire.codec import decode, encode
+from lerobot_policy_remote.wire.errors import WireError
+from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
+from lerobot_policy_remote.wire.messages import (
+    DrainAck,
+    DrainRequest,
+    EpisodeResetAck,
+    EpisodeResetCommand,
+    ServerStatus,
+)
+
+from .sources.base import ActionResult
+from .store import Namespace
+
+ANY = ServiceKeys.any()
+
+
+def operator_name() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "operator"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _ns(p: ParsedKey) -> Namespace:
+    return (p.model_id, p.revision, p.service)
+
+
+def _reply_error(reply: Any) -> str:
+    try:
+        return reply.err.payload.to_bytes().decode("utf-8", "replace")
+    except Exception:
+        return "error reply"
+
+
+def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatus, Namespace]]:
+    """`get(.../server/*/status)` across every namespace; undecodable replies are skipped."""
+    import zenoh
+
+    out = []
+    # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
+    # default consolidation would collapse into one.
+    for reply in session.get(ANY.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
+        if reply.ok is None:
+            continue
+        try:
+            status = decode(ServerStatus, reply.ok.payload.to_bytes())
+        except WireError:
+            continue
+        try:
+            ns = _ns(parse_key(str(reply.ok.key_expr)))
+        except WireError:
+            ns = ("", "", "")
+        if "*" in "".join(ns) or not all(ns):
+            # a replica that replied on the query's wildcard key: its body still names the namespace
+            ns = (status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
+        out.append((status, ns))
+    return out
+
+
+def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    return _ask(
+        session, keys.server(replica, "drain"), encode(DrainRequest(reason=reason, requested_by=requested_by)), timeout,
+        DrainAck, replica, "drain", "server",
+        lambda ack: ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}),
+    )
+
+
+def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    return _ask(
+        session, keys.robot(robot_id, "episode_reset"), encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)), timeout,
+        EpisodeResetAck, robot_id, "reset", "robot",
+        lambda ack: ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id),
+    )
+
+
+def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, target: str, action: str, who: str,
+         result: Callable[[Any], ActionResult]) -> ActionResult:
+    """One operator query: the first acknowledgement that succeeded wins, else the first failure is shown."""
+    results = []
+    for reply in session.get(key, payload=payload, timeout=timeout):
+        if reply.ok is None:
+            results.append(ActionResult(False, target, action, _reply_error(reply)))
+            continue
+        try:
+            results.append(result(decode(ack_cls, reply.ok.payload.to_bytes())))
+        except WireError as exc:
+            results.append(ActionResult(False, target, action, f"bad reply: {exc}"))
+    if not results:
+        return ActionResult(False, target, action, f"no {who} answered at {key}")
+    ok = [r for r in results if r.ok]
+    return ok[0] if ok else results[0]
+
+

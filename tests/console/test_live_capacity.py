@@ -1,0 +1,125 @@
+"""The issue's scenario with real processes: two `lerobot-policy-server` replicas (3 sessions each), four
+`lerobot-rollout --inference.type=remote` robots, and the console's real Zenoh source. Draining one replica
+while the other is nearly full: the console shows the moved robots, exactly one robot waiting with its
+reason, the drained server dimmed as gone, and a fault alert that opens while the robot waits and clears
+once a seat frees up (one robot on the full replica is stopped)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from fleet_helpers import screen_text, sync, until
+from lerobot_fleet.alerts import AlertRules
+from lerobot_fleet.app import FleetConsoleApp
+from lerobot_fleet.model import RobotState
+from lerobot_fleet.render import OLD, SERVER_COLUMNS, server_cells
+from lerobot_fleet.sources.zenoh_source import ZenohSource
+from lerobot_fleet.widgets import KeyedTable
+from support.policies import save_tiny_act
+from support.procs import VENV_BIN, Proc, free_port
+
+from lerobot_policy_remote.zenoh_config import ZenohSettings
+
+pytestmark = pytest.mark.slow
+REPLICAS = ("cap-a", "cap-b")
+ROBOTS = tuple(f"cap-arm-{i}" for i in range(1, 5))
+
+
+@pytest.fixture(scope="module")
+def fleet(router, tmp_path_factory):
+    model = save_tiny_act(tmp_path_factory.mktemp("capacity_act") / "act", seed=5)
+    task = f"capacity pick {uuid.uuid4().hex[:6]}"
+    procs: dict[str, Proc] = {}
+    try:
+        for replica in REPLICAS:
+            procs[replica] = Proc(
+                [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
+                 f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={free_port()}", f"--replica_id={replica}",
+                 "--max_sessions=3", "--session_grace_s=2"],
+                name=replica, max_seconds=900,
+            )
+        for replica in REPLICAS:
+            procs[replica].wait_for("Policy server up", timeout=300)
+        for robot in ROBOTS:
+            procs[robot] = Proc(
+                [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
+                 f"--policy.path={model}", f"--task={task}", "--duration=600", "--fps=30",
+                 f"--inference.connect_endpoint={router.endpoint}", f"--inference.client_uuid={robot}",
+                 "--inference.request_timeout_s=3", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=400",
+                 "--return_to_initial_position=false"],
+                name=robot, max_seconds=900,
+            )
+        for robot in ROBOTS:
+            procs[robot].wait_for("executing session_id=", timeout=300)
+        yield {"router": router, "procs": procs}
+    finally:
+        for p in reversed(list(procs.values())):
+            p.stop()
+
+
+@sync
+async def test_drain_with_the_other_replica_nearly_full(fleet):
+    settings = ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=2000)
+    rules = AlertRules(fault_s=3.0, staleness_s=0, error_rate=0, rtt_p95_ms=0, server_load=0)  # only the fault rule
+    app = FleetConsoleApp(ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest",
+                          alert_rules=rules)
+    async with app.run_test(size=(150, 45)) as pilot:
+        snap = app.current_snapshot
+
+        def servers():
+            return {s.replica: s for s in snap().servers if s.replica in REPLICAS}
+
+        def robots():
+            return {r.robot_id: r for r in snap().robots if r.robot_id in ROBOTS}
+
+        await until(pilot, lambda: len(robots()) == 4 and all(r.state is RobotState.STREAMING for r in robots().values()), 60,
+                    "four robots streaming", tick=True)
+        await until(pilot, lambda: sum(s.active_sessions for s in servers().values()) == 4, 30, "four sessions on two replicas", tick=True)
+        on_a = {r.robot_id for r in robots().values() if r.replica == "cap-a"}
+        on_b = {r.robot_id for r in robots().values() if r.replica == "cap-b"}
+
+        table = app.screen.query_one("#servers", KeyedTable)
+        table.focus()
+        table.select_key("cap-a")
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.press("y")
+        await until(pilot, lambda: app.last_result[0].startswith("drain cap-a: ok"), 20, "drain acknowledged", tick=True)
+        assert fleet["procs"]["cap-a"].wait(120) == 0
+
+        # moved robots stream on cap-b, which is full; exactly one robot waits and says why
+        await until(pilot, lambda: servers()["cap-a"].health == "gone", 30, "cap-a gone", tick=True)
+        await until(pilot, lambda: servers()["cap-b"].active_sessions == 3
+                    and sum(1 for r in robots().values() if r.replica == "cap-b" and r.state is RobotState.STREAMING) == 3, 90,
+                    "cap-b full with three streaming robots", tick=True)
+        moved = {r.robot_id for r in robots().values() if r.replica == "cap-b"} - on_b
+        assert moved, "at least one robot moved from cap-a to cap-b"
+        await until(pilot, lambda: [r for r in robots().values() if r.waiting], 60, "a waiting robot", tick=True)
+        waiting = [r for r in robots().values() if r.waiting]
+        assert len(waiting) == 1 and waiting[0].robot_id in on_a
+        assert waiting[0].waiting.startswith("waiting: no replica with room (cap-b 3/3"), waiting[0].waiting
+        b = servers()["cap-b"]
+        assert (b.headroom, b.room_limit) == (0, "cap")
+
+        # the gone server is dimmed with its last-seen age
+        a = servers()["cap-a"]
+        cols = [k for k, _, _ in SERVER_COLUMNS]
+        cells = server_cells(a)
+        assert cells[cols.index("health")][0].startswith("gone ") and cells[cols.index("sessions")][1] == OLD
+        text = screen_text(app)
+        assert "gone " in text and "no room (cap-b 3/3" in text
+
+        # the waiting robot's fault alert opens ...
+        key = waiting[0].key
+        await until(pilot, lambda: ("fault", key) in {x.key for x in app.alerts.listing() if x.cleared_s is None}, 30, "fault alert open",
+                    tick=True)
+        # ... and clears when a seat frees up: stop one robot on cap-b; the waiting robot takes its place
+        leaving = sorted(r.robot_id for r in robots().values() if r.replica == "cap-b")[0]
+        fleet["procs"][leaving].stop()
+        await until(pilot, lambda: robots()[waiting[0].robot_id].state is RobotState.STREAMING, 120, "the waiting robot streaming",
+                    tick=True)
+        await until(pilot, lambda: any(x.key == ("fault", key) and x.cleared_s is not None for x in app.alerts.listing()), 20,
+                    "fault alert cleared", tick=True)
+        events = [e.text for e in app.store.events() if e.kind == "alert"]
+        assert any(f"alert cleared: {waiting[0].robot_id} fault" in t for t in events)

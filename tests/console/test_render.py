@@ -1,0 +1,128 @@
+"""The render module on fixtures, without an app (as k9s tests its renderers): every cell and text the
+console shows for the issue's cases — gone servers, room, waiting robots, rounded units, (namespace, id) rows."""
+
+from __future__ import annotations
+
+from fleet_helpers import DEMO, DrainScenario
+from lerobot_fleet import render
+from lerobot_fleet.model import RobotState, robot_key, room
+from lerobot_fleet.sources.fake import ManualClock
+from lerobot_fleet.store import FleetStore
+
+
+def _scenario() -> FleetStore:
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    DrainScenario(clock).start(store)
+    return store
+
+
+def _plain(cells) -> list[str]:
+    return [text for text, _ in cells]
+
+
+def _styles(cells) -> list[str]:
+    return [style for _, style in cells]
+
+
+def test_gone_server_shows_last_seen_age_and_dims_old_figures():
+    snap = _scenario().snapshot()
+    gone = snap.server("demo-a")
+    assert gone.health == "gone" and gone.seen_age_s is not None and gone.seen_age_s >= 40
+    cells = render.server_cells(gone)
+    cols = [k for k, _, _ in render.SERVER_COLUMNS]
+    health = _plain(cells)[cols.index("health")]
+    assert health.startswith("gone ") and health.endswith("s")  # "gone 40s"
+    for col in ("sessions", "load", "rps", "nmax"):
+        assert _styles(cells)[cols.index(col)] == render.OLD, col  # last known, not live
+    assert _plain(cells)[cols.index("headroom")] == "—"  # a gone server takes no robots
+
+
+def test_room_is_bounded_by_the_session_cap_and_says_so():
+    snap = _scenario().snapshot()
+    full = snap.server("demo-b")
+    assert full.n_max is not None and full.n_max > 3  # the latency model alone would say there is room
+    assert (full.headroom, full.room_limit) == (0, "cap")
+    assert render.room_text(full) == "+0 cap"
+    assert room(89.9, 3, 3, False) == (0, "cap")
+    assert room(2.5, 8, 1, False) == (1, "N_max")
+    assert room(50.0, 8, 2, True) == (0, "draining")
+    assert room(None, 0, 2, False) == (None, "")
+
+
+def test_waiting_robot_says_why():
+    snap = _scenario().snapshot()
+    waiting = snap.robot(robot_key(DEMO, "demo-arm-4"))
+    assert waiting.state is RobotState.RECONNECTING
+    assert waiting.waiting == "waiting: no replica with room (demo-b 3/3, demo-a gone)"
+    cols = [k for k, _, _ in render.ROBOT_COLUMNS]
+    assert _plain(render.robot_cells(waiting))[cols.index("outcome")].startswith("no room (demo-b 3/3")
+    moved = snap.robot(robot_key(DEMO, "demo-arm-1"))
+    assert moved.waiting == "" and moved.replica == "demo-b"
+
+
+def test_reconnecting_robot_that_still_names_its_old_session_waits_too():
+    """Seen live: after `event:draining` the robot reports RECONNECTING with its old server and session."""
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    DrainScenario(clock).start(store)
+    store.on_telemetry(RobotTelemetry(client_uuid="demo-arm-4", state="RECONNECTING", replica="demo-a", session_id="s-old",
+                                      last_outcome="event:draining", seq=99), DEMO)
+    r = store.snapshot().robot(robot_key(DEMO, "demo-arm-4"))
+    assert r.waiting == "waiting: no replica with room (demo-b 3/3, demo-a gone)"
+
+
+def test_robot_detail_prints_rounded_units():
+    d = _scenario().robot_detail(robot_key(DEMO, "demo-arm-4"))
+    text = render.robot_summary_text(d).plain
+    assert "queue 0.53 s" in text and "staleness 0.15 s" in text and "rtt p50/p95 12/20 ms" in text
+    assert "0.5333" not in text and "0.1477" not in text
+    assert "waiting: no replica with room (demo-b 3/3, demo-a gone)" in text
+
+
+def test_rows_are_keyed_by_namespace_and_id():
+    snap = _scenario().snapshot()
+    same_id = [r for r in snap.robots if r.robot_id == "demo-arm-1"]
+    assert len(same_id) == 2 and len({r.key for r in same_id}) == 2
+    assert {r.ns[2] for r in same_id} == {DEMO[2], "stack"}
+
+
+def test_stale_robot_figures_are_dimmed():
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    DrainScenario(clock).start(store)
+    clock.advance(30.0)  # nobody reports for 30 s
+    r = store.snapshot().robot(robot_key(DEMO, "demo-arm-2"))
+    assert r.is_stale
+    cols = [k for k, _, _ in render.ROBOT_COLUMNS]
+    styles = _styles(render.robot_cells(r))
+    assert styles[cols.index("rtt")] == render.OLD and styles[cols.index("seen")] == "bold red"
+
+
+def test_bulk_confirmation_lists_every_target():
+    snap = _scenario().snapshot()
+    keys = tuple(robot_key(DEMO, f"demo-arm-{i}") for i in (1, 2, 4))
+    assert render.confirm_title("reset", keys, snap) == "Reset the episodes of 3 robots?"
+    body = render.confirm_body("reset", keys, snap).plain
+    for i in (1, 2, 4):
+        assert f"demo-arm-{i}" in body
+    body = render.confirm_body("drain", ("demo-a", "demo-b"), snap).plain
+    assert "demo-a" in body and "demo-b" in body and "has room" in body
+    text, ok = render.results_text("reset", [("a", True, "reset a: ok"), ("b", False, "reset b: FAILED — no robot answered")])
+    assert not ok and text.splitlines() == ["reset: 1 of 2 ok", "  reset a: ok", "  reset b: FAILED — no robot answered"]
+
+
+def test_sort_any_column_is_total():
+    snap = _scenario().snapshot()
+    from lerobot_fleet.model import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
+
+    for col in ROBOT_SORT_KEYS:
+        a = [r.key for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, col)]
+        b = [r.key for r in sort_rows(list(reversed(snap.robots)), ROBOT_SORT_KEYS, col)]
+        assert a == b, col
+    for col in SERVER_SORT_KEYS:
+        assert [s.replica for s in sort_rows(list(snap.servers), SERVER_SORT_KEYS, col)] == [
+            s.replica for s in sort_rows(list(reversed(snap.servers)), SERVER_SORT_KEYS, col)
+        ]
