@@ -39,9 +39,14 @@ class ZenohSettings:
     retry_period_max_ms: int = 1000
     shared_memory: bool = True
     adminspace: bool = False
+    # TX queue (in batches) of the INTERACTIVE_HIGH priority that chunks and events use; 0 keeps zenoh's default (2).
+    # A batching server sends one chunk per robot back to back: a deeper queue keeps the burst from being dropped.
+    tx_queue_interactive_high: int = 0
     extra_json5: str | None = None  # a JSON5 file path or inline JSON5 text, merged key by key last
 
     def validate(self) -> None:
+        if not 0 <= self.tx_queue_interactive_high <= 16:
+            raise ZenohConfigError(f"tx_queue_interactive_high must be 0 (zenoh default) to 16, got {self.tx_queue_interactive_high}")
         if self.mode not in MODES:
             raise ZenohConfigError(f"zenoh mode {self.mode!r} is not one of {', '.join(MODES)}")
         if self.mode == "client" and not self.connect_endpoints:
@@ -84,6 +89,8 @@ class ZenohSettings:
                 "shared_memory": {"enabled": self.shared_memory},
             },
         }
+        if self.tx_queue_interactive_high:
+            conf["transport"]["link"]["tx"]["queue"] = {"size": {"interactive_high": self.tx_queue_interactive_high}}
         if self.connect_endpoints:
             conf["connect"] = {
                 "endpoints": list(self.connect_endpoints),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -71,3 +71,36 @@ def robots(zenoh_client: Any) -> Any:
         return [Robot(zenoh_client(), server.keys, f"{prefix}-{i}-{uuid.uuid4().hex[:6]}") for i in range(n)]
 
     return make
+
+
+def saturate(server: Any, fleet: list[Any], seconds: float, sends: Callable[[int], int]) -> list[int]:
+    """Each robot sends `sends(i)` observations, waits for the chunk of the last, repeats for `seconds` (a
+    measuring window, not synchronisation); returns the chunks the server served to each robot."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+    stop = threading.Event()
+
+    def loop(i: int) -> None:
+        r = fleet[i]
+        while not stop.is_set():
+            for _ in range(sends(i)):
+                r.send(np.full(6, float(i)))
+            try:
+                r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == r.seq, 10)
+            except Exception:
+                continue  # a lost message: send again
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(fleet))]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(15)
+    by_client = {s.client_uuid: s.requests for s in server.registry.all()}
+    return [by_client[r.uuid] for r in fleet]

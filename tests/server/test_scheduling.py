@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 
 import numpy as np
+from conftest import saturate
 from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.server.scheduler import RoundRobin
 from lerobot_policy_remote.server.sessions import Mail, Mailbox, Registry, Session
 from lerobot_policy_remote.server.stub import StubBackend
+from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.wire.data import ActionChunkMsg
-
-
-def _until(cond, what: str, timeout: float = 10.0) -> None:
-    """Wait (bounded) for a condition; fails the test naming it."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
 
 
 def _session(cid: str) -> Session:
@@ -62,28 +55,7 @@ def test_fairness_each_busy_session_gets_one_nth(server_factory, robots):
     fleet = robots(server, n)
     for r in fleet:
         assert r.open(server.replica).ok
-    stop = threading.Event()
-    counts = [0] * n
-
-    def saturate(i: int) -> None:
-        r = fleet[i]
-        while not stop.is_set():
-            r.send(np.full(6, float(i)))  # a new observation arrives before the previous chunk is back
-            r.send(np.full(6, float(i)))
-            try:
-                r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == r.seq, 10)
-            except Exception:
-                continue
-
-    threads = [threading.Thread(target=saturate, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    time.sleep(2.5)
-    stop.set()
-    for t in threads:
-        t.join(15)
-    for i, r in enumerate(fleet):
-        counts[i] = next(s for s in server.registry.all() if s.client_uuid == r.uuid).requests
+    counts = saturate(server, fleet, 2.5, lambda i: 2)  # a new observation arrives before the previous chunk is back
     total = sum(counts)
     assert total >= 20, counts
     assert max(counts) - min(counts) <= 2, counts  # within one inference of 1/N (plus the one in flight at stop)
@@ -94,7 +66,7 @@ def test_newest_wins_stub_reports_superseded(server_factory, robots):
     [r] = robots(server, 1)
     assert r.open(server.replica).ok
     first = r.send(np.zeros(6))
-    _until(lambda: server.worker.in_flight == 1, "the worker to start inferring `first`")
+    wait_until(lambda: server.worker.in_flight == 1, 10, interval=0.005, message="the worker to start inferring `first`")
     for v in range(1, 6):
         r.send(np.full(6, float(v)))
     _, c1 = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == first, 10)

@@ -10,6 +10,7 @@ This module holds the lifecycle, the control-plane queryables and the observatio
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -31,7 +32,7 @@ from ..wire.messages import (
     SessionAck,
     SessionOpen,
 )
-from ..zenoh_config import open_session
+from ..zenoh_config import ZenohSettings, open_session
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
@@ -97,7 +98,7 @@ class PolicyServer:
         if m.health_port:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
         self.progress(f"Connecting to zenoh ({m.zenoh.mode}: {', '.join(m.zenoh.connect_endpoints or m.zenoh.listen_endpoints)})...")
-        self.z = open_session(m.zenoh)
+        self.z = open_session(self._zenoh_settings())
         audit_key = self.keys.server(self.replica, "audit")
         self.auditor = Auditor(lambda text: self.z.put(audit_key, text, congestion_control=zenoh.CongestionControl.DROP,
                                                        priority=zenoh.Priority.BACKGROUND))
@@ -130,6 +131,13 @@ class PolicyServer:
 
     def worker_alive(self) -> bool:
         return bool(self._threads) and self._threads[0].is_alive()
+
+    def _zenoh_settings(self) -> ZenohSettings:
+        """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set)."""
+        z = self.manifest.zenoh
+        if self.batch_limit > 1 and not z.tx_queue_interactive_high:
+            return dataclasses.replace(z, tx_queue_interactive_high=16)
+        return z
 
     def healthy(self) -> tuple[bool, str]:
         if self.draining.is_set():

@@ -51,6 +51,9 @@ class PassStats:
     def add(self, batch: int, seconds: float) -> None:
         self._passes.append((batch, seconds))
 
+    def recent(self) -> list[tuple[int, float]]:
+        return list(self._passes)
+
     def pass_ms_p50(self) -> float:
         times = sorted(t for _, t in self._passes)
         return times[len(times) // 2] * 1e3 if times else 0.0
@@ -100,10 +103,11 @@ class Worker:
         srv = self.srv
         chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
         window_s = srv.manifest.batching.max_wait_ms / 1e3
-        if not chosen or window_s <= 0 or len(chosen) >= srv.batch_limit:
+        fill = min(srv.batch_limit, srv.registry.count())  # never wait for robots that are already in the pass
+        if not chosen or window_s <= 0 or len(chosen) >= fill:
             return chosen
         deadline = time.perf_counter() + window_s
-        while len(chosen) < srv.batch_limit and not srv.stopped.is_set() and not srv.draining.is_set():
+        while len(chosen) < fill and not srv.stopped.is_set() and not srv.draining.is_set():
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
