@@ -42,8 +42,8 @@ from ..wire.messages import (
     RtcSettings,
     SessionOpen,
 )
-from ..zenoh_config import open_session
-from . import provenance
+from ..zenoh_config import ZenohConfigError, open_session
+from . import provenance, startup
 from .config import FallbackBehavior, RemoteInferenceConfig
 from .handshake import HandshakeError
 from .handshake import open_session as open_remote_session
@@ -180,7 +180,10 @@ class RemoteInferenceEngine(InferenceEngine):
         `worker=False` leaves the network worker unstarted so a test can step send/merge by hand.
         """
         self._stop.clear()
-        self._session = self._session_factory()
+        try:
+            self._session = self._session_factory()
+        except ZenohConfigError as exc:
+            raise startup.router_unreachable(self.cfg.connect_endpoint, str(exc.__cause__ or exc)) from exc
         s = self._session
         self._zenoh_objs.append(s.liveliness().declare_token(self.keys.robot(self.client_uuid, "alive")))
         self._zenoh_objs.append(s.declare_subscriber(self.keys.robot(self.client_uuid, "action"), self._on_action))
@@ -195,8 +198,9 @@ class RemoteInferenceEngine(InferenceEngine):
                     break
                 except HandshakeError as exc:
                     if exc.fatal or time.monotonic() >= deadline:
+                        err = startup.handshake_failed(self._session, self.keys, self._session_open_msg(), exc)
                         self._close_session()
-                        raise RuntimeError(f"Remote inference could not start: {exc}") from None
+                        raise err from None
                     time.sleep(0.2)
         if worker:
             self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
