@@ -7,26 +7,19 @@ counts, and superseded counts. Run: `.venv/bin/python bench/server.py --t 0.02 -
 from __future__ import annotations
 
 import argparse
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "server")]
-
-from robot import Robot  # noqa: E402
-from support.policies import SIM_ARM_ACTION_NAMES  # noqa: E402
-from support.procs import Router  # noqa: E402
-
-from lerobot_policy_remote.server.backend import StubBackend  # noqa: E402
-from lerobot_policy_remote.server.manifest import Manifest, ModelSpec  # noqa: E402
-from lerobot_policy_remote.server.service import PolicyServer  # noqa: E402
-from lerobot_policy_remote.wire.messages import ActionChunkMsg  # noqa: E402
-from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session  # noqa: E402
+from lerobot_policy_remote.server.backend import StubBackend
+from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
+from lerobot_policy_remote.server.service import PolicyServer
+from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES, FakeRobot
+from lerobot_policy_remote.testing.procs import Router
+from lerobot_policy_remote.wire.data import ActionChunkMsg
+from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 
 def jain(xs: list[float]) -> float:
@@ -39,7 +32,7 @@ def run(router: Router, n: int, t: float, seconds: float, shm: bool) -> dict:
                         health_port=0, warmup_inferences=0, zenoh=settings)
     server = PolicyServer(manifest, backend=StubBackend(t, SIM_ARM_ACTION_NAMES, max_sessions=n), progress=lambda s: None).start()
     sessions = [open_session(settings) for _ in range(n)]
-    robots = [Robot(z, server.keys, f"bench-{i}") for i, z in enumerate(sessions)]
+    robots = [FakeRobot(z, server.keys, f"bench-{i}") for i, z in enumerate(sessions)]
     for r in robots:
         assert r.open(server.replica).ok
     stop = threading.Event()

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from support.procs import Router
+
+from lerobot_policy_remote.testing.procs import Router
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 
-from support.procs import VENV_BIN, Proc, free_port
+from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
 
 
 def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
@@ -19,18 +18,20 @@ def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
     )
     try:
         demo.wait_for("fleet is up", timeout=240)
-        deadline, report = time.monotonic() + 90, {}
-        while time.monotonic() < deadline:
+
+        def streaming() -> list[dict]:
             out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
                                  capture_output=True, text=True, timeout=60)
             report = json.loads(out.stdout)
-            streaming = [r for r in report["robots"] if r["state"] == "STREAMING" and r["requests"] > 0]
-            if len(streaming) == 3:
-                break
-            time.sleep(2)
-        assert len(streaming) == 3, report
-        assert {r["replica"] for r in streaming} == {"demo-a", "demo-b"}  # least-loaded placement spreads them
+            robots = [r for r in report["robots"] if r["state"] == "STREAMING" and r["requests"] > 0]
+            return [report] if len(robots) == 3 else []
+
+        (report,) = wait_until(streaming, timeout=90, interval=2, message="all three demo robots STREAMING with requests")
+        streaming_robots = [r for r in report["robots"] if r["state"] == "STREAMING"]
+        assert {r["replica"] for r in streaming_robots} == {"demo-a", "demo-b"}  # least-loaded placement spreads them
         assert {s["replica"] for s in report["servers"]} == {"demo-a", "demo-b"}
+        for name in ("router", "server-demo-a", "server-demo-b", "sim-arm-01"):  # every child logs to the work directory
+            assert (tmp_path / f"{name}.log").stat().st_size > 0, name
     finally:
         demo.stop(timeout=40)
     assert demo.popen.returncode == 0, demo.output()

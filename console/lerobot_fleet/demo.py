@@ -8,88 +8,33 @@ This module imports neither torch nor lerobot: the heavy parts live in the child
 
 from __future__ import annotations
 
-import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
+
 TASK = "pick the cube"  # no ": " — draccus would read it as a YAML mapping
-BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tool(name: str) -> str:
-    local = BIN / name
-    return str(local) if local.exists() else (shutil.which(name) or name)
-
-
-@dataclass
-class Child:
-    name: str
-    popen: subprocess.Popen
-    log: Path
-
-    def text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except OSError:
-            return ""
 
 
 @dataclass
 class Fleet:
-    workdir: Path
-    children: list[Child] = field(default_factory=list)
+    """The demo's children: each logs to `<workdir>/<name>.log` and is ended by PID."""
 
-    def spawn(self, name: str, argv: list[str]) -> Child:
-        log = self.workdir / f"{name}.log"
-        handle = log.open("w")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        child = Child(name, popen, log)
+    workdir: Path
+    children: list[Proc] = field(default_factory=list)
+
+    def spawn(self, name: str, argv: list[str]) -> Proc:
+        child = Proc(argv, name=name, max_seconds=None, log=self.workdir / f"{name}.log", keep_lines=200)
         self.children.append(child)
         return child
 
-    def wait_for(self, child: Child, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in child.text():
-                return
-            if child.popen.poll() is not None:
-                break
-            time.sleep(0.2)
-        tail = "\n".join(child.text().splitlines()[-20:])
-        raise RuntimeError(f"{child.name} did not become ready ({text!r} not seen); its log {child.log} ends with:\n{tail}")
-
     def stop(self) -> None:
-        """SIGTERM every child (servers drain, robots tear down), then SIGKILL what is left."""
-        for child in reversed(self.children):
-            if child.popen.poll() is None:
-                try:
-                    os.killpg(child.popen.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 15
-        for child in reversed(self.children):
-            try:
-                child.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(child.popen.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                child.popen.wait(timeout=5)
+        """SIGTERM every child, newest first (robots tear down, servers drain), then SIGKILL what is left."""
+        stop_all(reversed(self.children), timeout=15)
 
 
 def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print) -> str:
@@ -98,12 +43,12 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
     policy = fleet.workdir / "policy"
     say(f"[demo] building a small RTC-capable policy (random weights) in {policy} ...")
     build = fleet.spawn("build-policy", [sys.executable, "-m", "lerobot_policy_remote.sim.toy", str(policy)])
-    if build.popen.wait(timeout=300) != 0:
-        raise RuntimeError(f"building the demo policy failed; see {build.log}:\n{build.text()[-2000:]}")
+    if build.wait(timeout=300) != 0:
+        raise RuntimeError(f"building the demo policy failed; see {build.log}:\n{build.tail(40)}")
 
     say(f"[demo] starting the Zenoh router on {endpoint} ...")
-    router = fleet.spawn("router", [_tool("lerobot-fleet"), "router", "--listen", endpoint])
-    fleet.wait_for(router, "Zenoh router up", 30)
+    router = fleet.spawn("router", [tool("lerobot-fleet"), "router", "--listen", endpoint])
+    router.wait_for("Zenoh router up", 30)
 
     per_server = max(1, (robots + 1) // 2 + 1)
     servers = []
@@ -113,18 +58,18 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
             fleet.spawn(
                 f"server-{replica}",
                 [
-                    _tool("lerobot-policy-server"),
+                    tool("lerobot-policy-server"),
                     f"--model.repo_or_path={policy}",
                     f"--default_task={TASK}",
                     f"--replica_id={replica}",
                     f"--max_sessions={per_server}",
-                    f"--health_port={_free_port()}",
+                    f"--health_port={free_port()}",
                     f"--zenoh.connect_endpoints=[{endpoint}]",
                 ],
             )
         )
     for server in servers:
-        fleet.wait_for(server, "Policy server up", 180)
+        server.wait_for("Policy server up", 180)
 
     for i in range(robots):
         uuid = f"sim-arm-{i + 1:02d}"
@@ -132,7 +77,7 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
         fleet.spawn(
             uuid,
             [
-                _tool("lerobot-rollout"),
+                tool("lerobot-rollout"),
                 "--strategy.type=base",
                 "--inference.type=remote",
                 f"--inference.connect_endpoint={endpoint}",
@@ -178,7 +123,7 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
             while not stop["now"] and time.monotonic() < deadline:
                 time.sleep(0.5)
         return 0
-    except RuntimeError as exc:
+    except RuntimeError as exc:  # NotReady included: a child that never came up
         print(f"lerobot-fleet demo: {exc}", file=sys.stderr)
         return 1
     finally:

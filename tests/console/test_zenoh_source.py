@@ -7,102 +7,62 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
-from dataclasses import replace
 
 import pytest
 from lerobot_fleet.model import RobotState
 from lerobot_fleet.sources.replay import ReplaySource
 from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
-from support.procs import VENV_BIN
+from lerobot_fleet.store import LINK_LOSS_MARGIN_S, RECONNECT_GRACE_S, FleetStore
 
-from lerobot_policy_remote.wire.codec import decode, encode, encode_json
+from lerobot_policy_remote.testing import VENV_BIN, assert_never, wait_until
+from lerobot_policy_remote.testing.fake_robot import FakeRobot
+from lerobot_policy_remote.testing.fake_server import FakeServer
+from lerobot_policy_remote.wire.codec import encode
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.wire.messages import (
-    AuditLine,
-    DrainAck,
-    DrainRequest,
-    ModelInfo,
-    RobotTelemetry,
-    ServerStatus,
-    SessionInfo,
-)
+from lerobot_policy_remote.wire.messages import ModelInfo, RobotTelemetry, ServerStatus
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 MODEL, REV, TASK = "org/tiny act", "main", "stack [red]cubes[/red]"  # free text with spaces and markup
 KEYS = ServiceKeys.for_service(MODEL, REV, TASK)
 REPLICA = "gpu-t-0"
-
-
-def wait_for(pred, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+ROBOTS = ("r-a", "r-b")
 
 
 class FakeFleetPeer:
-    """A protocol-exact stand-in for one server replica and two robots, on one client session."""
+    """The kit's replica and two of its robots on one client session, publishing telemetry and audit every 0.2 s."""
 
     def __init__(self, endpoint: str) -> None:
         self.s = open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint], lease_ms=1000))
-        self.drains: list[DrainRequest] = []
-        self.draining = False
-        live = self.s.liveliness()
-        self.tokens = {
-            "server": live.declare_token(KEYS.server(REPLICA, "alive")),
-            "r-a": live.declare_token(KEYS.robot("r-a", "alive")),
-            "r-b": live.declare_token(KEYS.robot("r-b", "alive")),
-        }
-        self.decls = [
-            self.s.declare_queryable(KEYS.server(REPLICA, "status"), self._status),
-            self.s.declare_queryable(KEYS.server(REPLICA, "drain"), self._drain),
-        ]
-        self.tel = {rid: RobotTelemetry(client_uuid=rid, state="STREAMING", replica=REPLICA, session_id=f"s-{rid}", episode_id=1, rtt_p50_ms=30.0, rtt_p95_ms=50.0, requests=10) for rid in ("r-a", "r-b")}
+        self.server = FakeServer(self.s, KEYS, replica=REPLICA, serve_obs=False)
+        self.robots = {rid: FakeRobot(self.s, KEYS, rid, listen=False) for rid in ROBOTS}
+        for rid in ROBOTS:
+            self.server.add_session(rid, f"s-{rid}")
+        self.publishing = set(ROBOTS)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._publish, daemon=True)
         self.thread.start()
 
-    def status(self) -> ServerStatus:
-        return ServerStatus(
-            replica=REPLICA, model=ModelInfo(repo_or_path=MODEL, revision=REV), service=TASK, max_sessions=4, active_sessions=2,
-            chunk_size=20, trained_fps=30.0, inference_ms_p50=12.0, warmed_up=True, draining=self.draining,
-            sessions=[SessionInfo(session_id=f"s-{r}", client_uuid=r) for r in ("r-a", "r-b")],
-        )
-
-    def _status(self, query) -> None:
-        with query:
-            query.reply(KEYS.server(REPLICA, "status"), encode(self.status()))
-
-    def _drain(self, query) -> None:
-        with query:
-            req = decode(DrainRequest, query.payload.to_bytes())
-            self.drains.append(req)
-            self.draining = True
-            query.reply(KEYS.server(REPLICA, "drain"), encode(DrainAck(ok=True, message="draining", sessions=["s-r-a", "s-r-b"])))
-
     def _publish(self) -> None:
         seq = 0
-        while not self.stop.wait(0.2):
+        while not self.stop.wait(0.2):  # the engine's telemetry period, scaled down
             seq += 1
-            for rid, tel in list(self.tel.items()):
-                self.s.put(KEYS.robot(rid, "telemetry"), encode(replace(tel, seq=seq)))
-            self.s.put(KEYS.server(REPLICA, "audit"), encode_json(AuditLine(
-                ts="2026-01-01T00:00:00+00:00", session_id="s-r-a", client_uuid="r-a", seq_id=seq, episode_id=1,
-                queue_wait_ms=1.0, inference_ms=12.0, replica=REPLICA)))
+            for rid in list(self.publishing):
+                self.robots[rid].publish_telemetry(RobotTelemetry(
+                    client_uuid=rid, state="STREAMING", replica=REPLICA, session_id=f"s-{rid}", episode_id=1,
+                    rtt_p50_ms=30.0, rtt_p95_ms=50.0, requests=10, seq=seq))
+            self.server.audit("r-a", seq_id=seq, episode_id=1)
+
+    def leave(self, rid: str) -> None:
+        """`rid` vanishes as a crashed robot does: token gone, telemetry stops."""
+        self.publishing.discard(rid)
+        self.robots[rid].drop_token()
 
     def close(self) -> None:
         self.stop.set()
         self.thread.join(timeout=3)
-        for d in [*self.decls, *self.tokens.values()]:
-            try:
-                d.undeclare()
-            except Exception:
-                pass
+        for robot in self.robots.values():
+            robot.close()
+        self.server.close()
         self.s.close()
 
 
@@ -117,35 +77,28 @@ def rig(own_router, tmp_path):
     yield own_router, peer, store, source
     source.stop()
     peer.close()
-    # what was recorded replays into the same picture (read-only)
-    replayed = FleetStore()
-    ReplaySource(tmp_path / "rec.jsonl", speed=0).start(replayed)
-    snap = replayed.snapshot()
-    assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").service == TASK
-    assert snap.server(REPLICA).session_robots == ("r-a", "r-b")
 
 
-def test_zenoh_source_end_to_end(rig):
+def test_zenoh_source_end_to_end(rig, tmp_path):
     router, peer, store, source = rig
-    snap = wait_for(lambda: (s := store.snapshot()) and all(s.robot(r) and s.robot(r).seen_age_s is not None for r in ("r-a", "r-b"))
-                    and s.server(REPLICA) and s.server(REPLICA).max_sessions and s, what="fleet")
+    snap = wait_until(lambda: (s := store.snapshot()) and all(s.robot(r) and s.robot(r).seen_age_s is not None for r in ROBOTS)
+                      and s.server(REPLICA) and s.server(REPLICA).max_sessions and s, timeout=15, message="fleet")
     assert snap.connection == "connected"
     a = snap.robot("r-a")
     assert a.state is RobotState.STREAMING and a.service == TASK and a.model_id and a.alive is True
     srv = snap.server(REPLICA)
     assert srv.service == TASK and srv.health == "ok" and srv.session_robots == ("r-a", "r-b")
-    wait_for(lambda: store.server_detail(REPLICA).audit, what="audit lines")
+    wait_until(lambda: store.server_detail(REPLICA).audit, timeout=15, message="audit lines")
     assert store.robot_detail("r-a").audit[-1].client_uuid == "r-a"
 
     # hostile bytes on a telemetry key: a note, no crash, the others keep flowing
     peer.s.put(KEYS.robot("r-x", "telemetry"), b"\xc1\xff not msgpack")
-    wait_for(lambda: any("bad telemetry" in n for n in store.snapshot().notes), what="a note about the bad sample")
+    wait_until(lambda: any("bad telemetry" in n for n in store.snapshot().notes), timeout=15, message="a note about the bad sample")
     assert store.snapshot().robot("r-x") is None
 
     # a robot's token vanishes while we are connected: kept and marked GONE
-    peer.tokens["r-b"].undeclare()
-    del peer.tel["r-b"]
-    wait_for(lambda: store.snapshot().robot("r-b").state is RobotState.GONE, what="r-b gone")
+    peer.leave("r-b")
+    wait_until(lambda: store.snapshot().robot("r-b").state is RobotState.GONE, timeout=15, message="r-b gone")
 
     # the drain verb, as a script would run it (no namespace given: wildcard)
     out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "drain", REPLICA, "--json", "--router", router.endpoint, "--reason", "maintenance"],
@@ -153,33 +106,46 @@ def test_zenoh_source_end_to_end(rig):
     assert out.returncode == 0, out.stdout + out.stderr
     ack = json.loads(out.stdout)
     assert ack["ok"] and ack["sessions"] == ["s-r-a", "s-r-b"]
-    assert peer.drains[-1].reason == "maintenance" and "lerobot-fleet drain" in peer.drains[-1].requested_by
-    wait_for(lambda: store.snapshot().server(REPLICA).health == "draining", what="draining in status")
+    assert peer.server.drains[-1].reason == "maintenance" and "lerobot-fleet drain" in peer.server.drains[-1].requested_by
+    wait_until(lambda: store.snapshot().server(REPLICA).health == "draining", timeout=15, message="draining in status")
 
     # the source's own drain (what the console uses): the namespace learnt from the keys
     result = source.drain(REPLICA, "again", "pytest")
     assert result.ok and len(result.sessions) == 2
+    assert [d.reason for d in peer.server.drains] == ["maintenance", "again"]
 
     # the router dies: disconnected, data age grows, robots are not declared gone
-    time.sleep(1.0)  # r-b left well before the outage (deletions just before it are blamed on the link)
+    # r-b must have left well before the outage (deletions just before one are blamed on the link)
+    assert_never(lambda: store.snapshot().robot("r-b").state is not RobotState.GONE, LINK_LOSS_MARGIN_S + 0.5,
+                 message="r-b coming back before the outage")
     router.kill()
-    wait_for(lambda: store.snapshot().connection == "disconnected", what="disconnected")
+    wait_until(lambda: store.snapshot().connection == "disconnected", timeout=15, message="disconnected")
     age1 = store.snapshot().data_age_s
-    time.sleep(1.5)
+    assert_never(lambda: store.snapshot().robot("r-a").state is not RobotState.STREAMING, 1.5,
+                 message="r-a declared gone (or anything but STREAMING) while the console is blind")
     snap = store.snapshot()
     assert snap.data_age_s > age1 + 1.0
-    assert snap.robot("r-a").state is RobotState.STREAMING
     assert snap.robot("r-b").state is RobotState.GONE  # it left before the outage
     assert not source.drain(REPLICA, "x", "pytest").ok  # no answer while blind; never an exception
 
     # the router comes back: clients reconnect and redeclare; data flows again
     router.start()
-    wait_for(lambda: store.snapshot().connection == "connected", timeout=30, what="reconnected")
-    wait_for(lambda: (store.snapshot().data_age_s or 99) < 1.0, timeout=30, what="fresh data")
-    time.sleep(3.5)  # past the reconnect grace: r-a was re-announced, r-b was not
+    wait_until(lambda: store.snapshot().connection == "connected", timeout=30, message="reconnected")
+    wait_until(lambda: (store.snapshot().data_age_s or 99) < 1.0, timeout=30, message="fresh data")
+    wait_until(lambda: store.snapshot().robot("r-a").alive is True, timeout=30, message="r-a re-announced")
+    # r-b was not re-announced: GONE again once the reconnect grace has passed, while r-a stays
+    wait_until(lambda: store.snapshot().robot("r-b").state is RobotState.GONE, timeout=RECONNECT_GRACE_S + 15,
+               message="r-b gone after the reconnect grace")
     snap = store.snapshot()
     assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").alive is True
-    assert snap.robot("r-b").state is RobotState.GONE
+
+    # what was recorded replays into the same picture (read-only)
+    source.stop()
+    replayed = FleetStore()
+    ReplaySource(tmp_path / "rec.jsonl", speed=0).start(replayed)
+    snap = replayed.snapshot()
+    assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").service == TASK
+    assert snap.server(REPLICA).session_robots == ROBOTS
 
 
 def test_status_query_sees_every_replica_even_on_the_wildcard_key(zenoh_client):
@@ -200,6 +166,6 @@ def test_status_query_sees_every_replica_even_on_the_wildcard_key(zenoh_client):
         status = ServerStatus(replica=f"rep-{i}", model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task")
         decls.append(zenoh_client().declare_queryable(keys.server(f"rep-{i}", "status"), replier(encode(status))))
     console = zenoh_client()
-    got = wait_for(lambda: (found := {s.replica: ns for s, ns in query_statuses(console, 2.0) if s.model.repo_or_path == "org/consolidation"})
-                   and len(found) == 2 and found, what="both replicas")
+    got = wait_until(lambda: (found := {s.replica: ns for s, ns in query_statuses(console, 2.0) if s.model.repo_or_path == "org/consolidation"})
+                     and len(found) == 2 and found, timeout=15, message="both replicas")
     assert got["rep-0"] == ("org/consolidation", "main", "task")

@@ -14,14 +14,7 @@ from typing import Any
 
 import torch
 
-SIM_ARM_ACTION_NAMES: list[str] = [
-    "shoulder_pan.pos",
-    "shoulder_lift.pos",
-    "elbow_flex.pos",
-    "wrist_flex.pos",
-    "wrist_roll.pos",
-    "gripper.pos",
-]
+from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
 
 # Plausible joint statistics (degrees / gripper percent) for the 6-joint sim arm.
 _JOINT_MEAN = [0.0, -30.0, 40.0, 20.0, 0.0, 25.0]
