@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc, Router, free_port
 from test_cli_help import _fleet_modules
 from test_tls import _ca, _leaf
+
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"

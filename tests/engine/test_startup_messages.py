@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc, free_port
+
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, free_port
+
+from lerobot_policy_remote.testing.procs import VENV_BIN, free_port
 
 SERVER = str(VENV_BIN / "lerobot-policy-server")
 
