@@ -102,6 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--reason", default="operator episode reset", help="recorded by the robot")
     reset.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement")
     reset.add_argument("--json", action="store_true")
+    doctor = sub.add_parser("doctor", help="check that everything a rollout needs is in place (pass/fail lines with fixes)",
+                            description="Router reachable (TLS/mTLS with the given files), services, replicas and free sessions; "
+                            "with --policy.path, --robot.type and --task: a server for that namespace accepts this robot "
+                            "(dry-run session open, nothing moves). Exit 0 when everything passes.")
+    _add_connect(doctor)
+    doctor.add_argument("--policy.path", dest="policy_path", default=None, help="the rollout's --policy.path (loads lerobot)")
+    doctor.add_argument("--robot.type", dest="robot_type", default=None, help="the rollout's --robot.type (built from defaults, never connected)")
+    doctor.add_argument("--task", default=None, help="the rollout's --task")
+    doctor.add_argument("--fps", type=float, default=30.0, help="the rollout's --fps (default 30)")
+    doctor.add_argument("--inference.service_model_id", dest="service_model_id", default="", help="as in the rollout")
+    doctor.add_argument("--inference.service_revision", dest="service_revision", default="main", help="as in the rollout")
+    doctor.add_argument("--inference.service_task", dest="service_task", default="", help="as in the rollout")
+    doctor.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for status replies (default 2)")
+    doctor.add_argument("--json", action="store_true", help="machine-readable output")
     demo = sub.add_parser("demo", help="run a whole local fleet (router, 2 servers, simulated robots) with the console",
                           description="Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback.")
     demo.add_argument("--robots", type=int, default=4, help="number of simulated robots (default 4)")
@@ -186,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir)
+        if args.command == "doctor":
+            from .doctor import run_doctor
+
+            try:
+                settings = _settings(args)
+            except ZenohConfigError as exc:
+                return run_doctor(exc, args)
+            return run_doctor(settings, args)
         from . import verbs
 
         if args.command == "status":

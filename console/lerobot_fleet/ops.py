@@ -12,9 +12,10 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from lerobot_policy_remote import discovery
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.errors import WireError
-from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
+from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys
 from lerobot_policy_remote.wire.messages import (
     DrainAck,
     DrainRequest,
@@ -49,28 +50,8 @@ def _reply_error(reply: Any) -> str:
 
 
 def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatus, Namespace]]:
-    """`get(.../server/*/status)` across every namespace; undecodable replies are skipped."""
-    import zenoh
-
-    out = []
-    # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
-    # default consolidation would collapse into one.
-    for reply in session.get(ANY.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
-        if reply.ok is None:
-            continue
-        try:
-            status = decode(ServerStatus, reply.ok.payload.to_bytes())
-        except WireError:
-            continue
-        try:
-            ns = _ns(parse_key(str(reply.ok.key_expr)))
-        except WireError:
-            ns = ("", "", "")
-        if "*" in "".join(ns) or not all(ns):
-            # a replica that replied on the query's wildcard key: its body still names the namespace
-            ns = (status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
-        out.append((status, ns))
-    return out
+    """`get(.../server/*/status)` across every namespace (one implementation: `discovery`)."""
+    return discovery.query_statuses(session, timeout)
 
 
 def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:

@@ -17,8 +17,8 @@ from lerobot_fleet.render import OLD, SERVER_COLUMNS, server_cells
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
 from support.policies import save_tiny_act
-from support.procs import VENV_BIN, Proc, free_port
 
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow

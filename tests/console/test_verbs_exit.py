@@ -12,8 +12,8 @@ import pytest
 from lerobot_fleet.sources import zenoh_source
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
-from support.procs import VENV_BIN, Proc, Router, free_port
 
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 FLEET = str(VENV_BIN / "lerobot-fleet")

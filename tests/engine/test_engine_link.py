@@ -7,12 +7,12 @@ import time
 
 import lerobot.rollout  # noqa: F401
 import pytest
-from fake_server import FakeServer
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+from lerobot_policy_remote.testing.fake_server import FakeServer
 from lerobot_policy_remote.wire.keys import ServiceKeys
 
 NAMES = [f"j{i}.pos" for i in range(6)]

@@ -6,7 +6,8 @@ import shutil
 from pathlib import Path
 
 from lerobot_fleet.pki import init_ca, issue
-from support.procs import Router
+
+from lerobot_policy_remote.testing.procs import Router
 
 NAMES = {"router-a": "router", "router-b": "router", "arm-a": "robot", "arm-b": "robot", "arm-c": "robot",
          "rep-1": "server", "alice": "operator", "wall": "viewer"}

@@ -13,9 +13,9 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
-from support.procs import VENV_BIN
 
 from lerobot_policy_remote.server.cli import parse_manifest
+from lerobot_policy_remote.testing.procs import VENV_BIN
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "manifests" / "k8s"

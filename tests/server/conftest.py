@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from support.procs import free_port
 
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
+from lerobot_policy_remote.testing.procs import free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 _ids = itertools.count()
@@ -65,10 +65,10 @@ def server_factory(router: Any) -> Iterator[Any]:
 @pytest.fixture
 def robots(zenoh_client: Any) -> Any:
     """Factory: robots(server, n) -> n Robots, each on its own zenoh client session."""
-    from robot import Robot
+    from lerobot_policy_remote.testing.fake_robot import FakeRobot
 
-    def make(server: Any, n: int = 1, prefix: str = "robot") -> list[Robot]:
-        return [Robot(zenoh_client(), server.keys, f"{prefix}-{i}-{uuid.uuid4().hex[:6]}") for i in range(n)]
+    def make(server: Any, n: int = 1, prefix: str = "robot") -> list[FakeRobot]:
+        return [FakeRobot(zenoh_client(), server.keys, f"{prefix}-{i}-{uuid.uuid4().hex[:6]}") for i in range(n)]
 
     return make
 

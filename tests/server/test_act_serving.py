@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_manifest
-from robot import Robot, default_features
 from support.policies import SIM_ARM_ACTION_NAMES
 
+from lerobot_policy_remote.testing.fake_robot import FakeRobot, default_features
 from lerobot_policy_remote.wire.codec import encode
 from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.header import Header, MsgType
@@ -65,8 +65,8 @@ def _idle(server):
     wait_idle(server)
 
 
-def new_robot(zenoh_client, server, name="r") -> Robot:
-    return Robot(zenoh_client(), server.keys, f"{name}-{uuid.uuid4().hex[:8]}")
+def new_robot(zenoh_client, server, name="r") -> FakeRobot:
+    return FakeRobot(zenoh_client(), server.keys, f"{name}-{uuid.uuid4().hex[:8]}")
 
 
 def test_status_reports_capabilities_and_metrics_url(server, zenoh_client):
@@ -164,7 +164,7 @@ def test_reset_is_acked_and_episode_echoed(server, zenoh_client):
     seq = r.send(np.zeros(6), episode_start=True)
     h, body = r.wait_for(lambda h, b: h.seq_id == seq, 30)
     assert isinstance(body, ActionChunkMsg) and h.episode_id == 3
-    bad = Robot(r.z, server.keys, r.uuid)
+    bad = FakeRobot(r.z, server.keys, r.uuid)
     bad.replica, bad.ack = server.replica, type(r.ack)(ok=True, session_id="nope")
     assert not bad.reset(1).ok
 

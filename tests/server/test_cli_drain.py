@@ -10,9 +10,9 @@ import uuid
 
 import numpy as np
 import pytest
-from robot import Robot
-from support.procs import VENV_BIN, Proc, free_port
 
+from lerobot_policy_remote.testing.fake_robot import FakeRobot
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.keys import ServiceKeys
@@ -51,7 +51,7 @@ def test_cli_manifest_overrides_sigterm_drain_finishes_in_flight(router, zenoh_c
         assert keys.base in up and "replica=cli-replica" in up and "fingerprint=" in up
         assert "Warm-up inference 1/1" in proc.output() and "Loading" in proc.output()
         assert _health(port) == 200
-        r = Robot(zenoh_client(), keys, f"cli-{uuid.uuid4().hex[:6]}")
+        r = FakeRobot(zenoh_client(), keys, f"cli-{uuid.uuid4().hex[:6]}")
         [st] = r.statuses()
         assert st.trained_fps == 25.0 and st.max_sessions == 1 and st.serving_mode == "exclusive"  # diffusion: forced
         assert r.open("cli-replica", fps=25.0).ok

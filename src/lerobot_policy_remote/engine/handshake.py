@@ -99,7 +99,7 @@ def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck 
             return OpenedSession(ack=ack, status=status)
         msg = MESSAGES.get(ack.code, "") or ack.message or ack.code
         if ack.message and ack.message not in msg:
-            msg = f"{msg}: {ack.message}"
+            msg = ack.message if ack.message.startswith(msg) else f"{msg}: {ack.message}"
         if ack.code in CONTRACT_CODES:
             raise HandshakeError(f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=ack.code)
         if ack.code == "server_full" and "server full" not in msg:

@@ -58,6 +58,9 @@ def check_hook_points() -> Any:
 def install() -> None:
     """Wrap build_rollout_context and rebind it wherever it was imported by name."""
     context = check_hook_points()
+    from .startup import install_excepthook
+
+    install_excepthook()  # a remote start failure ends lerobot-rollout with its advice, not a traceback
     if getattr(context.build_rollout_context, "_remote_wrapped", False):
         return
     original = context.build_rollout_context

@@ -28,8 +28,9 @@ from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys, check_id
-from ..wire.messages import SCHEMA_VERSION, EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry
-from . import request
+from ..wire.messages import SCHEMA_VERSION, EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
+from ..zenoh_config import ZenohConfigError
+from . import request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .handshake import HandshakeError
@@ -116,7 +117,10 @@ class RemoteInferenceEngine(InferenceEngine):
         `worker=False` leaves the network worker unstarted: the caller drives `step()` itself.
         """
         self._stop.clear()
-        self.transport.open(self._wake.set)
+        try:
+            self.transport.open(self._wake.set)
+        except ZenohConfigError as exc:
+            raise startup.router_unreachable(self.cfg.connect_endpoint, str(exc.__cause__ or exc)) from exc
         if wait_first_handshake:
             deadline = time.monotonic() + self.cfg.connect_timeout_s
             while True:
@@ -125,8 +129,9 @@ class RemoteInferenceEngine(InferenceEngine):
                     break
                 except HandshakeError as exc:
                     if exc.fatal or time.monotonic() >= deadline:
+                        err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc)
                         self.transport.close()
-                        raise RuntimeError(f"Remote inference could not start: {exc}") from None
+                        raise err from None
                     time.sleep(0.2)
         if worker:
             self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
@@ -224,12 +229,16 @@ class RemoteInferenceEngine(InferenceEngine):
             self._global_shutdown.set()
 
     # -- handshake / reconnect
-    def _handshake(self) -> None:
-        req = request.session_open(
+    def session_open_request(self) -> SessionOpen:
+        """What this robot asks a server for (also what `lerobot-fleet doctor` dry-runs)."""
+        return request.session_open(
             client_uuid=self.client_uuid, action_names=self.action_names, hw_features=self._hw_features, model_id=self.model_id,
             revision=self.cfg.service_revision or "main", service=self.cfg.service_task or self._task, policy_type=self._policy_type,
             fps=self.fps, task=self._task, rtc=self.cfg.rtc, tags=self.cfg.tags, expect_fingerprint=self.fingerprint,
         )
+
+    def _handshake(self) -> None:
+        req = self.session_open_request()
         opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint)
         self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))
         self.transport.bind(self.replica)

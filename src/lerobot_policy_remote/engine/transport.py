@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..discovery import ServiceInfo
 from ..wire.header import Header
 from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, SessionOpen
 from .handshake import OpenedSession
@@ -76,6 +77,9 @@ class RemoteLink(Protocol):
 
     def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
         """The acked episode reset on the bound replica; None when it did not answer in time."""
+
+    def services(self, timeout_s: float) -> list[ServiceInfo]:
+        """Every service the network offers now (for the "no server answered" advice)."""
 
     def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
         """Best effort: a failure is the transport's to log, never the engine's problem."""

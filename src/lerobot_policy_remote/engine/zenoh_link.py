@@ -14,6 +14,7 @@ from typing import Any
 
 import zenoh
 
+from ..discovery import ServiceInfo, list_services
 from ..wire.codec import decode, encode
 from ..wire.errors import WireError
 from ..wire.header import Header
@@ -108,6 +109,9 @@ class ZenohLink:
             if reply.ok is not None:
                 return decode(ResetAck, reply.ok.payload.to_bytes())
         return None
+
+    def services(self, timeout_s: float) -> list[ServiceInfo]:
+        return list_services(self._session, timeout_s) if self._session is not None else []
 
     def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
         if self._telemetry_pub is None:

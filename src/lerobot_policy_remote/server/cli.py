@@ -7,11 +7,12 @@ import signal
 import sys
 import threading
 
-USAGE = """usage: lerobot-policy-server --manifest server.yaml [--model.repo_or_path=... --max_sessions=...]
+USAGE = """usage: lerobot-policy-server --manifest server.yaml [--model.repo_or_path=... --max_sessions=...] [--verbose]
 
 Serve one pre-warmed lerobot policy to many robots over Zenoh.
 Every manifest field can be given on the command line (dotted names for nested fields).
-See docs/server.md for the manifest fields and docs/runbook.md for operations."""
+See docs/server.md for the manifest fields and docs/runbook.md for operations.
+Startup errors are one line; --verbose (or LOG_LEVEL=DEBUG) adds the traceback."""
 
 
 def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
@@ -44,24 +45,33 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lerobot.policy_server.audit").setLevel(logging.WARNING)  # audit goes to Zenoh; enable with a logging config
     from ..zenoh_config import ZenohConfigError
-    from .capabilities import StartupRefusal
-    from .manifest import ManifestError
+    from .startup_errors import explain, verbose_requested
+
+    verbose, args = verbose_requested(args)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("lerobot.policy_server.audit").setLevel(logging.WARNING)  # audit goes to Zenoh; enable with a logging config
+
+    def fail(exc: BaseException, manifest=None, code: int = 2) -> int:
+        """One short message; the traceback only when asked for."""
+        if verbose:
+            logging.getLogger("lerobot.policy_server").error("startup failed", exc_info=exc)
+        print(f"lerobot-policy-server: error: {explain(exc, manifest, _split_manifest(args)[0])}", file=sys.stderr, flush=True)
+        return code
 
     try:
         manifest = parse_manifest(args)
     except SystemExit as exc:  # draccus reports bad flags itself
         return int(exc.code or 2)
+    except Exception as exc:  # a missing / unreadable manifest, a value of the wrong type
+        return fail(exc)
     try:
         manifest.validate()
         from .service import PolicyServer
 
         server = PolicyServer(manifest, progress=lambda text: print(text, flush=True))
-    except (ManifestError, StartupRefusal, ZenohConfigError) as exc:
-        print(f"lerobot-policy-server: error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    except Exception as exc:  # bad checkpoint path, unreachable hub id, refused policy, bad zenoh config, ...
+        return fail(exc, manifest)
 
     stop_requested = threading.Event()
 
@@ -75,15 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         server.start()
-    except ZenohConfigError as exc:
-        print(f"lerobot-policy-server: error: {exc}", file=sys.stderr, flush=True)
+    except Exception as exc:  # router unreachable, warm-up failed: the model cannot run with this manifest
         server.stop()
-        return 2
-    except Exception as exc:  # e.g. warm-up failed: the model cannot run with this manifest
-        logging.getLogger("lerobot.policy_server").exception("startup failed")
-        print(f"lerobot-policy-server: error: startup failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        server.stop()
-        return 1
+        return fail(exc, manifest, 2 if isinstance(exc, ZenohConfigError) else 1)
     try:
         while not server.wait(0.5):
             pass

@@ -258,6 +258,9 @@ class PolicyServer:
                 log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, verdict.message)
                 return SessionAck(False, verdict.code, verdict.message, warnings=verdict.warnings,
                                   active_sessions=self.registry.count(), **base)
+            if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close
+                return SessionAck(True, "ok", "dry run: this robot would be accepted (no session opened)",
+                                  warnings=verdict.warnings, active_sessions=self.registry.count(), **base)
             session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
                               req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
             session.pub = self.z.declare_publisher(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..discovery import ServiceInfo, group
 from ..engine.handshake import HandshakeError, OpenedSession, pick
 from ..engine.transport import Inbound, ServerChange
 from ..wire.codec import encode
@@ -155,6 +156,10 @@ class MemoryLink:
                 return None
             self.server_resets.append(request)
         return ResetAck(ok=True)
+
+    def services(self, timeout_s: float) -> list[ServiceInfo]:
+        with self._lock:
+            return group([(r.status(), ("memory", "main", "memory")) for r in self.replicas.values()])
 
     def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
         with self._lock:

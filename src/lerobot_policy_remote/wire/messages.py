@@ -76,6 +76,7 @@ class SessionOpen:
     rtc: RtcSettings = field(default_factory=RtcSettings)
     tags: dict[str, str] = field(default_factory=dict)
     expect_fingerprint: str = ""
+    dry_run: bool = False  # run every check and answer, but open no session (`lerobot-fleet doctor`)
 
 
 @dataclass

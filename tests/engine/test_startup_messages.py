@@ -1,0 +1,92 @@
+"""The real `lerobot-rollout --inference.type=remote` ends a failed start with one piece of advice, no traceback.
+
+Router down; a task one letter off the server's (the robot lists what the router offers and points at the
+closest match); a robot whose actions do not fit the policy (the contract advice).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.policies import save_tiny_act
+
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
+
+pytestmark = pytest.mark.slow
+TASK = "pick up the cube"
+
+
+def rollout(model: Path, endpoint: str, task: str, robot: str = "sim_arm", env: dict[str, str] | None = None) -> tuple[int, str]:
+    p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", f"--robot.type={robot}",
+              f"--policy.path={model}", f"--task={task}", "--duration=20", "--fps=30", f"--inference.connect_endpoint={endpoint}",
+              "--inference.connect_timeout_s=3", "--return_to_initial_position=false"], name="rollout", env=env, max_seconds=200)
+    rc = p.wait(200)
+    p.wait_for("lerobot-rollout", timeout=5)  # the reader thread has seen the end of the output
+    return rc, p.output()
+
+
+def advice(out: str) -> list[str]:
+    """The lines after the final `lerobot-rollout:` message (the message and the hint)."""
+    lines = out.splitlines()
+    start = max(i for i, x in enumerate(lines) if x.startswith("lerobot-rollout: "))
+    return lines[start:]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return save_tiny_act(tmp_path_factory.mktemp("startup") / "act", seed=1)
+
+
+@pytest.fixture
+def server(model, own_router):
+    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={TASK}",
+              "--max_sessions=2", f"--zenoh.connect_endpoints=[{own_router.endpoint}]", "--health_port=0",
+              "--replica_id=cube-1"], name="server", max_seconds=300)
+    p.wait_for("Policy server up", timeout=120)
+    yield p
+    p.stop()
+
+
+def test_router_down_is_one_message_at_the_end(model):
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    rc, out = rollout(model, endpoint, TASK)
+    assert rc != 0
+    lines = advice(out)
+    assert lines[0].startswith(f"lerobot-rollout: Remote inference could not start: cannot reach the Zenoh router at '{endpoint}' (")
+    assert lines[0].endswith(
+        f"). Start the router (lerobot-fleet router --listen {endpoint}) or fix --inference.connect_endpoint; for tls/ "
+        "endpoints check --inference.tls_ca/tls_cert/tls_key (RUST_LOG=warn shows zenoh's reason). "
+        f"Check with: lerobot-fleet doctor --router {endpoint}")
+    assert lines[1:] == ["(LOG_LEVEL=DEBUG prints the traceback; `lerobot-fleet doctor` checks the whole setup)"]
+    assert "Traceback" not in out
+    # the traceback is still there for whoever asks
+    rc, out = rollout(model, endpoint, TASK, env={"LOG_LEVEL": "DEBUG"})
+    assert rc != 0 and "Traceback (most recent call last)" in out and "RemoteStartupError" in out
+
+
+def test_task_typo_lists_the_services_and_points_at_the_closest(model, own_router, server):
+    rc, out = rollout(model, own_router.endpoint, "pick up the cub")
+    assert rc != 0
+    assert advice(out) == [
+        f"lerobot-rollout: Remote inference could not start: No policy server serves model '{model}' revision 'main' "
+        "task 'pick up the cub'. The router offers 1 service:",
+        f"  - model '{model}' revision 'main' task '{TASK}': 1 replica, 2 free sessions",
+        f"Closest match: model '{model}' revision 'main' task '{TASK}': 1 replica, 2 free sessions. "
+        f"To use it: --task='{TASK}' (or --inference.service_task='{TASK}')",
+        "(LOG_LEVEL=DEBUG prints the traceback; `lerobot-fleet doctor` checks the whole setup)",
+    ]
+    assert "Traceback" not in out
+
+
+def test_robot_that_does_not_fit_the_policy_gets_the_contract_advice(model, own_router, server):
+    rc, out = rollout(model, own_router.endpoint, TASK, robot="sim_base")
+    assert rc != 0
+    first = advice(out)[0]
+    assert first.startswith("lerobot-rollout: Remote inference could not start: session refused by replica cube-1 (action_mismatch): ")
+    assert "the policy outputs 6 actions, the robot has 3 (['x.vel', 'y.vel', 'theta.vel'])" in first
+    assert first.endswith(
+        ". To fix: run the robot type the policy was trained on (same joints, same order), or serve a policy trained for "
+        "this robot; if only the order differs, set action_feature_names in the server manifest to the training "
+        "dataset's action names")
+    assert "Traceback" not in out
