@@ -431,11 +431,19 @@ class FleetStore:
             rtts_by_replica = self._rtts_by_replica()
         rtts = sorted(max(0.0, x - st.inference_ms_p50) for x in rtts_by_replica.get(s.replica, ()))
         rtt_ms = rtts[len(rtts) // 2] if rtts else 0.0
-        value = n_max(t_s, r_hz, horizon, dt, rtt_ms / 1000.0)
+        # A batching server reports chunks per second of model time at its recent batch sizes: 1/that is
+        # the model time one robot's chunk costs, the `t` of the capacity formula. One pass must still fit.
+        t_eff = 1.0 / st.chunks_per_s if st.chunks_per_s > 0 else t_s
+        value = n_max(t_eff, r_hz, horizon, dt, rtt_ms / 1000.0)
+        if value is not None and horizon * dt / 2.0 - rtt_ms / 1000.0 < t_s:
+            value = 0.0
         if not explain:
             return value, []
+        t_row = (f"{t_eff * 1000:.1f} ms per chunk (measured: {st.chunks_per_s:.1f} chunks/s of model time, "
+                 f"mean batch {st.batch_size_mean:.1f}; one pass {st.inference_ms_p50:.1f} ms)") if st.chunks_per_s > 0 \
+            else f"{st.inference_ms_p50:.1f} ms (inference p50, one robot per pass)"
         inputs = [
-            ("t (inference p50)", f"{st.inference_ms_p50:.1f} ms"),
+            ("t (model time per chunk)", t_row),
             ("r (per-client rate)", f"{r_hz:.2f} Hz — {r_src}"),
             ("H (chunk size)", f"{st.chunk_size} steps"),
             ("dt (1/trained fps)", f"{dt * 1000:.1f} ms" if dt else "unknown"),

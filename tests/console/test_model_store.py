@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 from lerobot_fleet.model import RobotState, fmt_age, n_max, robot_matches, sort_robots, sparkline
@@ -108,6 +109,15 @@ def test_server_rate_capacity_and_audit_tail():
     detail = store.server_detail("gpu-0")
     assert len(detail.audit) == 50 and detail.audit[-1].seq_id == 79  # bounded tail, newest last
     assert dict(detail.capacity_inputs)["N_max"] == "40.0"
+    # A batching server: one 123 ms pass serves 8 robots -> 65 chunks/s of model time; t = 1/65 s, not 123 ms
+    batched = replace(status, inference_ms_p50=123.0, max_batch=8, batch_size_mean=8.0, chunks_per_s=8 / 0.123)
+    store.on_status(batched, NS)
+    row = store.snapshot().server("gpu-0")
+    assert row.n_max == pytest.approx(0.8 / (1.0 * 0.123 / 8), rel=1e-3)  # 52, where one-per-pass t would say 6.5
+    assert "mean batch 8.0" in dict(store.server_detail("gpu-0").capacity_inputs)["t (model time per chunk)"]
+    store.on_status(replace(batched, chunk_size=4), NS)  # H*dt/2 = 67 ms < one 123 ms pass: nobody fits
+    assert store.snapshot().server("gpu-0").n_max == 0.0
+    store.on_status(status, NS)
     clock.advance(10)
     assert store.snapshot().server("gpu-0").health == "stale"  # status stopped answering
     store.on_metrics("gpu-0", None, "connection refused")
