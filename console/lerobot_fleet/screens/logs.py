@@ -1,0 +1,115 @@
+"""The alerts and fleet-event screens."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Input, Static
+
+from .. import render
+from ..export import record
+from ..model import (
+    FleetSnapshot,
+    event_matches,
+)
+from ..store import EVENT_HISTORY
+from .base import COMMON, LiveScreen
+
+
+class AlertsScreen(LiveScreen):
+    """Open alerts (newest first), then cleared ones, with when they started and cleared."""
+
+    BINDINGS = [Binding("escape", "app.pop_screen", "Back"), Binding("e", "events", "Events"), *COMMON]
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="alerts-title", classes="section")
+        with VerticalScroll():
+            yield Static(id="alerts-body", classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        book = self.fleet.alerts
+        listing = book.listing()
+        r = book.rules
+        self.query_one("#alerts-title", Static).update(Text(
+            f"Alerts: {book.open_count} open, {len(listing) - book.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
+            f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
+        ))
+        self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.fleet.store.clock()))
+        self.query_one("#result", Static).update(self.result_text())
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        now = self.fleet.store.clock()
+        return {"alerts": [a.as_dict(now) for a in self.fleet.alerts.listing()]}
+
+
+class EventsScreen(LiveScreen):
+    """The fleet event log, newest first, filtered by `robot:ID server:ID sev:warn kind:drain words`."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("slash", "filter", "Filter"),
+        Binding("exclamation_mark", "alerts", "Alerts"),
+        *COMMON,
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.query_text = ""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="events-title", classes="section")
+        yield Input(placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
+                    id="events-filter", disabled=True)  # enabled by `/`, so keys act on the screen until then
+        with VerticalScroll():
+            yield Static(id="events-body", classes="detail-body")
+        yield Static(classes="result", id="result")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def shown(self) -> list:
+        return [e for e in self.fleet.store.events() if event_matches(e, self.query_text)]
+
+    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+        events = self.shown()
+        total = len(self.fleet.store.events())
+        self.query_one("#events-title", Static).update(Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)"))
+        self.query_one("#events-body", Static).update(render.events_text(events))
+        self.query_one("#result", Static).update(self.result_text())
+
+    def action_filter(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        box.disabled = False
+        box.add_class("visible")
+        box.focus()
+
+    def action_back(self) -> None:
+        box = self.query_one("#events-filter", Input)
+        if self.focused is box:
+            self._leave_filter(box)
+        else:
+            self.dismiss()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        self.apply_snapshot(self.fleet.current_snapshot())
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self._leave_filter(event.input)
+
+    def _leave_filter(self, box: Input) -> None:
+        self.set_focus(None)
+        box.disabled = True
+        if not box.value:
+            box.remove_class("visible")
+
+    def export_tables(self) -> dict[str, list[dict[str, object]]]:
+        return {"events": [record(e) for e in self.shown()]}
