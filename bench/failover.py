@@ -9,7 +9,7 @@ Faults, each repeated `--trials` times; times come from the engine's own state h
 Over the whole run every executed action is checked: older than max_action_age_s, NaN, or from a
 session the robot did not open with its pinned model fingerprint -> counted (the aim is 0).
 
-    .venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); from support.policies import save_tiny_act; save_tiny_act("/tmp/fo/act", cameras={"front": (48, 64)}, chunk_size=50)'
+    .venv/bin/python -c 'from lerobot_policy_remote.testing.policies import save_tiny_act; save_tiny_act("/tmp/fo/act", cameras={"front": (48, 64)}, chunk_size=50)'
     .venv/bin/python bench/failover.py --model /tmp/fo/act --trials 10
 """
 

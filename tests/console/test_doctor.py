@@ -13,10 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.policies import save_tiny_act
 from test_cli_help import _fleet_modules
 from test_tls import _ca, _leaf
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
 
 pytestmark = pytest.mark.slow

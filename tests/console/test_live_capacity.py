@@ -16,8 +16,8 @@ from lerobot_fleet.model import RobotState
 from lerobot_fleet.render import OLD, SERVER_COLUMNS, server_cells
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
-from support.policies import save_tiny_act
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 

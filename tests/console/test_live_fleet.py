@@ -18,9 +18,9 @@ from lerobot_fleet.app import FleetConsoleApp
 from lerobot_fleet.model import RobotState
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
-from support.policies import save_tiny_act
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow

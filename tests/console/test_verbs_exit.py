@@ -13,6 +13,7 @@ from lerobot_fleet.sources import zenoh_source
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
 
+from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
@@ -44,10 +45,7 @@ def test_session_opened_after_stop_is_closed_by_its_thread(router, monkeypatch):
     source.start(FleetStore())
     assert source.stop() is False  # the session thread is still inside the connection attempt
     gate.set()
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and not (opened and opened[0].is_closed()):
-        time.sleep(0.05)
-    assert opened and opened[0].is_closed(), "a session opened after stop() was left open"
+    wait_until(lambda: opened and opened[0].is_closed(), 15, message="the session opened after stop() to be closed by its thread")
     assert source.session is None
 
 

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.utils.feature_utils import hw_to_dataset_features
-from support.policies import save_tiny_act
 
 from lerobot_policy_remote.engine import provenance
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
@@ -33,6 +32,7 @@ from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
 from lerobot_policy_remote.testing import VENV_BIN, Proc, assert_never, wait_until
 from lerobot_policy_remote.testing.fake_server import ChunkResponder, Faults
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.policies import save_tiny_act
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, assert_never, wait_until
+from lerobot_policy_remote.testing.policies import save_tiny_act
 
 pytestmark = pytest.mark.slow
 MAX_AGE = 1.5

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.policies import save_tiny_act
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 
 pytestmark = pytest.mark.slow

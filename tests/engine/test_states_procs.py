@@ -13,9 +13,9 @@ import time
 import uuid
 
 import pytest
-from support.policies import save_tiny_act
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc
+from lerobot_policy_remote.testing.policies import save_tiny_act
 
 pytestmark = pytest.mark.slow
 DEGRADED_AFTER = 0.5

@@ -14,8 +14,8 @@ import uuid
 import httpx
 import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
-from support.policies import save_tiny_act
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.testing.waiting import assert_never, wait_until
 from lerobot_policy_remote.wire import ServiceKeys

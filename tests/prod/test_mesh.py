@@ -20,8 +20,8 @@ import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
-from support.policies import save_tiny_act
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings

@@ -18,21 +18,21 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="session")
 def act_ckpt(tmp_path_factory: pytest.TempPathFactory):
-    from support.policies import save_tiny_act
+    from lerobot_policy_remote.testing.policies import save_tiny_act
 
     return save_tiny_act(tmp_path_factory.mktemp("act"))
 
 
 @pytest.fixture(scope="session")
 def act_rel_ckpt(tmp_path_factory: pytest.TempPathFactory):
-    from support.policies import save_tiny_act
+    from lerobot_policy_remote.testing.policies import save_tiny_act
 
     return save_tiny_act(tmp_path_factory.mktemp("act_rel"), relative_actions=True)
 
 
 @pytest.fixture(scope="session")
 def diffusion_ckpt(tmp_path_factory: pytest.TempPathFactory):
-    from support.policies import save_tiny_diffusion
+    from lerobot_policy_remote.testing.policies import save_tiny_diffusion
 
     return save_tiny_diffusion(tmp_path_factory.mktemp("diffusion"))
 

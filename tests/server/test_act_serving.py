@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import make_manifest
-from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.testing.fake_robot import FakeRobot, default_features
+from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.wire.codec import encode
 from lerobot_policy_remote.wire.data import ActionChunkMsg
 from lerobot_policy_remote.wire.header import Header, MsgType

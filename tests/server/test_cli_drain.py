@@ -29,7 +29,7 @@ def _health(port: int) -> int:
 @pytest.fixture(scope="module")
 def slow_diffusion(tmp_path_factory):
     """Seconds per chunk on this CPU (more under load): SIGTERM lands well inside the inference."""
-    from support.policies import save_tiny_diffusion
+    from lerobot_policy_remote.testing.policies import save_tiny_diffusion
 
     return save_tiny_diffusion(tmp_path_factory.mktemp("slow_diff"), num_inference_steps=400, num_train_timesteps=400)
 

@@ -7,11 +7,11 @@ import uuid
 
 import numpy as np
 from conftest import saturate
-from support.policies import SIM_ARM_ACTION_NAMES
 
 from lerobot_policy_remote.server.scheduler import RoundRobin
 from lerobot_policy_remote.server.sessions import Mail, Mailbox, Registry, Session
 from lerobot_policy_remote.server.stub import StubBackend
+from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.wire.data import ActionChunkMsg
 

@@ -6,8 +6,8 @@ import os
 import subprocess
 
 import pytest
-from support.policies import save_tiny_act
 
+from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, free_port
 
 SERVER = str(VENV_BIN / "lerobot-policy-server")

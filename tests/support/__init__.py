@@ -1,1 +1,0 @@
-"""Helpers shared by the tests: real processes with time bounds, ended by PID."""
