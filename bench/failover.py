@@ -32,7 +32,8 @@ from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
-from lerobot_policy_remote.testing import VENV_BIN, Proc, Router, wait_until
+from lerobot_policy_remote.testing import Proc, Router, wait_until
+from lerobot_policy_remote.testing.procs import policy_server
 
 S = LinkState
 MAX_AGE = 3.0  # the default: under load a 1 s bound leaves only part of each chunk executable
@@ -108,11 +109,9 @@ class Rig:
         self.streaming()
 
     def start_server(self) -> Proc:
-        p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={self.model}", f"--default_task={self.task}",
-                  f"--zenoh.connect_endpoints=[{self.router.endpoint}]", "--zenoh.lease_ms=10000", f"--zenoh.retry_period_max_ms={self.server_retry_max_ms}", "--health_port=0",
-                  "--warmup_inferences=1", "--drain_timeout_s=5"], name="server", max_seconds=3600)
-        p.wait_for("Policy server up", timeout=300)
-        return p
+        return policy_server(self.model, self.task, self.router.endpoint, "--zenoh.lease_ms=10000",
+                             f"--zenoh.retry_period_max_ms={self.server_retry_max_ms}", "--warmup_inferences=1", "--drain_timeout_s=5",
+                             max_seconds=3600)
 
     def streaming(self, timeout: float = 60) -> None:
         wait_until(lambda: self.e.state is S.STREAMING, timeout, message="STREAMING")

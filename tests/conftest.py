@@ -1,4 +1,4 @@
-"""Fixtures with real parts: an embedded Zenoh router process on a free loopback port."""
+"""Fixtures with real parts: Zenoh routers on free loopback ports (in this process, or as a process to kill)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,35 @@ from collections.abc import Iterator
 
 import pytest
 
-from lerobot_policy_remote.testing.procs import Router
+from lerobot_policy_remote.testing.procs import Router, free_port
+
+
+class InProcessRouter:
+    """`lerobot-fleet router`'s own settings, served by a router-mode session inside the test process:
+    the same routing, no process to start (tests that kill or restart a router use `own_router`)."""
+
+    def __init__(self) -> None:
+        self.endpoint = f"tcp/127.0.0.1:{free_port()}"
+        self._session = None
+
+    def start(self) -> InProcessRouter:
+        from lerobot_fleet.router import router_settings
+
+        from lerobot_policy_remote.zenoh_config import open_session
+
+        self._session = open_session(router_settings([self.endpoint]))
+        return self
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
 @pytest.fixture(scope="session")
-def router() -> Iterator[Router]:
+def router() -> Iterator[InProcessRouter]:
     """One router for the whole run (tests isolate themselves by service name)."""
-    r = Router().start()
+    r = InProcessRouter().start()
     yield r
     r.stop()
 

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from lerobot_policy_remote.testing.procs import free_port
 __all__ = ["BIN", "Proc", "client", "emit", "free_port", "python", "result", "router"]
 
 ROOT = Path(__file__).resolve().parents[2]
+# Children run here, not in the checkout: lerobot's gRPC server writes `logs/` into its working directory.
+WORKDIR = Path(tempfile.mkdtemp(prefix="bench-peers-"))
 
 
 class Proc(KitProc):
@@ -27,7 +30,7 @@ class Proc(KitProc):
 
     def __init__(self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None) -> None:
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
-        super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s)
+        super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s, cwd=WORKDIR)
 
     @property
     def pid(self) -> int:

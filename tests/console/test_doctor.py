@@ -17,7 +17,7 @@ from test_cli_help import _fleet_modules
 from test_tls import _ca, _leaf
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
+from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Router, free_port, policy_server
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"
@@ -45,11 +45,9 @@ def fleet(tmp_path_factory):
     """A router and one server (1 session max) for the policy; the model path is the namespace's model id."""
     model = save_tiny_act(tmp_path_factory.mktemp("doctor") / "act", seed=1)
     router = Router().start()
-    server = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={TASK}",
-                   "--max_sessions=1", f"--zenoh.connect_endpoints=[{router.endpoint}]", "--health_port=0",
-                   "--replica_id=cube-1"], name="server", max_seconds=600)
+    server = policy_server(model, TASK, router.endpoint, "--max_sessions=1", "--replica_id=cube-1", max_seconds=600, wait=False)
     try:
-        server.wait_for("Policy server up", timeout=120)
+        server.wait_for(SERVER_READY, timeout=120)
         yield router, model
     finally:
         server.stop()

@@ -18,7 +18,7 @@ from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
+from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Proc, free_port, policy_server
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
@@ -33,14 +33,10 @@ def fleet(router, tmp_path_factory):
     procs: dict[str, Proc] = {}
     try:
         for replica in REPLICAS:
-            procs[replica] = Proc(
-                [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-                 f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={free_port()}", f"--replica_id={replica}",
-                 "--max_sessions=3", "--session_grace_s=2"],
-                name=replica, max_seconds=900,
-            )
+            procs[replica] = policy_server(model, task, router.endpoint, f"--replica_id={replica}", "--max_sessions=3",
+                                           "--session_grace_s=2", name=replica, health_port=free_port(), max_seconds=900, wait=False)
         for replica in REPLICAS:
-            procs[replica].wait_for("Policy server up", timeout=300)
+            procs[replica].wait_for(SERVER_READY, timeout=300)
         for robot in ROBOTS:
             procs[robot] = Proc(
                 [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
@@ -76,46 +72,48 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
         await until(pilot, lambda: len(robots()) == 4 and all(r.state is RobotState.STREAMING for r in robots().values()), 60,
                     "four robots streaming", tick=True)
         await until(pilot, lambda: sum(s.active_sessions for s in servers().values()) == 4, 30, "four sessions on two replicas", tick=True)
-        on_a = {r.robot_id for r in robots().values() if r.replica == "cap-a"}
-        on_b = {r.robot_id for r in robots().values() if r.replica == "cap-b"}
+        # drain the fuller replica (whatever the placement): its robots fill the other, one is left waiting
+        placed = {rep: {r.robot_id for r in robots().values() if r.replica == rep} for rep in REPLICAS}
+        drained, spare = sorted(REPLICAS, key=lambda rep: -len(placed[rep]))
+        assert len(placed[drained]) >= 2
 
         table = app.screen.query_one("#servers", KeyedTable)
         table.focus()
-        table.select_key("cap-a")
+        table.select_key(drained)
         await pilot.press("d")
         await pilot.pause()
         await pilot.press("y")
-        await until(pilot, lambda: app.last_result[0].startswith("drain cap-a: ok"), 20, "drain acknowledged", tick=True)
-        assert fleet["procs"]["cap-a"].wait(120) == 0
+        await until(pilot, lambda: app.last_result[0].startswith(f"drain {drained}: ok"), 20, "drain acknowledged", tick=True)
+        assert fleet["procs"][drained].wait(120) == 0
 
-        # moved robots stream on cap-b, which is full; exactly one robot waits and says why
-        await until(pilot, lambda: servers()["cap-a"].health == "gone", 30, "cap-a gone", tick=True)
-        await until(pilot, lambda: servers()["cap-b"].active_sessions == 3
-                    and sum(1 for r in robots().values() if r.replica == "cap-b" and r.state is RobotState.STREAMING) == 3, 90,
-                    "cap-b full with three streaming robots", tick=True)
-        moved = {r.robot_id for r in robots().values() if r.replica == "cap-b"} - on_b
-        assert moved, "at least one robot moved from cap-a to cap-b"
+        # moved robots stream on the spare, which is full; exactly one robot waits and says why
+        await until(pilot, lambda: servers()[drained].health == "gone", 30, f"{drained} gone", tick=True)
+        await until(pilot, lambda: servers()[spare].active_sessions == 3
+                    and sum(1 for r in robots().values() if r.replica == spare and r.state is RobotState.STREAMING) == 3, 90,
+                    f"{spare} full with three streaming robots", tick=True)
+        moved = {r.robot_id for r in robots().values() if r.replica == spare} - placed[spare]
+        assert moved and moved <= placed[drained], f"robots moved from {drained} to {spare}: {moved}"
         await until(pilot, lambda: [r for r in robots().values() if r.waiting], 60, "a waiting robot", tick=True)
         waiting = [r for r in robots().values() if r.waiting]
-        assert len(waiting) == 1 and waiting[0].robot_id in on_a
-        assert waiting[0].waiting.startswith("waiting: no replica with room (cap-b 3/3"), waiting[0].waiting
-        b = servers()["cap-b"]
+        assert len(waiting) == 1 and waiting[0].robot_id in placed[drained]
+        assert waiting[0].waiting.startswith(f"waiting: no replica with room ({spare} 3/3"), waiting[0].waiting
+        b = servers()[spare]
         assert (b.headroom, b.room_limit) == (0, "cap")
 
         # the gone server is dimmed with its last-seen age
-        a = servers()["cap-a"]
+        a = servers()[drained]
         cols = [k for k, _, _ in SERVER_COLUMNS]
         cells = server_cells(a)
         assert cells[cols.index("health")][0].startswith("gone ") and cells[cols.index("sessions")][1] == OLD
         text = screen_text(app)
-        assert "gone " in text and "no room (cap-b 3/3" in text
+        assert "gone " in text and f"no room ({spare} 3/3" in text
 
         # the waiting robot's fault alert opens ...
         key = waiting[0].key
         await until(pilot, lambda: ("fault", key) in {x.key for x in app.alerts.listing() if x.cleared_s is None}, 30, "fault alert open",
                     tick=True)
-        # ... and clears when a seat frees up: stop one robot on cap-b; the waiting robot takes its place
-        leaving = sorted(r.robot_id for r in robots().values() if r.replica == "cap-b")[0]
+        # ... and clears when a seat frees up: stop one robot on the spare; the waiting robot takes its place
+        leaving = sorted(r.robot_id for r in robots().values() if r.replica == spare)[0]
         fleet["procs"][leaving].stop()
         await until(pilot, lambda: robots()[waiting[0].robot_id].state is RobotState.STREAMING, 120, "the waiting robot streaming",
                     tick=True)

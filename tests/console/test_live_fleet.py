@@ -21,6 +21,7 @@ from lerobot_fleet.widgets import KeyedTable
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
 from lerobot_policy_remote.testing.policies import save_tiny_act
+from lerobot_policy_remote.testing.procs import SERVER_READY, policy_server
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
@@ -34,14 +35,10 @@ def fleet(router, tmp_path_factory):
     model = save_tiny_act(tmp_path_factory.mktemp("console_act") / "act", seed=3)
     task = f"console pick {uuid.uuid4().hex[:6]}"
     health = free_port()
-    server = Proc(
-        [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-         f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={health}", f"--replica_id={REPLICA}"],
-        name="server", max_seconds=400,
-    )
+    server = policy_server(model, task, router.endpoint, f"--replica_id={REPLICA}", health_port=health, max_seconds=400, wait=False)
     rollout = None
     try:
-        server.wait_for("Policy server up", timeout=150)
+        server.wait_for(SERVER_READY, timeout=150)
         rollout = Proc(
             [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
              f"--policy.path={model}", f"--task={task}", "--duration=300", "--fps=30",

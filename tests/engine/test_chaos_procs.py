@@ -30,7 +30,7 @@ from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
-from lerobot_policy_remote.testing import VENV_BIN, Proc, assert_never, wait_until
+from lerobot_policy_remote.testing import Proc, assert_never, policy_server, wait_until
 from lerobot_policy_remote.testing.fake_server import ChunkResponder, Faults
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -42,11 +42,8 @@ POISON = 12345.0  # value carried by every forged chunk; must never reach the mo
 
 
 def start_server(model, endpoint: str, task: str, lease_ms: int = 10000) -> Proc:
-    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-              f"--zenoh.connect_endpoints=[{endpoint}]", f"--zenoh.lease_ms={lease_ms}", "--health_port=0",
-              "--warmup_inferences=1", "--session_grace_s=2"], name="server", max_seconds=240)
-    p.wait_for("Policy server up", timeout=120)
-    return p
+    return policy_server(model, task, endpoint, f"--zenoh.lease_ms={lease_ms}", "--warmup_inferences=1", "--session_grace_s=2",
+                         max_seconds=240, ready_timeout=120)
 
 
 class Driver:

@@ -14,16 +14,14 @@ import pytest
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, assert_never, wait_until
 from lerobot_policy_remote.testing.policies import save_tiny_act
+from lerobot_policy_remote.testing.procs import policy_server
 
 pytestmark = pytest.mark.slow
 MAX_AGE = 1.5
 
 
 def start_server(model: Path, endpoint: str) -> Proc:
-    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", "--default_task=pick",
-              f"--zenoh.connect_endpoints=[{endpoint}]", "--health_port=0"], name="server", max_seconds=240)
-    p.wait_for("Policy server up", timeout=120)
-    return p
+    return policy_server(model, "pick", endpoint, max_seconds=240, ready_timeout=120)
 
 
 def records(path: Path) -> list[dict]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port, policy_server
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"
@@ -40,10 +40,7 @@ def model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def server(model, own_router):
-    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={TASK}",
-              "--max_sessions=2", f"--zenoh.connect_endpoints=[{own_router.endpoint}]", "--health_port=0",
-              "--replica_id=cube-1"], name="server", max_seconds=300)
-    p.wait_for("Policy server up", timeout=120)
+    p = policy_server(model, TASK, own_router.endpoint, "--max_sessions=2", "--replica_id=cube-1", max_seconds=300, ready_timeout=120)
     yield p
     p.stop()
 

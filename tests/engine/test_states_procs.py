@@ -16,6 +16,7 @@ import pytest
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc
 from lerobot_policy_remote.testing.policies import save_tiny_act
+from lerobot_policy_remote.testing.procs import policy_server
 
 pytestmark = pytest.mark.slow
 DEGRADED_AFTER = 0.5
@@ -27,10 +28,8 @@ def test_healthy_run_is_never_degraded_and_sigstop_is_degraded_then_stalled(rout
     task = f"pick {uuid.uuid4().hex[:6]}"
     for chunk in (50, 100):
         model = save_tiny_act(tmp_path / f"act{chunk}", cameras={"front": (96, 128)}, chunk_size=chunk)
-        server = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-                       f"--zenoh.connect_endpoints=[{router.endpoint}]", "--zenoh.lease_ms=10000", "--health_port=0",
-                       "--warmup_inferences=1"], name=f"server{chunk}", max_seconds=240)
-        server.wait_for("Policy server up", timeout=120)
+        server = policy_server(model, task, router.endpoint, "--zenoh.lease_ms=10000", "--warmup_inferences=1", name=f"server{chunk}",
+                               max_seconds=240, ready_timeout=120)
         rollout = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
                         f"--policy.path={model}", f"--task={task}", "--duration=120", "--fps=30",
                         f"--inference.connect_endpoint={router.endpoint}", f"--inference.degraded_after_s={DEGRADED_AFTER}",

@@ -16,7 +16,7 @@ import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port, policy_server
 from lerobot_policy_remote.testing.waiting import assert_never, wait_until
 from lerobot_policy_remote.wire import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -34,13 +34,8 @@ def fleet(tmp_path_factory):
     health = free_port()
     server = rollout = None
     try:
-        server = Proc(
-            [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-             f"--zenoh.connect_endpoints=[{router.endpoint}]", f"--health_port={health}", "--replica_id=rep-1",
-             *server_tls(pki, "rep-1")],
-            name="server", max_seconds=500,
-        )
-        server.wait_for("Policy server up", timeout=200)
+        server = policy_server(model, task, router.endpoint, "--replica_id=rep-1", *server_tls(pki, "rep-1"), health_port=health,
+                               max_seconds=500, ready_timeout=200)
         rollout = Proc(
             [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
              f"--policy.path={model}", f"--task={task}", "--duration=400", "--fps=30",

@@ -22,7 +22,7 @@ from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
+from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Proc, free_port, policy_server
 from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
@@ -46,14 +46,10 @@ def mesh(tmp_path_factory):
     rb = acl_router(pki, "router-b", connect=[ra.endpoint]).start()
     procs: list[Proc] = []
     try:
-        server = Proc(
-            [str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-             f"--zenoh.connect_endpoints=[{ra.endpoint},{rb.endpoint}]", f"--health_port={free_port()}", "--replica_id=rep-1",
-             "--max_sessions=4", *server_tls(pki, "rep-1")],
-            name="server", max_seconds=500,
-        )
+        server = policy_server(model, task, [ra.endpoint, rb.endpoint], "--replica_id=rep-1", "--max_sessions=4", *server_tls(pki, "rep-1"),
+                               health_port=free_port(), max_seconds=500, wait=False)
         procs.append(server)
-        server.wait_for("Policy server up", timeout=200)
+        server.wait_for(SERVER_READY, timeout=200)
         robots = {}
         for name in ROBOTS:
             robots[name] = Proc(

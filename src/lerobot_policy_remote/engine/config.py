@@ -41,6 +41,9 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     request_timeout_s: float = 5.0
     reconnect_initial_backoff_s: float = 0.5
     reconnect_max_backoff_s: float = 10.0
+    # A random pause of up to this long before each session open, so robots that start or move together
+    # (power back after a cut, a drain) read fresh seat counts and spread over the replicas.
+    handshake_jitter_s: float = 0.1
     max_offline_s: float = 60.0
     fallback: FallbackBehavior = FallbackBehavior.HOLD
     rtc: RTCConfig = field(default_factory=RTCConfig)
@@ -64,6 +67,8 @@ class RemoteInferenceConfig(InferenceEngineConfig):
                      "reconnect_initial_backoff_s", "reconnect_max_backoff_s", "max_offline_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--inference.{name} must be > 0, got {getattr(self, name)}")
+        if self.handshake_jitter_s < 0:
+            raise ValueError(f"--inference.handshake_jitter_s must be >= 0, got {self.handshake_jitter_s}")
         if self.reconnect_max_backoff_s < self.reconnect_initial_backoff_s:
             raise ValueError("--inference.reconnect_max_backoff_s must be >= reconnect_initial_backoff_s")
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import zenoh
@@ -49,13 +50,44 @@ def namespace_hint(keys: ServiceKeys, status_key: str) -> str:
     )
 
 
-def rank(statuses: list[ServerStatus]) -> list[ServerStatus]:
-    """Least loaded first: draining and full replicas last."""
-    return sorted(statuses, key=lambda s: (s.draining, s.max_sessions > 0 and s.active_sessions >= s.max_sessions, s.load, s.active_sessions))
+def free_seats(status: ServerStatus) -> int:
+    """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty."""
+    if status.max_sessions <= 0:
+        return _UNBOUNDED_SEATS - status.active_sessions
+    return max(0, status.max_sessions - status.active_sessions)
+
+
+_UNBOUNDED_SEATS = 1 << 16
+
+
+def rank(statuses: Sequence[ServerStatus], rng: random.Random | None = None) -> list[ServerStatus]:
+    """The order to try replicas in: those with room first, then full ones, draining ones last.
+
+    Among replicas with room, power of two choices: draw two at random weighted by free seats and
+    take the one with more seats free (ties: lower load, then the draw). Robots that start together
+    and read the same statuses spread over the replicas instead of all taking the first to answer.
+    """
+    rng = rng or random
+    roomy = [s for s in statuses if not s.draining and free_seats(s) > 0]
+    full = sorted((s for s in statuses if not s.draining and free_seats(s) <= 0), key=lambda s: s.load)
+    draining = [s for s in statuses if s.draining]
+    ordered: list[ServerStatus] = []
+    while roomy:
+        first = _draw(roomy, rng)
+        if len(roomy) > 1:
+            second = _draw([s for s in roomy if s is not first], rng)
+            first = min((first, second), key=lambda s: (-free_seats(s), s.load))
+        ordered.append(first)
+        roomy.remove(first)
+    return ordered + full + draining
+
+
+def _draw(candidates: list[ServerStatus], rng: random.Random) -> ServerStatus:
+    return rng.choices(candidates, weights=[free_seats(s) for s in candidates])[0]
 
 
 def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerStatus]:
-    """All replicas that answered over Zenoh, least loaded first."""
+    """All replicas that answered over Zenoh (`pick` orders them)."""
     key = keys.server("*", "status")
     found: list[ServerStatus] = []
     # Each replica answers on its own key; NONE keeps zenoh from folding several replicas into one reply.
@@ -68,7 +100,7 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
             logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
     if not found:
         raise HandshakeError(namespace_hint(keys, key), fatal=False, code="no_server")
-    return rank(found)
+    return found
 
 
 def ask_session(session, keys: ServiceKeys, replica: str, request: SessionOpen, timeout_s: float) -> SessionAck | str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import random
 import threading
 import time
 import uuid
@@ -238,6 +239,8 @@ class RemoteInferenceEngine(InferenceEngine):
         )
 
     def _handshake(self) -> None:
+        if self.cfg.handshake_jitter_s > 0:  # see RemoteInferenceConfig.handshake_jitter_s
+            time.sleep(random.uniform(0.0, self.cfg.handshake_jitter_s))
         req = self.session_open_request()
         opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint)
         self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))

@@ -51,11 +51,24 @@ class MemoryReplica:
     rtc: bool = False
     draining: bool = False
     refuse: str = ""  # a SessionAck refusal code (e.g. server_full, action_mismatch); "" accepts
-    sessions: list[SessionOpen] = field(default_factory=list)
+    max_sessions: int = 4
+    sessions: list[SessionOpen] = field(default_factory=list)  # every session open it was asked for
+    seated: set[str] = field(default_factory=set)  # robots holding a session here (one replica may serve many links)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def status(self) -> ServerStatus:
-        return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=4,
-                            active_sessions=4 if self.refuse == "server_full" else 0, draining=self.draining, warmed_up=True)
+        with self.lock:
+            active = self.max_sessions if self.refuse == "server_full" else len(self.seated)
+        return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=self.max_sessions,
+                            active_sessions=active, draining=self.draining, warmed_up=True)
+
+    def seat(self, client_uuid: str) -> bool:
+        """Take a seat for `client_uuid` atomically, as a server's registry would; False when full."""
+        with self.lock:
+            if client_uuid not in self.seated and len(self.seated) >= self.max_sessions:
+                return False
+            self.seated.add(client_uuid)
+            return True
 
 
 class MemoryResetQuery:
@@ -112,9 +125,13 @@ class MemoryLink:
     def _open(self, rep: MemoryReplica, request: SessionOpen) -> SessionAck:
         rep.sessions.append(request)
         if rep.refuse:
-            return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=4, max_sessions=4)
+            return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=rep.max_sessions,
+                              max_sessions=rep.max_sessions)
         if request.expect_fingerprint and request.expect_fingerprint != rep.fingerprint:
             return SessionAck(ok=False, code="model_mismatch", message="different model")
+        if not rep.seat(request.client_uuid):
+            return SessionAck(ok=False, code="server_full", message=f"server full: {rep.max_sessions}/{rep.max_sessions} sessions active",
+                              active_sessions=rep.max_sessions, max_sessions=rep.max_sessions)
         sid = f"mem-session-{next(self._ids)}"
         with self._lock:
             self._sessions[rep.replica] = sid

@@ -47,14 +47,14 @@ class Proc:
     """
 
     def __init__(self, argv: Sequence[str], *, name: str, env: dict[str, str] | None = None, max_seconds: float | None = 600,
-                 log: Path | None = None, keep_lines: int | None = None) -> None:
+                 log: Path | None = None, keep_lines: int | None = None, cwd: str | Path | None = None) -> None:
         self.name = name
         self.log = log
         self.wrapped = max_seconds is not None
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         cmd = ["timeout", "-s", "KILL", str(int(max_seconds)), *argv] if max_seconds is not None else list(argv)
         self.popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                      env=full_env, start_new_session=True)
+                                      env=full_env, start_new_session=True, cwd=cwd)
         self.lines: deque[str] = deque(maxlen=keep_lines)
         self._count = 0
         self._eof = False
@@ -204,3 +204,27 @@ class Router:
     def restart(self) -> None:
         self.kill()
         self.start()
+
+
+SERVER_READY = "Policy server up"
+
+
+def policy_server(model: str | Path, task: str, endpoints: str | Sequence[str], *extra: str, name: str = "server",
+                  health_port: int | None = 0, max_seconds: float = 600, ready_timeout: float = 300,
+                  log: Path | None = None, wait: bool = True) -> Proc:
+    """`lerobot-policy-server` for `model` under `task` on the given router endpoint(s), started and
+    (unless `wait=False`) past its ready line. `extra` are more `--flag=value` overrides. NotReady says
+    why it did not come up, with the server's output tail."""
+    eps = [endpoints] if isinstance(endpoints, str) else list(endpoints)
+    argv = [tool("lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
+            f"--zenoh.connect_endpoints=[{','.join(eps)}]"]
+    if health_port is not None:
+        argv.append(f"--health_port={health_port}")
+    p = Proc([*argv, *extra], name=name, max_seconds=max_seconds, log=log)
+    if wait:
+        try:
+            p.wait_for(SERVER_READY, timeout=ready_timeout)
+        except NotReady:
+            p.stop()
+            raise
+    return p
