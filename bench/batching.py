@@ -138,7 +138,7 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: d
     time.sleep(seconds)
     elapsed = time.perf_counter() - t_start
     stop.set()
-    server.stopped.set()
+    server.lifecycle.stop()
     server.worker.wake.set()
     for t in threads:
         t.join(30)

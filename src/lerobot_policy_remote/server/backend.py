@@ -6,6 +6,7 @@ lerobot policy or a fixed-time stub (benchmarks, fairness tests); only this obje
 
 from __future__ import annotations
 
+import abc
 import copy
 import hashlib
 import logging
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -26,16 +27,48 @@ from .manifest import Manifest
 log = logging.getLogger("lerobot.policy_server")
 
 
-class Backend(Protocol):
+class Backend(abc.ABC):
+    """What the server needs from a model. Subclass it; the abstract methods are required, the rest have defaults.
+
+    A subclass sets `caps` and `model_info` in its constructor. Per-session state is whatever
+    `new_session_state()` returns; the server hands it back on every call for that session.
+    """
+
     caps: Capabilities
     model_info: ModelInfo
 
-    def new_session_state(self) -> Any: ...
-    def on_session_open(self, state: Any) -> None: ...
-    def reset_session(self, state: Any) -> None: ...
-    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]: ...
-    # Optional (batching): can_batch(state, obs, rtc) -> bool and infer_batch([(state, obs, rtc), ...]) -> [chunks]
-    def validate_obs(self, obs: ObservationMsg) -> None: ...
+    @abc.abstractmethod
+    def new_session_state(self) -> Any:
+        """A fresh state for one robot session (e.g. its own copy of the processor pipelines)."""
+
+    @abc.abstractmethod
+    def on_session_open(self, state: Any) -> None:
+        """Called once when the session is registered."""
+
+    @abc.abstractmethod
+    def reset_session(self, state: Any) -> None:
+        """A new episode (or an explicit reset) for this session."""
+
+    @abc.abstractmethod
+    def validate_obs(self, obs: ObservationMsg) -> None:
+        """Raise ObsContractError when a decoded observation does not fit the policy."""
+
+    @abc.abstractmethod
+    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+        """One chunk for one robot: (model-space chunk, robot-space chunk), each (T, A) float32."""
+
+    # ------------------------------------------------------------------ optional: defaults
+    def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
+        """May this request share a forward pass with others? Default: no (every request runs alone)."""
+        return False
+
+    def infer_batch(self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One result per item, in order. Default: `infer` for each (a batching backend overrides this)."""
+        return [self.infer(state, obs, rtc) for state, obs, rtc in items]
+
+    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
+        """Run `n` throwaway inferences before serving. Default: nothing to warm up."""
+        return None
 
 
 class ObsContractError(ValueError):
@@ -79,7 +112,7 @@ class SessionPipelines:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-class LerobotBackend:
+class LerobotBackend(Backend):
     """A real lerobot policy loaded through the generic factory path (third-party types included)."""
 
     def __init__(self, manifest: Manifest, progress: Callable[[str], None] = print) -> None:

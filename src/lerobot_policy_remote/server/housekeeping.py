@@ -8,32 +8,51 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import zenoh
 
 from ..wire.codec import encode
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
-from ..wire.keys import parse_key
+from ..wire.keys import ServiceKeys, parse_key
 from ..wire.messages import SCHEMA_VERSION, EventMsg
-
-if TYPE_CHECKING:
-    from .service import PolicyServer
+from .lifecycle import Lifecycle
+from .load import LoadGauge
+from .metrics import ServerMetrics
+from .sessions import Registry, Session
 
 UNKNOWN_REPLY_INTERVAL_S = 1.0  # at most one unknown_session event per robot per second
 
 
 class Housekeeper:
-    """State the callbacks deposit into (unknown robots, live robot tokens) and the loop that acts on it."""
+    """State the callbacks deposit into (unknown robots, live robot tokens) and the loop that acts on it.
 
-    def __init__(self, server: PolicyServer) -> None:
-        self.srv = server
+    Handed exactly what it uses: `publish(key, payload, attachment)` sends an event outside any session
+    (the unknown_session reply), `close_session(session, reason)` is the server's teardown,
+    `worker_alive()` says whether the inference thread still runs.
+    """
+
+    def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, metrics: ServerMetrics,
+                 keys: ServiceKeys, publish: Callable[[str, bytes, bytes], None],
+                 close_session: Callable[[Session, str], None], worker_alive: Callable[[], bool],
+                 session_grace_s: float, drain_timeout_s: float, progress: Callable[[str], None] = print) -> None:
+        self.lifecycle = lifecycle
+        self.load = load
+        self.registry = registry
+        self.metrics = metrics
+        self.keys = keys
+        self.publish = publish
+        self.close_session = close_session
+        self.worker_alive = worker_alive
+        self.session_grace_s = session_grace_s
+        self.drain_timeout_s = drain_timeout_s
+        self.progress = progress
         self.unknown: collections.deque[str] = collections.deque(maxlen=256)
         self._unknown_last: dict[str, float] = {}
         self._alive: set[str] = set()
         self._alive_lock = threading.Lock()
-        self.load = 0.0
 
     # ------------------------------------------------------------------ callback side (deposit only)
     def on_robot_alive(self, sample: Any) -> None:
@@ -49,52 +68,50 @@ class Housekeeper:
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
-        srv = self.srv
-        last_busy, last_t = 0.0, time.perf_counter()
-        while not srv.stopped.wait(0.1):
-            now = time.perf_counter()
-            if now - last_t >= 1.0:
-                busy = srv.worker.busy_s
-                self.load = min(1.0, (busy - last_busy) / (now - last_t))
-                srv.metrics.load.set(self.load)
-                last_busy, last_t = busy, now
-            self._reply_unknown()
-            self._collect_gone()
-            srv.metrics.active.set(srv.registry.count())
-            if srv.draining.is_set() and not srv.drained.is_set():
-                if not srv.worker_alive():
-                    srv.drained.set()
-                elif time.monotonic() - srv.drain_started > srv.manifest.drain_timeout_s:
-                    srv.progress("Drain timeout reached; exiting with work still pending")
-                    srv.drained.set()
+        while not self.lifecycle.wait_stopped(0.1):
+            self.tick()
+
+    def tick(self) -> None:
+        """One round (every 100 ms): load gauge, unknown replies, liveliness GC, active gauge, drain end."""
+        if self.load.update():
+            self.metrics.load.set(self.load.value)
+        self._reply_unknown()
+        self._collect_gone()
+        self.metrics.active.set(self.registry.count())
+        self._check_drain()
+
+    def _check_drain(self) -> None:
+        lc = self.lifecycle
+        if not lc.draining or lc.drained:
+            return
+        if not self.worker_alive():
+            lc.mark_drained()
+        elif lc.drain_elapsed() > self.drain_timeout_s and lc.mark_drained():
+            self.progress("Drain timeout reached; exiting with work still pending")
 
     def _reply_unknown(self) -> None:
-        srv = self.srv
         now = time.monotonic()
         while self.unknown:
             client = self.unknown.popleft()
-            srv.metrics.unknown.inc()
+            self.metrics.unknown.inc()
             if now - self._unknown_last.get(client, -1e9) < UNKNOWN_REPLY_INTERVAL_S:
                 continue
             if len(self._unknown_last) > 4096:
                 self._unknown_last.clear()
             self._unknown_last[client] = now
             h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 0)
-            srv.z.put(srv.keys.robot(client, "action"),
-                      encode(EventMsg("unknown_session", "no session for this robot on this replica: re-handshake")),
-                      attachment=h.pack(), congestion_control=zenoh.CongestionControl.DROP,
-                      priority=zenoh.Priority.INTERACTIVE_HIGH, express=True)
+            self.publish(self.keys.robot(client, "action"),
+                         encode(EventMsg("unknown_session", "no session for this robot on this replica: re-handshake")), h.pack())
 
     def _collect_gone(self) -> None:
         """GC sessions whose robot token has been gone for session_grace_s (never merely idle ones)."""
-        srv = self.srv
         now = time.monotonic()
         with self._alive_lock:
             alive = set(self._alive)
-        for s in srv.registry.all():
+        for s in self.registry.all():
             if s.client_uuid in alive:
                 s.gone_since = None
             elif s.gone_since is None:
                 s.gone_since = now
-            elif now - s.gone_since >= srv.manifest.session_grace_s:
-                srv.close_session(s, "liveliness_lost")
+            elif now - s.gone_since >= self.session_grace_s:
+                self.close_session(s, "liveliness_lost")

@@ -46,6 +46,13 @@ class ServerMetrics:
             except KeyError:
                 pass
 
+    def value(self, sample: str, **labels: str) -> float:
+        """The current value of one sample, named without the prefix as /metrics shows it
+        (`value("dropped_unknown_client_total")`, `value("errors_total", reason="oversize")`);
+        0.0 when that sample does not exist yet (a label never seen)."""
+        got = self.registry.get_sample_value(PREFIX + sample, labels or None)
+        return 0.0 if got is None else got
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 

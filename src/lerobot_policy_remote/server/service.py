@@ -5,7 +5,9 @@ Threads and what they may do:
   in pure CPU, never inference, never waiting on another thread;
 - the inference worker (one, worker.py): decode, pre/post-process, predict (alone or batched), publish, audit;
 - housekeeping (one, housekeeping.py): liveliness GC after a grace period, unknown-session replies, load gauge, drain.
-This module holds the lifecycle, the control-plane queryables and the observation callback.
+This module builds the collaborators and wires them together (the worker and the housekeeper get
+exactly what they use, never this object); it holds start/drain/stop, the control-plane queryables
+and the observation callback. Serving / draining / drained / stopped live in `Lifecycle` alone.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
 from .housekeeping import Housekeeper
+from .lifecycle import Lifecycle
+from .load import LoadGauge
 from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
 from .scheduler import Scheduler, scheduler_for
@@ -63,17 +67,24 @@ class PolicyServer:
         self.registry = Registry()
         self.metrics = ServerMetrics(self.replica)
         self.limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
-        self.draining = threading.Event()
-        self.drained = threading.Event()
-        self.stopped = threading.Event()
-        self.worker = Worker(self)
-        self.housekeeper = Housekeeper(self)
-        self.drain_started = 0.0
-        self.warmed_up = False
+        self.lifecycle = Lifecycle()
+        self.load = LoadGauge()
         self.z: Any = None
-        self.health: HealthServer | None = None
         self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max) if manifest.debug.capture_dir else None
-        self.auditor = Auditor(None)
+        self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open
+        self.worker = Worker(
+            lifecycle=self.lifecycle, load=self.load, registry=self.registry, scheduler=self.scheduler, backend=self.backend,
+            metrics=self.metrics, auditor=self.auditor, replica=self.replica, limits=self.limits, batch_limit=self.batch_limit,
+            max_wait_s=manifest.batching.max_wait_ms / 1e3, capture=self.capture, progress=progress,
+        )
+        self.housekeeper = Housekeeper(
+            lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
+            publish=self._publish_event, close_session=self.close_session, worker_alive=self.worker_alive,
+            session_grace_s=manifest.session_grace_s, drain_timeout_s=manifest.drain_timeout_s, progress=progress,
+        )
+        self.warmed_up = False
+        self.health: HealthServer | None = None
+        self._audit_key = self.keys.server(self.replica, "audit")
         self._decls: list[Any] = []
         self._token: Any = None
         self._threads: list[threading.Thread] = []
@@ -89,7 +100,7 @@ class PolicyServer:
 
     def start(self) -> PolicyServer:
         m = self.manifest
-        if hasattr(self.backend, "warmup") and m.warmup_inferences:
+        if m.warmup_inferences:
             self.progress(f"Warming up ({m.warmup_inferences} inferences)...")
             self.backend.warmup(m.warmup_inferences, self.progress)
         self.warmed_up = True
@@ -99,9 +110,6 @@ class PolicyServer:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
         self.progress(f"Connecting to zenoh ({m.zenoh.mode}: {', '.join(m.zenoh.connect_endpoints or m.zenoh.listen_endpoints)})...")
         self.z = open_session(self._zenoh_settings())
-        audit_key = self.keys.server(self.replica, "audit")
-        self.auditor = Auditor(lambda text: self.z.put(audit_key, text, congestion_control=zenoh.CongestionControl.DROP,
-                                                       priority=zenoh.Priority.BACKGROUND))
         k, r = self.keys, self.replica
         self._decls += [
             self.z.declare_queryable(k.server(r, "status"), self._on_status),
@@ -125,9 +133,16 @@ class PolicyServer:
         )
         return self
 
-    @property
-    def load(self) -> float:
-        return self.housekeeper.load
+    def _publish_audit(self, text: str) -> None:
+        """The auditor's sink: the audit key, droppable and at background priority (never before zenoh is open)."""
+        if self.z is not None:
+            self.z.put(self._audit_key, text, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.BACKGROUND)
+
+    def _publish_event(self, key: str, payload: bytes, attachment: bytes) -> None:
+        """The housekeeper's sink: an event to a robot outside any session (same QoS as a session's publisher)."""
+        if self.z is not None:
+            self.z.put(key, payload, attachment=attachment, congestion_control=zenoh.CongestionControl.DROP,
+                       priority=zenoh.Priority.INTERACTIVE_HIGH, express=True)
 
     def worker_alive(self) -> bool:
         return bool(self._threads) and self._threads[0].is_alive()
@@ -140,7 +155,7 @@ class PolicyServer:
         return z
 
     def healthy(self) -> tuple[bool, str]:
-        if self.draining.is_set():
+        if self.lifecycle.draining:
             return False, "draining"
         if not self.worker_alive():
             err = self.worker.error
@@ -155,8 +170,7 @@ class PolicyServer:
 
     def drain(self, reason: str = "") -> DrainAck:
         """Stop accepting sessions, tell robots, drop the token; the housekeeping thread finishes the rest."""
-        first = not self.draining.is_set()
-        self.draining.set()
+        first = self.lifecycle.begin_drain()
         self.metrics.draining.set(1)
         sessions = self.registry.all()
         pending = sum(1 for s in sessions if s.mailbox.pending()) + self.worker.in_flight
@@ -165,18 +179,17 @@ class PolicyServer:
             self._drop_token()  # robots see the replica leave at once and ride their buffers
             for s in sessions:
                 s.send_event("draining", "server is draining: re-handshake with another replica", None)
-            self.drain_started = time.monotonic()
             self.worker.wake.set()
         return DrainAck(True, "draining" if first else "already draining", [s.session_id for s in sessions], pending)
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self.drained.wait(timeout)
+        """True once drained (all pending work served, or the drain deadline passed)."""
+        return self.lifecycle.wait_drained(timeout)
 
     def stop(self) -> None:
         """Tear everything down (idempotent). After a drain this is the clean exit."""
-        if self.stopped.is_set():
+        if not self.lifecycle.stop():
             return
-        self.stopped.set()
         self.worker.wake.set()
         for t in self._threads:
             t.join(timeout=10)
@@ -218,11 +231,11 @@ class PolicyServer:
         return ServerStatus(
             replica=self.replica, model=self.backend.model_info, service=self.manifest.service,
             default_task=self.manifest.default_task, pin_task=self.manifest.pin_task, serving_mode=c.serving_mode,
-            max_sessions=c.max_sessions, active_sessions=self.registry.count(), load=self.load,
+            max_sessions=c.max_sessions, active_sessions=self.registry.count(), load=self.load.value,
             supports_rtc=c.supports_rtc, chunk_size=c.chunk_size, trained_fps=c.trained_fps, inference_ms_p50=stats.pass_ms_p50(),
             action_names=list(c.action_names), image_features=list(c.image_keys), state_dim=c.state_dim,
             schema_min=c.schema_min, schema_max=c.schema_max, metrics_url=self.metrics_url(),
-            draining=self.draining.is_set(), warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()],
+            draining=self.lifecycle.draining, warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()],
             max_batch=self.batch_limit, batch_size_mean=stats.mean_batch(), chunks_per_s=stats.chunks_per_s(),
         )
 
@@ -248,8 +261,8 @@ class PolicyServer:
         check_id(req.client_uuid, "client_uuid")
         c = self.caps
         with self.registry.lock:
-            same = self.registry._by_client.get(req.client_uuid) is not None
-            verdict = check_open(req, c, self.registry.count(), self.draining.is_set(), same)
+            same = self.registry.get(req.client_uuid) is not None
+            verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
             base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
                         chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
                         serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions)
@@ -305,7 +318,7 @@ class PolicyServer:
 
     # ================================================================== data plane (callbacks deposit only)
     def _on_obs(self, sample: Any) -> None:
-        if self.draining.is_set():
+        if self.lifecycle.draining:
             return  # robots were told to move; only work deposited before the drain is finished
         try:
             client = parse_key(str(sample.key_expr)).robot
@@ -334,10 +347,9 @@ class PolicyServer:
         s.mailbox.clear()
         self.metrics.closed.labels(reason).inc()
         self.metrics.forget_client(s.client_uuid)
-        pub = getattr(s, "pub", None)
-        if pub is not None:
+        if s.pub is not None:
             try:
-                pub.undeclare()
+                s.pub.undeclare()
             except Exception:
                 pass
         log.info("session %s of %s closed (%s)", s.session_id, s.client_uuid, reason)

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
-from .backend import ObsContractError
+from .backend import Backend, ObsContractError
 from .capabilities import Capabilities
 
 
-class StubBackend:
+class StubBackend(Backend):
     """A fixed-time model for benchmarks and scheduler tests: chunk rows are the robot's own state + step index.
 
     Sleeping releases the GIL like a GPU forward does, so the threading picture matches a real server.
@@ -68,6 +67,3 @@ class StubBackend:
         steps = np.arange(self.caps.chunk_size, dtype=np.float32)[:, None]
         robot = base[None, :] + steps
         return robot - base[None, :], robot
-
-    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
-        pass

@@ -12,20 +12,23 @@ import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
-from .audit import audit_line
-from .backend import ObsContractError
-from .sessions import Mail, Session
-
-if TYPE_CHECKING:
-    from .service import PolicyServer
+from ..wire.limits import WireLimits
+from .audit import Auditor, DebugCapture, audit_line
+from .backend import Backend, ObsContractError
+from .lifecycle import Lifecycle
+from .load import LoadGauge
+from .metrics import ServerMetrics
+from .scheduler import Scheduler
+from .sessions import Mail, Registry, Session
 
 log = logging.getLogger("lerobot.policy_server")
 
@@ -68,27 +71,45 @@ class PassStats:
 
 
 class Worker:
-    """Owns the inference thread's loop; reads the server's registry, backend, metrics and auditor."""
+    """Owns the inference thread's loop. It is handed exactly what it uses (service.py wires it).
 
-    def __init__(self, server: PolicyServer) -> None:
-        self.srv = server
+    Public state: `stats` (recent passes), `in_flight` (requests inside a pass), `error` (why the loop
+    died, for /healthz) and `wake` (set by callbacks when there is work).
+    """
+
+    def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, scheduler: Scheduler,
+                 backend: Backend, metrics: ServerMetrics, auditor: Auditor, replica: str, limits: WireLimits,
+                 batch_limit: int = 1, max_wait_s: float = 0.0, capture: DebugCapture | None = None,
+                 progress: Callable[[str], None] = print) -> None:
+        self.lifecycle = lifecycle
+        self.load = load
+        self.registry = registry
+        self.scheduler = scheduler
+        self.backend = backend
+        self.metrics = metrics
+        self.auditor = auditor
+        self.replica = replica
+        self.limits = limits  # limits.max_payload_bytes is the manifest's max_obs_bytes
+        self.batch_limit = batch_limit
+        self.max_wait_s = max_wait_s
+        self.capture = capture
+        self.progress = progress
         self.stats = PassStats()
-        self.busy_s = 0.0  # model + checks time, for the load gauge
         self.in_flight = 0
         self.error = ""
         self.wake = threading.Event()
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
-        srv = self.srv
+        lc = self.lifecycle
         try:
-            while not srv.stopped.is_set():
+            while not lc.stopped:
                 chosen = self._choose()
                 if chosen:
                     self.serve(chosen)
-                elif srv.draining.is_set():
-                    srv.progress("Drain complete: all pending requests served")
-                    srv.drained.set()
+                elif lc.draining:
+                    if lc.mark_drained():
+                        self.progress("Drain complete: all pending requests served")
                     return
                 else:
                     self.wake.wait(0.1)
@@ -96,24 +117,23 @@ class Worker:
         except BaseException as exc:  # the health endpoint must show this
             self.error = f"{type(exc).__name__}: {exc}"
             log.error("inference worker died:\n%s", traceback.format_exc())
-            srv.metrics.worker_alive.set(0)
+            self.metrics.worker_alive.set(0)
 
     def _choose(self) -> list[Session]:
         """The scheduler's pick; with a wait window, wait (bounded) for the batch to fill."""
-        srv = self.srv
-        chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
-        window_s = srv.manifest.batching.max_wait_ms / 1e3
-        fill = min(srv.batch_limit, srv.registry.count())  # never wait for robots that are already in the pass
-        if not chosen or window_s <= 0 or len(chosen) >= fill:
+        lc = self.lifecycle
+        chosen = self.scheduler.select(self.registry.ready_in_ring_order())
+        fill = min(self.batch_limit, self.registry.count())  # never wait for robots that are already in the pass
+        if not chosen or self.max_wait_s <= 0 or len(chosen) >= fill:
             return chosen
-        deadline = time.perf_counter() + window_s
-        while len(chosen) < fill and not srv.stopped.is_set() and not srv.draining.is_set():
+        deadline = time.perf_counter() + self.max_wait_s
+        while len(chosen) < fill and not lc.stopped and not lc.draining:
             left = deadline - time.perf_counter()
             if left <= 0:
                 break
             self.wake.wait(left)
             self.wake.clear()
-            chosen = srv.scheduler.select(srv.registry.ready_in_ring_order())
+            chosen = self.scheduler.select(self.registry.ready_in_ring_order())
         return chosen
 
     # ------------------------------------------------------------------ one cycle
@@ -121,7 +141,7 @@ class Worker:
         reqs: list[Request] = []
         for s in sessions:
             mail, superseded = s.mailbox.take()
-            self.srv.registry.served(s)
+            self.registry.served(s)
             if mail is not None:
                 req = self._check(s, mail, superseded)
                 if req is not None:
@@ -144,13 +164,11 @@ class Worker:
             self.in_flight -= len(reqs)
 
     def _batchable(self, r: Request) -> bool:
-        can = getattr(self.srv.backend, "can_batch", None)
-        return can is not None and bool(can(r.s.state, r.obs, r.s.rtc))
+        return bool(self.backend.can_batch(r.s.state, r.obs, r.s.rtc))
 
     def _check(self, s: Session, mail: Mail, superseded: int) -> Request | None:
         """Header, schema, size, decode, policy contract, episode bookkeeping; refusals go to that robot only."""
         t0 = time.perf_counter()
-        srv = self.srv
         self._apply_pending_reset(s)
         try:
             header = Header.unpack(mail.attachment, expect=MsgType.OBS)
@@ -160,45 +178,45 @@ class Worker:
             return self._refuse(s, Reason.SCHEMA_MISMATCH,
                                 f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}", header)
         size = mail.size or len(mail.payload)
-        if size > srv.manifest.max_obs_bytes:
-            return self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {srv.manifest.max_obs_bytes}", header)
+        max_bytes = self.limits.max_payload_bytes
+        if size > max_bytes:
+            return self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {max_bytes}", header)
         try:
-            obs = decode_observation(mail.payload, srv.limits)
-            srv.backend.validate_obs(obs)
+            obs = decode_observation(mail.payload, self.limits)
+            self.backend.validate_obs(obs)
         except WireError as exc:
             return self._refuse(s, exc.reason, f"bad observation: {exc}", header)
         except ObsContractError as exc:
             return self._refuse(s, Reason.CONTRACT, f"observation does not fit the policy: {exc}", header)
         if header.episode_id != s.episode_id and (obs.episode_start or header.episode_id > s.episode_id):
-            srv.backend.reset_session(s.state)
+            self.backend.reset_session(s.state)
             s.episode_id = header.episode_id
-        self.busy_s += time.perf_counter() - t0
+        self.load.add_busy(time.perf_counter() - t0)
         return Request(s, header, obs, superseded, mail.t_arrival, t0)
 
     def _apply_pending_reset(self, s: Session) -> None:
         ep = s.pending_reset
         if ep is not None:
             s.pending_reset = None
-            self.srv.backend.reset_session(s.state)
+            self.backend.reset_session(s.state)
             s.episode_id = ep
 
     def _refuse(self, s: Session, reason: Reason, message: str, header: Header | None) -> None:
         s.errors += 1
-        self.srv.metrics.errors.labels(reason.value).inc()
+        self.metrics.errors.labels(reason.value).inc()
         s.send_event("bad_request", message, header)
-        self.srv.auditor.emit(audit_line(s, header, "bad_request", self.srv.replica, error=message))
+        self.auditor.emit(audit_line(s, header, "bad_request", self.replica, error=message))
 
     # ------------------------------------------------------------------ model
     def _run(self, group: list[Request]) -> None:
         """One forward pass for `group`; a failed batched pass is retried per robot so one bad input harms no other."""
-        srv = self.srv
         t1 = time.perf_counter()
         try:
             if len(group) == 1:
                 r = group[0]
-                results = [srv.backend.infer(r.s.state, r.obs, r.s.rtc)]
+                results = [self.backend.infer(r.s.state, r.obs, r.s.rtc)]
             else:
-                results = srv.backend.infer_batch([(r.s.state, r.obs, r.s.rtc) for r in group])
+                results = self.backend.infer_batch([(r.s.state, r.obs, r.s.rtc) for r in group])
         except Exception as exc:  # a model error is reported to the robot(s), never kills the worker
             if len(group) > 1:
                 log.warning("batched pass of %d failed (%s: %s); serving each robot alone", len(group), type(exc).__name__, exc)
@@ -208,44 +226,44 @@ class Worker:
             self._fail(group[0], exc)
             return
         pass_s = time.perf_counter() - t1
-        self.busy_s += pass_s
+        self.load.add_busy(pass_s)
         self.stats.add(len(group), pass_s)
-        srv.metrics.batch_size.observe(len(group))
-        srv.metrics.batch_inference.observe(pass_s)
+        self.metrics.batch_size.observe(len(group))
+        self.metrics.batch_inference.observe(pass_s)
         for r, (chunk_model, chunk_robot) in zip(group, results, strict=True):
             self._publish(r, chunk_model, chunk_robot, pass_s)
 
     def _fail(self, r: Request, exc: Exception) -> None:
-        srv, s = self.srv, r.s
+        s = r.s
         log.exception("inference failed for %s", s.client_uuid)
         s.errors += 1
-        srv.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
+        self.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
         s.send_event("error", f"inference failed: {type(exc).__name__}: {exc}", r.header)
-        srv.auditor.emit(audit_line(s, r.header, "error", srv.replica, queue_wait_s=r.t_start - r.t_arrival,
-                                    superseded=r.superseded, error=str(exc)))
+        self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
+                                     superseded=r.superseded, error=str(exc)))
 
     def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float) -> None:
-        srv, s, h = self.srv, r.s, r.header
+        s, h = r.s, r.header
         queue_wait = r.t_start - r.t_arrival
         msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
-                             queue_wait * 1e3, infer_s * 1e3, r.superseded, srv.load)
+                             queue_wait * 1e3, infer_s * 1e3, r.superseded, self.load.value)
         reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
         try:
             s.pub.put(encode_chunk(msg), attachment=reply.pack())
             outcome = "ok"
         except Exception as exc:
             outcome = "publish_failed"
-            srv.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
+            self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
             log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
         s.requests += 1
-        srv.metrics.requests.labels(s.client_uuid).inc()
-        srv.metrics.queue_wait.observe(queue_wait)
-        srv.metrics.inference.observe(infer_s)
-        srv.auditor.emit(audit_line(s, h, outcome, srv.replica, queue_wait_s=queue_wait, infer_s=infer_s,
-                                    chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
-        if srv.capture is not None:
-            srv.capture.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", _capture_tensors(chunk_model, chunk_robot, r.obs),
-                               {"session_id": s.session_id, "task": r.obs.task, "delay": str(r.obs.inference_delay_steps)})
+        self.metrics.requests.labels(s.client_uuid).inc()
+        self.metrics.queue_wait.observe(queue_wait)
+        self.metrics.inference.observe(infer_s)
+        self.auditor.emit(audit_line(s, h, outcome, self.replica, queue_wait_s=queue_wait, infer_s=infer_s,
+                                     chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
+        if self.capture is not None:
+            self.capture.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", _capture_tensors(chunk_model, chunk_robot, r.obs),
+                                {"session_id": s.session_id, "task": r.obs.task, "delay": str(r.obs.inference_delay_steps)})
 
 
 def _capture_tensors(chunk_model: np.ndarray, chunk_robot: np.ndarray, obs: ObservationMsg) -> dict[str, Any]:
