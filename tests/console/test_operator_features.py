@@ -34,7 +34,7 @@ async def _wait(pilot, pred, what: str):
 async def test_alert_opens_highlights_and_clears():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        tel, ns = app.source._telemetry["arm-03"]
+        tel, ns = app.source.telemetry("arm-03")
         assert ("staleness", next(r.key for r in app.store.snapshot().robots if r.robot_id == "arm-03")) in {a.key for a in app.alerts.listing()}
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-03", "mark") == "!"
@@ -179,12 +179,12 @@ async def test_group_by_namespace_and_fold():
         await pilot.press("g", "g")  # none -> server -> namespace
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        groups = [k for k in robots._order if k.startswith("\x1egroup:")]
+        groups = [k for k in robots.row_keys() if k.startswith("\x1egroup:")]
         assert len(groups) == 2 and any("pi0_towel" in g for g in groups)
         robots.select_key(next(g for g in groups if "pi0_towel" in g))
         await pilot.press("z")
         await pilot.pause()
-        assert not any(k.endswith("towel-1") for k in robots._order)
+        assert not any(k.endswith("towel-1") for k in robots.row_keys())
         await pilot.press("enter")  # enter on a group header unfolds it
         await pilot.pause()
-        assert any(k.endswith("towel-1") for k in robots._order)
+        assert any(k.endswith("towel-1") for k in robots.row_keys())
