@@ -1,7 +1,8 @@
 """Alert rules and the alert book: thresholds over snapshots, with when each alert opened and cleared.
 
 Pure (no Textual, no clock reads): `AlertBook.update(snapshot, now)` is called by the console on every
-tick and by `lerobot-fleet status --watch` on every line, so both see the same alerts.
+tick and by `lerobot-fleet status --watch` on every line, so both see the same alerts. `AlertBook.snapshot()`
+freezes the book for one tick's view (what the console's screens render and export).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ import json
 import tomllib
 from collections import deque
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from pathlib import Path
 
 from .model import FleetSnapshot, fmt_age
 
-__all__ = ["AlertRules", "Alert", "AlertBook", "evaluate"]
+__all__ = ["AlertRules", "Alert", "AlertBook", "AlertSnapshot", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,35 @@ def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tu
     return out
 
 
+@dataclass(frozen=True)
+class AlertSnapshot:
+    """The alert book at one tick, frozen: what the screens show and export (the book itself moves on).
+
+    An open alert's message changes while it lasts (`DEAD for 12 s`); the latest messages are applied
+    only when listed, since most ticks show just the count and the marks.
+    """
+
+    rules: AlertRules = AlertRules()
+    opened: tuple[Alert, ...] = ()  # the open alerts, as they opened
+    messages: tuple[str, ...] = ()  # the latest message of each open alert (same order)
+    cleared: tuple[Alert, ...] = ()  # most recently cleared first
+
+    @property
+    def open_count(self) -> int:
+        return len(self.opened)
+
+    @cached_property
+    def targets(self) -> frozenset[str]:
+        """Robot row keys and replicas with an open alert (the fleet screen marks their rows)."""
+        return frozenset(a.target for a in self.opened)
+
+    @cached_property
+    def listing(self) -> tuple[Alert, ...]:
+        """Open alerts (newest first), then cleared ones (most recently cleared first)."""
+        current = [replace(a, message=m or a.message) for a, m in zip(self.opened, self.messages, strict=True)]
+        return tuple(sorted(current, key=lambda a: (-a.started_s, a.rule, a.name))) + self.cleared
+
+
 class AlertBook:
     """Open alerts plus a bounded history of cleared ones (newest first when listed)."""
 
@@ -124,5 +155,8 @@ class AlertBook:
 
     def listing(self) -> list[Alert]:
         """Open alerts (newest first), then cleared ones (most recently cleared first)."""
-        current = [replace(a, message=self._message.get(k, a.message)) for k, a in self._open.items()]
-        return sorted(current, key=lambda a: (-a.started_s, a.rule, a.name)) + list(self._closed)
+        return list(self.snapshot().listing)
+
+    def snapshot(self) -> AlertSnapshot:
+        """The book frozen now (copies; no alert is evaluated, opened or cleared)."""
+        return AlertSnapshot(self.rules, tuple(self._open.values()), tuple(self._message.get(k, "") for k in self._open), tuple(self._closed))

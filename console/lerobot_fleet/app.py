@@ -1,8 +1,9 @@
-"""The Textual app: pulls a store snapshot on a timer and hands it to the active screen.
+"""The Textual app: builds one frozen view per tick and hands it to the screen on top.
 
-Data flows one way: sources -> store (any thread, under a lock) -> snapshot (UI thread, timer) ->
-screens. Screens post messages up (`messages`); the app owns the screen stack, the confirmations and
-the operator actions, which run in thread workers whose results come back through
+Data flows one way: sources -> store (any thread, under a lock) -> view (UI thread, once per tick:
+`tick` -> `_advance`, the only place alerts open and clear) -> screens. Screens render the
+`ConsoleView` they are handed and post messages up (`messages`); the app owns the screen stack, the
+confirmations and the operator actions, which run in thread workers whose results come back through
 `on_worker_state_changed`. Nothing outside the UI thread touches a widget.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 from textual.app import App, SystemCommand
@@ -19,11 +21,12 @@ from textual.worker import Worker, WorkerState
 from . import render
 from .alerts import AlertBook, AlertRules
 from .export import write
-from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested
+from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
 from .model import FleetSnapshot, split_robot_key
 from .screens import (
     AlertsScreen,
     ConfirmScreen,
+    DetailScreen,
     EventsScreen,
     FleetScreen,
     HelpScreen,
@@ -33,6 +36,7 @@ from .screens import (
 )
 from .sources.base import ActionResult, FleetSource
 from .store import FleetStore
+from .view import ConsoleView, Detail
 
 MIN_REFRESH_S = 0.1
 
@@ -64,57 +68,109 @@ class FleetConsoleApp(App[None]):
         self.export_dir = Path(export_dir)
         self._exports = 0
         self.last_result: tuple[str, bool | None] = ("", None)
-        self._snapshot: FleetSnapshot | None = None
+        self._view = ConsoleView.empty(self.store.router, self.read_only)
         self.tick_times: list[float] = []  # seconds per UI refresh (bench/console.py reads these)
 
     def on_mount(self) -> None:
         self.source.start(self.store)
-        self.push_screen(FleetScreen())
+        self.push_screen(FleetScreen(self._advance()))  # the first tick's view
         self.set_interval(self.refresh_s, self.tick)
 
     def on_unmount(self) -> None:
         self.source.stop()
 
-    def current_snapshot(self) -> FleetSnapshot:
-        """The latest snapshot (the frozen one while paused); alerts follow every new snapshot."""
-        if self._snapshot is None or not self.paused:
-            self._snapshot = self.store.snapshot()
-            opened, cleared = self.alerts.update(self._snapshot, self.store.clock())
-            for a in opened:
-                self.store.event("error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
-            for a in cleared:
-                self.store.event("info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
-        return self._snapshot
+    # ------------------------------------------------------------ the view
 
-    @staticmethod
-    def _who(a) -> tuple[str, str]:
-        return (a.name, "") if a.role == "robot" else ("", a.name)
+    @property
+    def view(self) -> ConsoleView:
+        """The latest view (built by the last tick; frozen). Reading it changes nothing."""
+        return self._view
+
+    def current_snapshot(self) -> FleetSnapshot:
+        """The fleet data of the latest view (the frozen one while paused). Side-effect free: only a tick
+        builds views and advances alerts."""
+        return self._view.fleet
 
     def tick(self) -> None:
-        """One UI refresh: skipped while a dialog is open (it would repaint under the modal)."""
+        """One UI refresh: the next view, handed to the screen on top. Skipped while a dialog is open (it
+        would repaint under the modal)."""
         screen = self.screen
         if not isinstance(screen, LiveScreen) or not screen.ready:
             return
         start = time.perf_counter()
-        screen.apply_snapshot(self.current_snapshot())
+        screen.apply_view(self._advance())
         self.tick_times.append(time.perf_counter() - start)
         if len(self.tick_times) > 10_000:
             del self.tick_times[:5_000]
+
+    def _advance(self) -> ConsoleView:
+        """Build the next view: the one place alerts advance. A new store snapshot is checked against the
+        alert rules, alerts that opened or cleared go to the event log, and the view freezes all of it.
+        While paused the fleet data, alerts and events stay as they were; only the result line moves."""
+        wanted = self._wanted_details()
+        if self.paused:
+            view = self._with_app_state(self._view)
+            kept = tuple(d for d in view.details if (d[0], d[1]) in wanted)
+            self._view = replace(view, details=kept + self._details([w for w in wanted if not view.has_detail(*w)]))
+            return self._view
+        snap = self.store.snapshot()
+        now = self.store.clock()
+        opened, cleared = self.alerts.update(snap, now)
+        for a in opened:
+            self.store.event("error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
+        for a in cleared:
+            self.store.event("info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
+        self._view = ConsoleView(
+            fleet=snap, alerts=self.alerts.snapshot(), event_log=self.store.event_log(), now=now, details=self._details(wanted),
+            read_only=self.read_only, paused=self.paused, result=self.last_result,
+        )
+        return self._view
+
+    def _show(self) -> None:
+        """Hand the latest view again, with the current result line and pause flag, to the screen on top.
+        No new data: nothing is read from the store and no alert moves."""
+        self._view = self._with_app_state(self._view)
+        screen = self.screen
+        if isinstance(screen, LiveScreen) and screen.ready:
+            screen.apply_view(self._view)
+
+    def _with_app_state(self, view: ConsoleView) -> ConsoleView:
+        return replace(view, read_only=self.read_only, paused=self.paused, result=self.last_result)
+
+    def _wanted_details(self) -> list[tuple[str, str]]:
+        """(kind, key) of every open detail screen: the view carries their details."""
+        return [(s.KIND, s.key) for s in self.screen_stack if isinstance(s, DetailScreen)]
+
+    def _details(self, wanted: list[tuple[str, str]]) -> tuple[tuple[str, str, Detail | None], ...]:
+        return tuple((kind, key, self.store.robot_detail(key) if kind == "robot" else self.store.server_detail(key)) for kind, key in wanted)
+
+    @staticmethod
+    def _who(a) -> tuple[str, str]:
+        return (a.name, "") if a.role == "robot" else ("", a.name)
 
     def set_result(self, text: str, ok: bool | None) -> None:
         self.last_result = (text, ok)
 
     # ------------------------------------------------------------ messages from screens
 
+    def on_view_wanted(self, message: ViewWanted) -> None:
+        self._show()
+
     def on_result_noted(self, message: ResultNoted) -> None:
         self.set_result(message.text, message.ok)
+        self._show()
 
     def on_pause_toggled(self, message: PauseToggled) -> None:
         self.paused = not self.paused
         self.tick()
 
     def on_detail_requested(self, message: DetailRequested) -> None:
-        self.push_screen(RobotDetailScreen(message.key) if message.kind == "robot" else ServerDetailScreen(message.key))
+        """The detail screen opens on the latest view, with its robot's or server's detail added (read
+        from the store now); from the next tick on, every view carries it while the screen is open."""
+        kind, key = message.kind, message.key
+        if not self._view.has_detail(kind, key):
+            self._view = replace(self._view, details=self._view.details + self._details([(kind, key)]))
+        self.push_screen(RobotDetailScreen(key, self._view) if kind == "robot" else ServerDetailScreen(key, self._view))
 
     def on_screen_requested(self, message: ScreenRequested) -> None:
         if message.name == "help":
@@ -122,9 +178,9 @@ class FleetConsoleApp(App[None]):
             keys = screen.key_help() if isinstance(screen, LiveScreen) else []
             self.push_screen(HelpScreen(type(screen).__name__.removesuffix("Screen"), keys))
         elif message.name == "alerts" and not isinstance(self.screen, AlertsScreen):
-            self.push_screen(AlertsScreen())
+            self.push_screen(AlertsScreen(self._view))
         elif message.name == "events" and not isinstance(self.screen, EventsScreen):
-            self.push_screen(EventsScreen())
+            self.push_screen(EventsScreen(self._view))
 
     def on_export_requested(self, message: ExportRequested) -> None:
         """Writes next to where the console runs (or --export-dir); the result line names the files."""
@@ -136,7 +192,7 @@ class FleetConsoleApp(App[None]):
         else:
             rows = sum(len(v) for v in message.tables.values())
             self.set_result(f"exported {rows} rows to {', '.join(str(p) for p in paths)}", True)
-        self.tick()
+        self._show()  # the result line only: exporting what is shown advances nothing
 
     def on_action_requested(self, message: ActionRequested) -> None:
         """One confirmation naming every target; on yes, one worker runs them and reports each."""

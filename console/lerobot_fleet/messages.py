@@ -52,3 +52,7 @@ class ExportRequested(Message):
         self.fmt = fmt
         self.stem = stem
         self.tables = tables
+
+
+class ViewWanted(Message):
+    """A screen is back on top (the one above it closed): hand it the latest view."""

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import cached_property
 
 __all__ = [
     "RobotState",
@@ -30,6 +31,7 @@ __all__ = [
     "robot_key",
     "ROBOT_STALE_S",
     "FleetEvent",
+    "EventLog",
     "event_matches",
 ]
 
@@ -245,6 +247,27 @@ class FleetEvent:
     text: str
     robot: str = ""
     server: str = ""
+
+
+@dataclass(frozen=True)
+class EventLog:
+    """The fleet event log at one instant: the raw records, oldest first, and the clock then.
+
+    Copying the records is cheap; building the 2000 `FleetEvent` rows costs milliseconds, so `events` is
+    built on first use (only the events screen reads it) and kept: the log is frozen, so it never changes.
+    """
+
+    now: float = 0.0
+    records: tuple[tuple[float, str, str, str, str, str], ...] = ()  # (time, severity, kind, text, robot, server)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @cached_property
+    def events(self) -> tuple[FleetEvent, ...]:
+        """Newest first, ages relative to `now`."""
+        now = self.now
+        return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self.records))
 
 
 SEVERITY_STYLE = {"info": "", "warn": "yellow", "error": "bold red"}

@@ -18,6 +18,7 @@ from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, Serve
 
 from .model import (
     AuditEntry,
+    EventLog,
     FleetEvent,
     FleetSnapshot,
     RobotDetail,
@@ -134,9 +135,12 @@ class FleetStore:
 
     def events(self) -> tuple[FleetEvent, ...]:
         """The event log, newest first, ages relative to now."""
+        return self.event_log().events
+
+    def event_log(self) -> EventLog:
+        """The event log frozen now (a copy of the records; rows are built when first read)."""
         with self._lock:
-            now = self.clock()
-            return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self._events))
+            return EventLog(self.clock(), tuple(self._events))
 
     def on_robot_alive(self, robot_id: str, alive: bool, ns: Namespace) -> None:
         with self._lock:

@@ -69,6 +69,10 @@ class KeyedTable(DataTable):
         """The plain text of one logical column of a row (tests and the e2e check read this)."""
         return self._cells[self.resolve(row_key)][self._col_index[column_key]][0]
 
+    def row_keys(self) -> tuple[str, ...]:
+        """The row keys in the order shown (group headers included)."""
+        return tuple(self._order)
+
     def resolve(self, key: str) -> str:
         """A row key, or a bare robot id -> its row key (first in order when several namespaces share it)."""
         if key in self._cells:

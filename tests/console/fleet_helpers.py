@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -17,15 +18,29 @@ def make_app(read_only: bool = False) -> FleetConsoleApp:
 
 
 def screen_text(app: FleetConsoleApp) -> str:
-    """The current screen as plain text (what a person would read), for assertions."""
-    import io
+    """The current screen as plain text (what a person would read), for assertions.
 
-    from rich.console import Console
+    Read from Textual's public screenshot (`App.export_screenshot`, an SVG): each line's text runs are put
+    back on a character grid at the column their x position names.
+    """
+    import xml.etree.ElementTree as ET
+
+    from rich.cells import cell_len
 
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor", record=True, legacy_windows=False, safe_box=False)
-    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
-    return console.export_text()
+    grid = [[" "] * width for _ in range(height)]
+    for el in ET.fromstring(app.export_screenshot()).iter("{http://www.w3.org/2000/svg}text"):
+        line = re.search(r"-line-(\d+)\)", el.get("clip-path", ""))
+        text = (el.text or "").replace("\xa0", " ")
+        if line is None or not text:  # the window title has no line
+            continue
+        y, char_width = int(line.group(1)), float(el.get("textLength", "0")) / len(text)
+        x = round(float(el.get("x", "0")) / char_width) if char_width else 0
+        for ch in text:
+            if 0 <= y < height and 0 <= x < width:
+                grid[y][x] = ch
+            x += cell_len(ch)
+    return "\n".join("".join(row).rstrip() for row in grid)
 
 
 def sync(fn):

@@ -33,12 +33,24 @@ def test_console_and_verbs_print_help():
 def test_model_store_and_sources_never_import_textual():
     """Layering (as harlequin's import-linter contract): data code is usable without the TUI."""
     code = (
-        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.verbs, lerobot_fleet.sources.zenoh_source, "
+        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.view, lerobot_fleet.verbs, lerobot_fleet.sources.zenoh_source, "
         "lerobot_fleet.sources.fake, lerobot_fleet.sources.replay, lerobot_fleet.sources.prometheus; "
         "print('TEXTUAL', 'textual' in sys.modules)"
     )
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert "TEXTUAL False" in out.stdout
+
+
+def test_screens_render_the_view_and_never_read_the_store():
+    """Screens render the view they are handed and post messages: no reaching into the app or the store."""
+    import re
+    from pathlib import Path
+
+    import lerobot_fleet.screens as screens
+
+    for path in sorted(Path(screens.__file__).parent.glob("*.py")):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            assert not re.search(r"self\.fleet\b|\.store\.|self\.app\.(?!batch_update\b)", line), f"{path.name}:{n}: {line.strip()}"
 
 
 def test_verbs_without_a_router_say_so():

@@ -34,7 +34,7 @@ async def _wait(pilot, pred, what: str):
 async def test_alert_opens_highlights_and_clears():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        tel, ns = app.source._telemetry["arm-03"]
+        tel, ns = app.source.telemetry("arm-03")
         assert ("staleness", next(r.key for r in app.store.snapshot().robots if r.robot_id == "arm-03")) in {a.key for a in app.alerts.listing()}
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-03", "mark") == "!"
@@ -179,12 +179,57 @@ async def test_group_by_namespace_and_fold():
         await pilot.press("g", "g")  # none -> server -> namespace
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        groups = [k for k in robots._order if k.startswith("\x1egroup:")]
+        groups = [k for k in robots.row_keys() if k.startswith("\x1egroup:")]
         assert len(groups) == 2 and any("pi0_towel" in g for g in groups)
         robots.select_key(next(g for g in groups if "pi0_towel" in g))
         await pilot.press("z")
         await pilot.pause()
-        assert not any(k.endswith("towel-1") for k in robots._order)
+        assert not any(k.endswith("towel-1") for k in robots.row_keys())
         await pilot.press("enter")  # enter on a group header unfolds it
         await pilot.pause()
-        assert any(k.endswith("towel-1") for k in robots._order)
+        assert any(k.endswith("towel-1") for k in robots.row_keys())
+
+
+@sync
+async def test_reading_exporting_and_folding_the_view_advance_nothing(tmp_path):
+    """Only a tick builds a view and moves alerts: the getters, an export and a fold change no alert and
+    write no event, even when the next tick would open alerts."""
+    clock = ManualClock(1000.0)
+    app = FleetConsoleApp(FakeSource(clock), clock=clock, refresh_s=3600.0, export_dir=tmp_path)  # no timer tick in the test
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        clock.advance(15.0)  # DEAD/STALLED robots pass the 10 s fault threshold: the next tick opens fault alerts
+        alerts, events, view = app.alerts.listing(), app.store.events(), app.view
+        assert not any(a.rule == "fault" for a in alerts)
+        assert app.current_snapshot() is app.current_snapshot() is view.fleet and app.view is view
+        await pilot.press("g", "z", "x", "e", "x")  # group, fold, export the fleet, the events screen, export the events
+        await _wait(pilot, lambda: "fleet-events-2.json" in app.last_result[0], "two exports")
+        assert app.alerts.listing() == alerts and app.store.events() == events
+        assert app.view.fleet is view.fleet and app.view.alerts is view.alerts and app.view.event_log is view.event_log
+        assert [e["text"] for e in json.loads((tmp_path / "fleet-events-2.json").read_text())["events"]] == [e.text for e in view.events]
+        app.tick()  # the tick does it
+        assert any(a.rule == "fault" and a.cleared_s is None for a in app.alerts.listing())
+        assert any(e.text.startswith("alert opened: arm-07") for e in app.store.events())
+        assert app.view.alerts.open_count > view.alerts.open_count and len(app.view.events) > len(view.events)
+
+
+@sync
+async def test_pause_freezes_the_view_but_not_the_result_line():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        await pilot.pause()
+        frozen = app.view
+        assert frozen.paused and "PAUSED" in screen_text(app)
+        tel, ns = app.source.telemetry("arm-01")
+        app.store.on_telemetry(replace(tel, episode_id=99, seq=tel.seq + 1), ns)
+        app.source.clock.advance(30.0)
+        app.tick()
+        await pilot.press("slash", *"arm-01", "enter")  # what is shown is still the frozen fleet
+        await pilot.pause()
+        assert app.view.fleet is frozen.fleet and app.view.alerts is frozen.alerts
+        assert app.screen.query_one("#robots", KeyedTable).get_column_text("arm-01", "episode") == "12"
+        await pilot.press("p")
+        await pilot.pause()
+        assert not app.view.paused and app.view.fleet is not frozen.fleet
+        assert app.screen.query_one("#robots", KeyedTable).get_column_text("arm-01", "episode") == "99"

@@ -122,12 +122,12 @@ async def test_filter_inverse_and_faults_only():
         await pilot.press("slash", *"!towel", "enter")
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
-        keys = [rid(k) for k in robots._order]
+        keys = [rid(k) for k in robots.row_keys()]
         assert keys and not any(k.startswith("towel") for k in keys)
         await pilot.press("escape")
         await pilot.press("f")
         await pilot.pause()
-        assert {rid(k) for k in robots._order} == {"arm-07", "arm-09", "arm-04", "arm-05", "arm-03", "arm-10"}
+        assert {rid(k) for k in robots.row_keys()} == {"arm-07", "arm-09", "arm-04", "arm-05", "arm-03", "arm-10"}
 
 
 @sync

@@ -164,7 +164,7 @@ def test_alerts_screen(snap_compare):
         # arm-03's staleness recovers: its staleness alert clears
         from dataclasses import replace
 
-        tel, ns = app.source._telemetry["arm-03"]
+        tel, ns = app.source.telemetry("arm-03")
         app.store.on_telemetry(replace(tel, staleness_s=0.1, seq=tel.seq + 1), ns)
         app.source.clock.advance(5.0)
         app.tick()

@@ -1,6 +1,6 @@
 """Screens: the fleet overview, one detail base for robots and servers, alerts, events, help, confirmation.
 
-Screens render what the app hands down (`apply_snapshot`) with the pure functions of `render`, and post
+Screens render the frozen view the app hands down (`apply_view`) with the pure functions of `render`, and post
 messages up (`messages`) for everything the app owns: actions, other screens, pause, the result line.
 """
 

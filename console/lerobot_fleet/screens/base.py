@@ -1,35 +1,36 @@
-"""The screen base: a live screen refreshed from snapshots, the keys every screen shares."""
+"""The screen base: a live screen that renders the view it is handed, the keys every screen shares."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.binding import Binding
 from textual.screen import Screen
 
 from .. import render
-from ..messages import ExportRequested, PauseToggled, ResultNoted, ScreenRequested
-from ..model import (
-    FleetSnapshot,
-)
-
-if TYPE_CHECKING:
-    from ..app import FleetConsoleApp
-
-
+from ..messages import ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
+from ..view import ConsoleView
 
 ACTIONS = ("drain", "reset")
 
 
 class LiveScreen(Screen[None]):
-    """A screen the app's timer refreshes from the latest snapshot."""
+    """A screen the app's timer refreshes: it renders the `ConsoleView` it was handed (`view`) and
+    posts messages for everything else. It never reads the store or the app's state."""
 
-    @property
-    def fleet(self) -> FleetConsoleApp:
-        return self.app  # type: ignore[return-value]
+    def __init__(self, view: ConsoleView) -> None:
+        super().__init__()
+        self.view = view
 
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:  # pragma: no cover - overridden
+    def on_mount(self) -> None:
+        self.apply_view(self.view)
+
+    def apply_view(self, view: ConsoleView) -> None:
+        """Keep `view` and show it."""
+        self.view = view
+        self.render_view()
+
+    def render_view(self) -> None:  # pragma: no cover - overridden
+        """Show `self.view` (again after a change of the screen's own state: filter, sort, marks, folds)."""
         raise NotImplementedError
 
     @property
@@ -39,10 +40,10 @@ class LiveScreen(Screen[None]):
 
     def on_screen_resume(self) -> None:
         if self.ready:
-            self.apply_snapshot(self.fleet.current_snapshot())
+            self.post_message(ViewWanted())
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ACTIONS and self.fleet.read_only:
+        if action in ACTIONS and self.view.read_only:
             return False  # hidden from the footer and inert
         return True
 
@@ -55,7 +56,7 @@ class LiveScreen(Screen[None]):
         return out
 
     def result_text(self) -> Text:
-        return render.result_text(*self.fleet.last_result)
+        return render.result_text(*self.view.result)
 
     def note(self, text: str, ok: bool | None = None) -> None:
         self.post_message(ResultNoted(text, ok))

@@ -11,9 +11,7 @@ from textual.widgets import Footer, Static
 from .. import render
 from ..export import record
 from ..messages import ActionRequested
-from ..model import (
-    FleetSnapshot,
-)
+from ..view import ConsoleView, Detail
 from .base import COMMON, LiveScreen
 
 
@@ -23,8 +21,8 @@ class DetailScreen(LiveScreen):
     SECTIONS: tuple[tuple[str, str], ...] = ()  # (widget id, section title)
     KIND = ""
 
-    def __init__(self, key: str) -> None:
-        super().__init__()
+    def __init__(self, key: str, view: ConsoleView) -> None:
+        super().__init__(view)
         self.key = key
 
     def compose(self) -> ComposeResult:
@@ -36,18 +34,20 @@ class DetailScreen(LiveScreen):
         yield Static(classes="result", id="result")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
+    @property
+    def detail(self) -> Detail | None:
+        """This screen's robot or server in the view (the app adds it to every view while the screen is open)."""
+        return self.view.robot_detail(self.key) if self.KIND == "robot" else self.view.server_detail(self.key)
 
     def texts(self) -> dict[str, Text] | None:  # pragma: no cover - overridden
         """Text for "summary" and each section id; None when the target is unknown."""
         raise NotImplementedError
 
     def export_tables(self) -> dict[str, list[dict[str, object]]]:
-        d = self.fleet.store.robot_detail(self.key) if self.KIND == "robot" else self.fleet.store.server_detail(self.key)
+        d = self.detail
         return {} if d is None else {self.KIND: [record(d.row)], "audit": [record(e) for e in d.audit]}
 
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+    def render_view(self) -> None:
         texts = self.texts()
         with self.app.batch_update():
             if texts is None:
@@ -72,7 +72,7 @@ class RobotDetailScreen(DetailScreen):
         return self.key
 
     def texts(self) -> dict[str, Text] | None:
-        d = self.fleet.store.robot_detail(self.key)
+        d = self.view.robot_detail(self.key)
         if d is None:
             return None
         return {
@@ -83,7 +83,7 @@ class RobotDetailScreen(DetailScreen):
         }
 
     def action_reset(self) -> None:
-        d = self.fleet.store.robot_detail(self.key)
+        d = self.view.robot_detail(self.key)
         self.post_message(ActionRequested("reset", (d.row.key if d else self.key,)))
 
 
@@ -106,7 +106,7 @@ class ServerDetailScreen(DetailScreen):
         return self.key
 
     def texts(self) -> dict[str, Text] | None:
-        d = self.fleet.store.server_detail(self.key)
+        d = self.view.server_detail(self.key)
         if d is None:
             return None
         return {

@@ -19,6 +19,7 @@ from ..model import (
     server_matches,
     sort_rows,
 )
+from ..view import ConsoleView
 from ..widgets import KeyedTable
 from .base import COMMON, LiveScreen
 
@@ -44,8 +45,8 @@ class FleetScreen(LiveScreen):
         *COMMON,
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, view: ConsoleView) -> None:
+        super().__init__(view)
         self.query_text = ""
         self.faults_only = False
         self.sort_column = {"robots": "state", "servers": "health"}
@@ -53,7 +54,6 @@ class FleetScreen(LiveScreen):
         self.marks: dict[str, set[str]] = {"robots": set(), "servers": set()}
         self.group_by = ""  # "" | "server" | "namespace"
         self.folded: set[str] = set()
-        self._snap: FleetSnapshot | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -66,8 +66,7 @@ class FleetScreen(LiveScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#robots", KeyedTable).focus()
-        self.apply_snapshot(self.fleet.current_snapshot())
+        self.query_one("#robots", KeyedTable).focus()  # then LiveScreen.on_mount renders the view
 
     # ------------------------------------------------------------ rendering
 
@@ -79,12 +78,13 @@ class FleetScreen(LiveScreen):
         rows = [s for s in snap.servers if server_matches(s, self.query_text) and (not self.faults_only or s.health != "ok")]
         return sort_rows(rows, SERVER_SORT_KEYS, self.sort_column["servers"], self.sort_reverse["servers"])
 
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:
-        self._snap = snap
+    def render_view(self) -> None:
+        view = self.view
+        snap = view.fleet
         robots = self.visible_robots(snap)
         servers = self.visible_servers(snap)
         marked_r, marked_s = self.marks["robots"], self.marks["servers"]
-        alerting = self.fleet.alerts.targets()
+        alerting = view.alerts.targets
         if self.group_by:
             rows = render.grouped(robots, self.group_by, self.folded)
         else:
@@ -101,8 +101,8 @@ class FleetScreen(LiveScreen):
                 render.header_text(
                     snap,
                     render.sort_label("robots", self.sort_column["robots"], self.sort_reverse["robots"]),
-                    self.query_text, self.faults_only, self.fleet.read_only, self.fleet.paused,
-                    marked=len(marked_r) + len(marked_s), alerts=self.fleet.alerts.open_count,
+                    self.query_text, self.faults_only, view.read_only, view.paused,
+                    marked=len(marked_r) + len(marked_s), alerts=view.alerts.open_count,
                 )
             )
             self.query_one("#robots", KeyedTable).reconcile(rows, robot_cells)
@@ -112,9 +112,6 @@ class FleetScreen(LiveScreen):
             self.query_one("#robots-title", Static).update(render.section_title("Robots", len(robots), len(snap.robots), len(marked_r)))
             self.query_one("#servers-title", Static).update(render.section_title("Servers", len(servers), len(snap.servers), len(marked_s)))
             self.query_one("#result", Static).update(self.result_text())
-
-    def refresh_view(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
 
     def _table(self) -> KeyedTable:
         return self.focused if isinstance(self.focused, KeyedTable) else self.query_one("#robots", KeyedTable)
@@ -138,29 +135,28 @@ class FleetScreen(LiveScreen):
         order = ["", "server", "namespace"]
         self.group_by = order[(order.index(self.group_by) + 1) % len(order)]
         self.folded.clear()
-        self.refresh_view()
+        self.render_view()
 
     def action_fold(self) -> None:
         """Fold or unfold the group under the cursor (on a robot row: its group)."""
         if not self.group_by:
             self.note("fold: group the robots first (g)", None)
-            self.refresh_view()
             return
         table = self.query_one("#robots", KeyedTable)
         key = table.selected_key or ""
         if key.startswith(render.GROUP_PREFIX):
             name = key[len(render.GROUP_PREFIX):]
         else:
-            row = next((r for r in self.visible_robots(self.fleet.current_snapshot()) if r.key == key), None)
+            row = next((r for r in self.visible_robots(self.view.fleet) if r.key == key), None)
             if row is None:
                 return
             name = render.group_name(row, self.group_by)
         self.folded.symmetric_difference_update({name})
-        self.refresh_view()
+        self.render_view()
         table.select_key(render.GROUP_PREFIX + name)
 
     def export_tables(self) -> dict[str, list[dict[str, object]]]:
-        snap = self.fleet.current_snapshot()
+        snap = self.view.fleet
         return {"robots": [record(r) for r in self.visible_robots(snap)], "servers": [record(s) for s in self.visible_servers(snap)]}
 
     def action_filter(self) -> None:
@@ -171,7 +167,7 @@ class FleetScreen(LiveScreen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_text = event.value
-        self.refresh_view()
+        self.render_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.input.remove_class("visible")
@@ -183,23 +179,23 @@ class FleetScreen(LiveScreen):
         box.remove_class("visible")
         self.query_text = ""
         self.query_one("#robots", KeyedTable).focus()
-        self.refresh_view()
+        self.render_view()
 
     def action_faults(self) -> None:
         self.faults_only = not self.faults_only
-        self.refresh_view()
+        self.render_view()
 
     def action_sort(self) -> None:
         """Next column of the focused table (every column sorts); `O` reverses."""
         name = self._table().id or "robots"
         order = list(ROBOT_SORT_KEYS if name == "robots" else SERVER_SORT_KEYS)
         self.sort_column[name] = order[(order.index(self.sort_column[name]) + 1) % len(order)]
-        self.refresh_view()
+        self.render_view()
 
     def action_sort_reverse(self) -> None:
         name = self._table().id or "robots"
         self.sort_reverse[name] = not self.sort_reverse[name]
-        self.refresh_view()
+        self.render_view()
 
     def action_mark(self) -> None:
         table = self._table()
@@ -210,22 +206,22 @@ class FleetScreen(LiveScreen):
         marks.symmetric_difference_update({key})
         if table.cursor_row < table.row_count - 1:
             table.move_cursor(row=table.cursor_row + 1)
-        self.refresh_view()
+        self.render_view()
 
     def action_mark_all(self) -> None:
         """Marks every row the focused table shows (after filter and faults-only)."""
         table = self._table()
-        snap = self.fleet.current_snapshot()
+        snap = self.view.fleet
         if table.id == "servers":
             self.marks["servers"].update(s.replica for s in self.visible_servers(snap))
         else:
             self.marks["robots"].update(r.key for r in self.visible_robots(snap))
-        self.refresh_view()
+        self.render_view()
 
     def action_clear_marks(self) -> None:
         for marks in self.marks.values():
             marks.clear()
-        self.refresh_view()
+        self.render_view()
 
     def _targets(self, name: str, verb: str) -> tuple[str, ...] | None:
         if self.marks[name]:
@@ -233,7 +229,6 @@ class FleetScreen(LiveScreen):
         table = self.query_one(f"#{name}", KeyedTable)
         if self.focused is not table or table.selected_key is None or table.selected_key.startswith(render.GROUP_PREFIX):
             self.note(f"{verb}: move the cursor to the {name} table (tab) and pick a row, or mark rows with space", None)
-            self.refresh_view()
             return None
         return (table.selected_key,)
 

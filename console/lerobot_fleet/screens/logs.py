@@ -10,11 +10,9 @@ from textual.widgets import Footer, Input, Static
 
 from .. import render
 from ..export import record
-from ..model import (
-    FleetSnapshot,
-    event_matches,
-)
+from ..model import FleetEvent, event_matches
 from ..store import EVENT_HISTORY
+from ..view import ConsoleView
 from .base import COMMON, LiveScreen
 
 
@@ -30,23 +28,20 @@ class AlertsScreen(LiveScreen):
         yield Static(classes="result", id="result")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
-
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:
-        book = self.fleet.alerts
-        listing = book.listing()
-        r = book.rules
+    def render_view(self) -> None:
+        alerts = self.view.alerts
+        listing = list(alerts.listing)
+        r = alerts.rules
         self.query_one("#alerts-title", Static).update(Text(
-            f"Alerts: {book.open_count} open, {len(listing) - book.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
+            f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
             f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
         ))
-        self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.fleet.store.clock()))
+        self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.view.now))
         self.query_one("#result", Static).update(self.result_text())
 
     def export_tables(self) -> dict[str, list[dict[str, object]]]:
-        now = self.fleet.store.clock()
-        return {"alerts": [a.as_dict(now) for a in self.fleet.alerts.listing()]}
+        now = self.view.now
+        return {"alerts": [a.as_dict(now) for a in self.view.alerts.listing]}
 
 
 class EventsScreen(LiveScreen):
@@ -59,8 +54,8 @@ class EventsScreen(LiveScreen):
         *COMMON,
     ]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, view: ConsoleView) -> None:
+        super().__init__(view)
         self.query_text = ""
 
     def compose(self) -> ComposeResult:
@@ -72,15 +67,12 @@ class EventsScreen(LiveScreen):
         yield Static(classes="result", id="result")
         yield Footer()
 
-    def on_mount(self) -> None:
-        self.apply_snapshot(self.fleet.current_snapshot())
+    def shown(self) -> list[FleetEvent]:
+        return [e for e in self.view.events if event_matches(e, self.query_text)]
 
-    def shown(self) -> list:
-        return [e for e in self.fleet.store.events() if event_matches(e, self.query_text)]
-
-    def apply_snapshot(self, snap: FleetSnapshot) -> None:
+    def render_view(self) -> None:
         events = self.shown()
-        total = len(self.fleet.store.events())
+        total = len(self.view.event_log)
         self.query_one("#events-title", Static).update(Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)"))
         self.query_one("#events-body", Static).update(render.events_text(events))
         self.query_one("#result", Static).update(self.result_text())
@@ -100,7 +92,7 @@ class EventsScreen(LiveScreen):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_text = event.value
-        self.apply_snapshot(self.fleet.current_snapshot())
+        self.render_view()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self._leave_filter(event.input)

@@ -211,6 +211,10 @@ class FakeSource:
                 store.on_telemetry(tel, ns)
             self._scrape(store, 1.0)
 
+    def telemetry(self, robot_id: str) -> tuple[RobotTelemetry, tuple[str, str, str]]:
+        """The last telemetry this fake sent for a robot, with its namespace (tests change it and send it again)."""
+        return self._telemetry[robot_id]
+
     # ------------------------------------------------------------ actions
 
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult:
