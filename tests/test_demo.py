@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
+
+pytestmark = pytest.mark.slow  # starts router / server processes
 
 
 def test_demo_fleet_streams_and_stops_cleanly(tmp_path):

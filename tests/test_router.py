@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.wire import ServiceKeys
 
@@ -53,6 +55,7 @@ def test_put_query_and_liveliness_through_router(zenoh_client):
         d.undeclare()
 
 
+@pytest.mark.slow
 def test_router_restart_clients_reconnect(own_router):
     from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 

@@ -15,6 +15,8 @@ import pytest
 from lerobot_policy_remote.testing.procs import Router
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
 
+pytestmark = pytest.mark.slow  # starts router / server processes
+
 
 def _run(*args: str, cwd: Path) -> None:
     """openssl (Debian package `openssl`, present on every machine of this kind) makes the test PKI."""

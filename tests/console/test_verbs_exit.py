@@ -61,6 +61,7 @@ def test_status_against_no_router_exits_2_with_a_message():
         assert out.returncode == 2 and "router" in out.stderr
 
 
+@pytest.mark.slow
 def test_verbs_when_the_router_is_killed_mid_run():
     r = Router().start()
     try:
@@ -75,6 +76,7 @@ def test_verbs_when_the_router_is_killed_mid_run():
         r.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("delay", [0.3, 0.9, 1.5])
 def test_status_while_the_router_is_starting(delay):
     """The reported SIGABRT: `status --json --wait 1` polled while a fleet (its router) was starting."""

@@ -79,6 +79,7 @@ def rig(own_router, tmp_path):
     peer.close()
 
 
+@pytest.mark.slow
 def test_zenoh_source_end_to_end(rig, tmp_path):
     router, peer, store, source = rig
     snap = wait_until(lambda: (s := store.snapshot()) and all(s.robot(r) and s.robot(r).seen_age_s is not None for r in ROBOTS)

@@ -11,6 +11,7 @@ import json
 import threading
 
 import lerobot.rollout  # noqa: F401
+import pytest
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
@@ -20,6 +21,8 @@ from lerobot_policy_remote.testing import Router, wait_until
 from lerobot_policy_remote.testing.fake_server import FakeServer
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+
+pytestmark = pytest.mark.slow  # starts router / server processes
 
 NAMES = [f"j{i}.pos" for i in range(6)]
 HW = {"observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES}}

@@ -34,6 +34,7 @@ def slow_diffusion(tmp_path_factory):
     return save_tiny_diffusion(tmp_path_factory.mktemp("slow_diff"), num_inference_steps=400, num_train_timesteps=400)
 
 
+@pytest.mark.slow
 def test_cli_manifest_overrides_sigterm_drain_finishes_in_flight(router, zenoh_client, slow_diffusion, tmp_path):
     task = f"cli task {uuid.uuid4().hex[:6]}"
     port = free_port()
@@ -71,6 +72,7 @@ def test_cli_manifest_overrides_sigterm_drain_finishes_in_flight(router, zenoh_c
         proc.stop()
 
 
+@pytest.mark.slow
 def test_cli_bad_manifest_says_what_to_fix(router):
     proc = Proc([str(VENV_BIN / "lerobot-policy-server"), "--default_task=x", f"--zenoh.connect_endpoints=[{router.endpoint}]"],
                 name="bad-server", max_seconds=60)

@@ -10,6 +10,8 @@ import pytest
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, free_port
 
+pytestmark = pytest.mark.slow  # starts router / server processes
+
 SERVER = str(VENV_BIN / "lerobot-policy-server")
 
 
