@@ -24,6 +24,7 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
 
+from ..wire.codes import EventKind
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
@@ -334,11 +335,11 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None:
         self.counters[f"event_{ev.event}"] += 1
-        if ev.event == "unknown_session":
+        if ev.event == EventKind.UNKNOWN_SESSION:
             if header.session_epoch == self.session_epoch:
                 self._lose_link(now, "server does not know this session (it restarted?)")
                 self.reconnect.retry_now(now)
-        elif ev.event == "draining":
+        elif ev.event == EventKind.DRAINING:
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
             self._lose_link(now, f"replica {self.replica} draining")
             self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait

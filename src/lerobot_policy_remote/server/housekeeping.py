@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import zenoh
 
 from ..wire.codec import encode
+from ..wire.codes import EventKind
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import parse_key
@@ -81,7 +82,7 @@ class Housekeeper:
             self._unknown_last[client] = now
             h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 0)
             srv.z.put(srv.keys.robot(client, "action"),
-                      encode(EventMsg("unknown_session", "no session for this robot on this replica: re-handshake")),
+                      encode(EventMsg(EventKind.UNKNOWN_SESSION, "no session for this robot on this replica: re-handshake")),
                       attachment=h.pack(), congestion_control=zenoh.CongestionControl.DROP,
                       priority=zenoh.Priority.INTERACTIVE_HIGH, express=True)
 

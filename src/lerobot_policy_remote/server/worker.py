@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..wire.codes import EventKind
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
@@ -185,7 +186,7 @@ class Worker:
     def _refuse(self, s: Session, reason: Reason, message: str, header: Header | None) -> None:
         s.errors += 1
         self.srv.metrics.errors.labels(reason.value).inc()
-        s.send_event("bad_request", message, header)
+        s.send_event(EventKind.BAD_REQUEST, message, header)
         self.srv.auditor.emit(audit_line(s, header, "bad_request", self.srv.replica, error=message))
 
     # ------------------------------------------------------------------ model
@@ -220,7 +221,7 @@ class Worker:
         log.exception("inference failed for %s", s.client_uuid)
         s.errors += 1
         srv.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
-        s.send_event("error", f"inference failed: {type(exc).__name__}: {exc}", r.header)
+        s.send_event(EventKind.ERROR, f"inference failed: {type(exc).__name__}: {exc}", r.header)
         srv.auditor.emit(audit_line(s, r.header, "error", srv.replica, queue_wait_s=r.t_start - r.t_arrival,
                                     superseded=r.superseded, error=str(exc)))
 

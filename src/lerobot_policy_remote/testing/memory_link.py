@@ -23,6 +23,7 @@ from ..discovery import ServiceInfo, group
 from ..engine.handshake import HandshakeError, OpenedSession, pick
 from ..engine.transport import Inbound, ServerChange
 from ..wire.codec import encode
+from ..wire.codes import EventKind, Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.header import Header, MsgType
 from ..wire.messages import (
@@ -50,12 +51,12 @@ class MemoryReplica:
     chunk_size: int = 20
     rtc: bool = False
     draining: bool = False
-    refuse: str = ""  # a SessionAck refusal code (e.g. server_full, action_mismatch); "" accepts
+    refuse: str = ""  # a SessionAck refusal code (a Refusal, e.g. Refusal.SERVER_FULL); "" accepts
     sessions: list[SessionOpen] = field(default_factory=list)
 
     def status(self) -> ServerStatus:
         return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=4,
-                            active_sessions=4 if self.refuse == "server_full" else 0, draining=self.draining, warmed_up=True)
+                            active_sessions=4 if self.refuse == Refusal.SERVER_FULL else 0, draining=self.draining, warmed_up=True)
 
 
 class MemoryResetQuery:
@@ -106,7 +107,7 @@ class MemoryLink:
         with self._lock:
             replicas = list(self.replicas.values())
         if not replicas:
-            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code="no_server")
+            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code=Refusal.NO_SERVER)
         return pick([r.status() for r in replicas], lambda st: self._open(self.replicas[st.replica], request), expect_fingerprint)
 
     def _open(self, rep: MemoryReplica, request: SessionOpen) -> SessionAck:
@@ -114,7 +115,7 @@ class MemoryLink:
         if rep.refuse:
             return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=4, max_sessions=4)
         if request.expect_fingerprint and request.expect_fingerprint != rep.fingerprint:
-            return SessionAck(ok=False, code="model_mismatch", message="different model")
+            return SessionAck(ok=False, code=Refusal.MODEL_MISMATCH, message="different model")
         sid = f"mem-session-{next(self._ids)}"
         with self._lock:
             self._sessions[rep.replica] = sid
@@ -181,7 +182,7 @@ class MemoryLink:
         att = header or Header(SCHEMA_VERSION, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
         self.deliver(encode_chunk(msg), att.pack())
 
-    def event(self, event: str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
+    def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
         """A server event on the robot's action key (answering `request` when given)."""
         seq = request.seq_id if request else 0
         ep = epoch if epoch is not None else (request.session_epoch if request else 0)
