@@ -6,7 +6,7 @@ so the engine's own decoding and validation run. Thread-safe: the test thread pl
 while the engine's worker (or the test itself, via `engine.step()`) collects.
 
     link = MemoryLink(respond=lambda header, obs: np.zeros((20, 6), np.float32))
-    engine = RemoteInferenceEngine(cfg, ..., link=link)
+    engine = RemoteInferenceEngine(cfg, ..., transport=link)
 """
 
 from __future__ import annotations
