@@ -83,7 +83,7 @@ def first_state(e: RemoteInferenceEngine, since: float, states: tuple[LinkState,
     def hit() -> float | None:
         if replica and e.replica != replica:
             return None
-        return next((t for t, st, _ in list(e.link.history) if t >= since and st in states), None)
+        return next((t for t, st, _ in list(e.states.history) if t >= since and st in states), None)
 
     return wait_until(hit, timeout, interval=0.01, message=f"{[s.value for s in states]} after t={since:.2f}")
 

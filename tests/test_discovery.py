@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from lerobot_policy_remote.discovery import closest, fix_for, group, no_server_report
+from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus
 
 
@@ -10,7 +11,7 @@ def st(replica: str, model: str, task: str, active: int = 0, cap: int = 4, drain
     status = ServerStatus(replica=replica, model=ModelInfo(repo_or_path=model, revision="main", policy_type="act"),
                           service=task, default_task=task, max_sessions=cap, active_sessions=active,
                           draining=draining, warmed_up=warm)
-    return status, (model, "main", task)
+    return status, Namespace(model, "main", task)
 
 
 def test_group_merges_replicas_of_one_namespace_and_counts_free_sessions():

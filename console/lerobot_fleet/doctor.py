@@ -13,12 +13,16 @@ import socket
 import ssl
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote.advice import contract_advice
 from lerobot_policy_remote.discovery import ServiceInfo, closest, fix_for, list_services
+from lerobot_policy_remote.wire.codes import CONTRACT_REFUSALS, Refusal
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
+
+if TYPE_CHECKING:
+    from lerobot_policy_remote.engine.handshake import HandshakeError
 
 PASS, FAIL, INFO = "PASS", "FAIL", "INFO"
 
@@ -104,13 +108,26 @@ def _service_checks(services: list[ServiceInfo], want_namespace: bool) -> list[C
             checks.append(Check("replica", INFO, f"  replica {r.replica}: {r.health}, {r.active_sessions}/{r.max_sessions} "
                                                  f"sessions, {r.free_sessions} free, load {r.load:.2f}"))
     if not want_namespace and not any(s.free_sessions for s in services):
-        checks.append(Check("free sessions", FAIL, "no service has a free session", contract_advice("server_full")))
+        checks.append(Check("free sessions", FAIL, "no service has a free session", contract_advice(Refusal.SERVER_FULL)))
     return checks
+
+
+def refusal_checks(exc: HandshakeError) -> list[Check]:
+    """What a refused dry-run session open says about the robot, matched on the error's code (never its text)."""
+    why = exc.refusal
+    if why in CONTRACT_REFUSALS:
+        return [Check("capabilities", FAIL, str(exc), contract_advice(why))]
+    if why == Refusal.SERVER_FULL:  # capacity is checked last: the contract passed
+        return [Check("capabilities", PASS, "the robot's features, action names and fps pass the server's checks"),
+                Check("free session", FAIL, f"no replica has a free session ({exc})", contract_advice(Refusal.SERVER_FULL))]
+    if why == Refusal.DRAINING:
+        return [Check("free session", FAIL, f"every replica is draining ({exc})", contract_advice(Refusal.DRAINING))]
+    return [Check("capabilities", FAIL, str(exc), "check the server's log; retry when it has warmed up")]
 
 
 def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[Check]:
     from lerobot_policy_remote.engine.dry_run import DryRunError, describe
-    from lerobot_policy_remote.engine.handshake import CONTRACT_CODES, HandshakeError
+    from lerobot_policy_remote.engine.handshake import HandshakeError
     from lerobot_policy_remote.engine.handshake import open_session as open_remote
 
     try:
@@ -138,16 +155,7 @@ def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[
     try:
         opened = open_remote(session, keys, req, timeout_s=5.0)
     except HandshakeError as exc:
-        if exc.code in CONTRACT_CODES:
-            checks.append(Check("capabilities", FAIL, str(exc), contract_advice(exc.code)))
-        elif "server full" in str(exc):  # capacity is checked last: the contract passed
-            checks.append(Check("capabilities", PASS, "the robot's features, action names and fps pass the server's checks"))
-            checks.append(Check("free session", FAIL, f"no replica has a free session ({exc})", contract_advice("server_full")))
-        elif "draining" in str(exc):
-            checks.append(Check("free session", FAIL, f"every replica is draining ({exc})", contract_advice("draining")))
-        else:
-            checks.append(Check("capabilities", FAIL, str(exc), "check the server's log; retry when it has warmed up"))
-        return checks
+        return checks + refusal_checks(exc)
     ack = opened.ack
     checks.append(Check("capabilities", PASS, f"replica {ack.replica} accepts this robot: features, action names and fps "
                                               "pass its checks (dry run, no session opened)"))

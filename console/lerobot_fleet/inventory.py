@@ -34,8 +34,11 @@ class InventoryError(ValueError):
 
 
 @dataclass(frozen=True)
-class Namespace:
-    """A service namespace pattern; `*` in a field matches any value."""
+class NamespaceGrant:
+    """The service namespaces a member may use: a pattern, `*` in a field matches any value.
+
+    Not `wire.keys.Namespace` (one decoded namespace a key lives in): a grant may name many.
+    """
 
     model: str = WILD
     revision: str = WILD
@@ -50,14 +53,14 @@ class Namespace:
         return {k: v for k, v in (("model", self.model), ("revision", self.revision), ("service", self.service)) if v != WILD}
 
 
-ANY_NAMESPACE = Namespace()
+ANY_NAMESPACE = NamespaceGrant()
 
 
 @dataclass(frozen=True)
 class Member:
     name: str
     role: str
-    namespaces: tuple[Namespace, ...] = (ANY_NAMESPACE,)
+    namespaces: tuple[NamespaceGrant, ...] = (ANY_NAMESPACE,)
     hosts: tuple[str, ...] = ()  # routers only: extra DNS names / IPs on the certificate
 
 
@@ -142,10 +145,10 @@ def _member(name: str, role: str, body: Any, where: str) -> Member:
     return Member(name, role, namespaces, tuple(str(h) for h in hosts))
 
 
-def _namespace(raw: Any, where: str) -> Namespace:
+def _namespace(raw: Any, where: str) -> NamespaceGrant:
     if not isinstance(raw, dict) or set(raw) - {"model", "revision", "service"}:
         raise InventoryError(f"{where}: a namespace is a mapping with model, revision and/or service")
-    ns = Namespace(*(str(raw.get(k, WILD)) for k in ("model", "revision", "service")))
+    ns = NamespaceGrant(*(str(raw.get(k, WILD)) for k in ("model", "revision", "service")))
     try:
         ns.keys()
     except WireError as exc:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
+from lerobot_policy_remote.wire.keys import Namespace
+
 __all__ = [
     "RobotState",
     "RobotRow",
@@ -39,17 +41,17 @@ ROBOT_STALE_S = 5.0  # no telemetry for this long: the row is stale (rqt_robot_m
 _KEY_SEP = "\x1f"  # cannot occur in a key expression chunk, so (namespace, id) -> key is one-to-one
 
 
-def robot_key(ns: tuple[str, str, str], robot_id: str) -> str:
+def robot_key(ns: Namespace, robot_id: str) -> str:
     """The row key of a robot: its id is unique only within a namespace (model, revision, service)."""
     return _KEY_SEP.join((*ns, robot_id))
 
 
-def split_robot_key(key: str) -> tuple[tuple[str, str, str], str] | None:
+def split_robot_key(key: str) -> tuple[Namespace, str] | None:
     """`robot_key` inverted; None for a bare robot id."""
     parts = key.split(_KEY_SEP)
     if len(parts) != 4:
         return None
-    return (parts[0], parts[1], parts[2]), parts[3]
+    return Namespace(parts[0], parts[1], parts[2]), parts[3]
 
 
 class RobotState(Enum):
@@ -151,7 +153,7 @@ class RobotRow:
     fps: float = 0.0
     alive: bool | None = None
     seen_age_s: float | None = None  # console receive time of the last telemetry, as an age
-    ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from the key expressions
+    ns: Namespace = Namespace("", "", "")  # (model, revision, service) from the key expressions
     state_age_s: float | None = None  # how long it has been in its current state
     waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
     row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
@@ -194,7 +196,7 @@ class ServerRow:
     metrics_error: str = ""
     session_robots: tuple[str, ...] = ()
     seen_age_s: float | None = None  # since the server was last heard from (status answer or token)
-    ns: tuple[str, str, str] = ("", "", "")  # (model, revision, service) from its key expressions
+    ns: Namespace = Namespace("", "", "")  # (model, revision, service) from its key expressions
 
     @property
     def is_stale(self) -> bool:

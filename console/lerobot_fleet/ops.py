@@ -15,7 +15,7 @@ from typing import Any
 from lerobot_policy_remote import discovery
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.errors import WireError
-from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys
+from lerobot_policy_remote.wire.keys import Namespace, ServiceKeys
 from lerobot_policy_remote.wire.messages import (
     DrainAck,
     DrainRequest,
@@ -25,7 +25,6 @@ from lerobot_policy_remote.wire.messages import (
 )
 
 from .sources.base import ActionResult
-from .store import Namespace
 
 ANY = ServiceKeys.any()
 
@@ -36,10 +35,6 @@ def operator_name() -> str:
     except Exception:
         user = "operator"
     return f"{user}@{socket.gethostname()}"
-
-
-def _ns(p: ParsedKey) -> Namespace:
-    return (p.model_id, p.revision, p.service)
 
 
 def _reply_error(reply: Any) -> str:
@@ -55,7 +50,7 @@ def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatu
 
 
 def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
-    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    keys = ns.keys if ns else ANY
     return _ask(
         session, keys.server(replica, "drain"), encode(DrainRequest(reason=reason, requested_by=requested_by)), timeout,
         DrainAck, replica, "drain", "server",
@@ -64,7 +59,7 @@ def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, re
 
 
 def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
-    keys = ServiceKeys.for_service(*ns) if ns else ANY
+    keys = ns.keys if ns else ANY
     return _ask(
         session, keys.robot(robot_id, "episode_reset"), encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)), timeout,
         EpisodeResetAck, robot_id, "reset", "robot",

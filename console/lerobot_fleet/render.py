@@ -418,7 +418,7 @@ def _peers_room(snap: FleetSnapshot, draining: list[ServerRow]) -> Text:
         if room:
             t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in sorted(room, key=lambda p: p.replica)) + "\n")
         else:
-            t.append(f"No other replica of {ns[2] or 'this service'} has room: its robots will wait and back off.\n", style="bold red")
+            t.append(f"No other replica of {ns.service or 'this service'} has room: its robots will wait and back off.\n", style="bold red")
     t.rstrip()
     return t
 

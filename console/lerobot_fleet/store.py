@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 
 from .model import (
@@ -34,7 +35,7 @@ from .model import (
     split_robot_key,
 )
 
-Namespace = tuple[str, str, str]  # (model_id, revision, service), decoded
+NO_NAMESPACE = Namespace("", "", "")  # not learnt from a key yet
 METRIC_PREFIX = "lerobot_policy_server_"
 STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
@@ -49,7 +50,7 @@ DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the 
 @dataclass
 class _Robot:
     robot_id: str
-    ns: Namespace = ("", "", "")
+    ns: Namespace = NO_NAMESPACE
     key: str = ""
     telemetry: RobotTelemetry | None = None
     ver: int = 0  # bumped by every change; the cached row below is valid for (ver, gone)
@@ -69,7 +70,7 @@ class _Robot:
 @dataclass
 class _Server:
     replica: str
-    ns: Namespace = ("", "", "")
+    ns: Namespace = NO_NAMESPACE
     status: ServerStatus | None = None
     status_at: float | None = None
     alive: bool | None = None
@@ -321,7 +322,7 @@ class FleetStore:
         s = self._servers.get(replica)
         if s is None:
             s = self._servers[replica] = _Server(replica, ns)
-        elif ns != ("", "", ""):
+        elif ns != NO_NAMESPACE:
             s.ns = ns
         return s
 

@@ -12,10 +12,9 @@ from typing import Any
 
 from .wire.codec import decode
 from .wire.errors import WireError
-from .wire.keys import ServiceKeys, parse_key
+from .wire.keys import Namespace, ServiceKeys, parse_key
 from .wire.messages import ServerStatus
 
-Namespace = tuple[str, str, str]  # (model_id, revision, service)
 ANY = ServiceKeys.any()
 
 
@@ -85,13 +84,12 @@ def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY) 
         except WireError:
             continue
         try:
-            p = parse_key(str(reply.ok.key_expr))
-            ns: Namespace = (p.model_id, p.revision, p.service)
+            ns = parse_key(str(reply.ok.key_expr)).namespace
         except WireError:
-            ns = ("", "", "")
+            ns = Namespace("", "", "")
         if "*" in "".join(ns) or not all(ns):
             # a replica that replied on the query's wildcard key: its body still names the namespace
-            ns = (status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
+            ns = Namespace(status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
         out.append((status, ns))
     return out
 
@@ -100,7 +98,7 @@ def group(statuses: list[tuple[ServerStatus, Namespace]]) -> list[ServiceInfo]:
     """Replica statuses -> one ServiceInfo per namespace, sorted by model then task."""
     by_ns: dict[Namespace, ServiceInfo] = {}
     for status, ns in statuses:
-        svc = by_ns.setdefault(ns, ServiceInfo(ns[0], ns[1], ns[2], status.model.policy_type, status.default_task))
+        svc = by_ns.setdefault(ns, ServiceInfo(ns.model_id, ns.revision, ns.service, status.model.policy_type, status.default_task))
         if any(r.replica == status.replica for r in svc.replicas):
             continue
         svc.replicas.append(ReplicaInfo(status.replica, status.active_sessions, status.max_sessions, status.draining,

@@ -10,6 +10,7 @@ from lerobot_fleet.app import FleetConsoleApp
 from lerobot_fleet.sources.fake import FakeSource, ManualClock
 
 from lerobot_policy_remote.testing import WaitTimeout, wait_until_async
+from lerobot_policy_remote.wire.keys import Namespace
 
 
 def make_app(read_only: bool = False) -> FleetConsoleApp:
@@ -70,7 +71,7 @@ async def until(pilot: Any, pred: Callable[[], Any], timeout: float, message: st
         raise WaitTimeout(f"{exc}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}") from None
 
 
-DEMO = ("lerobot/act_demo", "main", "pick the cube")
+DEMO = Namespace("lerobot/act_demo", "main", "pick the cube")
 
 
 class DrainScenario:

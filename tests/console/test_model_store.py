@@ -11,9 +11,10 @@ from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
 
 from lerobot_policy_remote.testing import wait_until
+from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
 
-NS = ("m", "main", "task")
+NS = Namespace("m", "main", "task")
 
 
 def test_n_max_matches_the_spec_examples():

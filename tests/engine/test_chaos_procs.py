@@ -84,7 +84,7 @@ class Driver:
 
 
 def states_since(e: RemoteInferenceEngine, t: float) -> list[LinkState]:
-    return [s for (ts, s, _why) in list(e.link.history) if ts >= t]
+    return [s for (ts, s, _why) in list(e.states.history) if ts >= t]
 
 
 def forger(session, engine: RemoteInferenceEngine) -> ChunkResponder:

@@ -110,7 +110,7 @@ def test_model_change_on_reconnect_is_dead_and_sets_shutdown(rig):
     server.faults.mode = "silent"
     assert wait(lambda: (drive(e, 0.1), e.failed)[1], timeout=10)
     assert e.state is LinkState.DEAD and e.shutdown.is_set()
-    assert "different model" in e.link.dead_reason
+    assert "different model" in e.states.dead_reason
 
 
 def test_operator_episode_reset_via_queryable(rig, zenoh_client):

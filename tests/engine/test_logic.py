@@ -139,7 +139,7 @@ def test_mixed_zero_fallback_holds_positions():
 def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():
     link = MemoryLink()  # silent server: the test answers by hand
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=10.0)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", link=link)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", transport=link)
     e.start(worker=False)
     e.resume()
     e.notify_observation({"a.pos": 1.0, "b.pos": 2.0})

@@ -31,7 +31,7 @@ def ramp(header: Header, _obs) -> np.ndarray:
 
 def engine(link: MemoryLink, **kw) -> RemoteInferenceEngine:
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, **kw})
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", link=link)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)
@@ -146,7 +146,7 @@ def test_model_change_on_reconnect_is_dead_and_never_executes():
     for _ in range(200):
         if not e.step():
             break
-    assert e.failed and e.state is LinkState.DEAD and "different model" in e.link.dead_reason
+    assert e.failed and e.state is LinkState.DEAD and "different model" in e.states.dead_reason
 
 
 def test_unknown_session_event_reconnects_at_once():
@@ -163,7 +163,7 @@ def test_unknown_session_event_reconnects_at_once():
 def test_contract_refusal_at_start_fails_before_the_robot_moves():
     link = MemoryLink(MemoryReplica("a", refuse="action_mismatch"))
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False))
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", link=link)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
     with pytest.raises(RuntimeError, match="action_mismatch"):
         e.start(worker=False)
     assert link.closed

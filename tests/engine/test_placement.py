@@ -61,7 +61,7 @@ def test_many_replicas_favour_free_seats():
 def _start_fleet(n: int, replicas: tuple[MemoryReplica, ...]) -> list[RemoteInferenceEngine]:
     engines = [
         RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=False), client_uuid=f"arm-{i}"), hw_features=HW,
-                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m", link=MemoryLink(*replicas))
+                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=MemoryLink(*replicas))
         for i in range(n)
     ]
     barrier = threading.Barrier(n)

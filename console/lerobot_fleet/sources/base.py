@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from lerobot_policy_remote.wire.keys import Namespace
+
 from ..store import FleetStore
 
 
@@ -46,6 +48,6 @@ class FleetSource(Protocol):
 
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult: ...
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: tuple[str, str, str] | None = None) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         """`ns` picks the robot when one id exists in several namespaces (rows are keyed by both)."""
         ...

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 
+from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, RobotTelemetry, ServerStatus, SessionInfo
 
 from ..store import FleetStore
@@ -26,8 +27,8 @@ class ManualClock:
         self.t += seconds
 
 
-ACT = ("lerobot/act_pick_place", "main", "pick up the cube")
-PI0 = ("lerobot/pi0_towel", "v1.2", "fold the towel")
+ACT = Namespace("lerobot/act_pick_place", "main", "pick up the cube")
+PI0 = Namespace("lerobot/pi0_towel", "v1.2", "fold the towel")
 
 # robot id, namespace, state, replica, episode, rtt p50/p95, queue s, staleness s, delay, requests, superseded, errors, outcome
 ROBOTS = [
@@ -68,8 +69,8 @@ class FakeSource:
         self._store: FleetStore | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._telemetry: dict[str, tuple[RobotTelemetry, tuple[str, str, str]]] = {}
-        self._status: dict[str, tuple[ServerStatus, tuple[str, str, str]]] = {}
+        self._telemetry: dict[str, tuple[RobotTelemetry, Namespace]] = {}
+        self._status: dict[str, tuple[ServerStatus, Namespace]] = {}
         self.actions: list[tuple[str, str]] = []
 
     def start(self, store: FleetStore) -> None:
@@ -96,7 +97,7 @@ class FakeSource:
         for row in [*ROBOTS, GONE_ROBOT]:
             robot_id, ns = row[0], row[1]
             store.on_robot_alive(robot_id, True, ns)
-            store.on_telemetry(RobotTelemetry(client_uuid=robot_id, state="CONNECTING", model_id=ns[0], service=ns[2]), ns)
+            store.on_telemetry(RobotTelemetry(client_uuid=robot_id, state="CONNECTING", model_id=ns.model_id, service=ns.service), ns)
         self._step(2.0)
         for i, rtt in enumerate((28.0, 30.0, 33.0, 31.0, 45.0, 90.0, 180.0, 260.0, 180.0, 120.0)):
             for row in [*ROBOTS, GONE_ROBOT]:
@@ -120,9 +121,9 @@ class FakeSource:
             ]
             status = ServerStatus(
                 replica=replica,
-                model=ModelInfo(repo_or_path=ns[0], revision=ns[1], policy_type="act" if ns is ACT else "pi0", fingerprint="f" * 12),
-                service=ns[2],
-                default_task=ns[2],
+                model=ModelInfo(repo_or_path=ns.model_id, revision=ns.revision, policy_type="act" if ns is ACT else "pi0", fingerprint="f" * 12),
+                service=ns.service,
+                default_task=ns.service,
                 serving_mode="shared",
                 max_sessions=max_s,
                 active_sessions=len(sessions),
@@ -178,8 +179,8 @@ class FakeSource:
         return RobotTelemetry(
             client_uuid=robot_id,
             state=state,
-            model_id=ns[0],
-            service=ns[2],
+            model_id=ns.model_id,
+            service=ns.service,
             session_id=f"s-{robot_id}" if replica else "",
             replica=replica,
             episode_id=ep,
@@ -230,7 +231,7 @@ class FakeSource:
         sessions = tuple(s.session_id for s in status.sessions)
         return ActionResult(True, replica, "drain", "draining", sessions=sessions)
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: tuple[str, str, str] | None = None) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         self.actions.append(("reset", robot_id))
         entry = self._telemetry.get(robot_id)
         if entry is None:

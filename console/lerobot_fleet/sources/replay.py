@@ -23,7 +23,7 @@ from typing import Any
 
 from lerobot_policy_remote.wire.codec import decode, decode_json, from_dict, to_dict
 from lerobot_policy_remote.wire.errors import WireError
-from lerobot_policy_remote.wire.keys import parse_key
+from lerobot_policy_remote.wire.keys import Namespace, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 
 from ..store import FleetStore
@@ -86,7 +86,7 @@ def apply_event(store: FleetStore, ev: dict[str, Any]) -> None:
         store.on_metrics(str(ev["replica"]), {str(k): float(v) for k, v in dict(ev.get("data", {})).items()})
         return
     p = parse_key(str(ev["key"]))
-    ns = (p.model_id, p.revision, p.service)
+    ns = p.namespace
     if kind == "alive":
         alive = bool(ev.get("alive", True))
         if p.role == "server":
@@ -148,5 +148,5 @@ class ReplaySource:
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult:
         return ActionResult(False, replica, "drain", "a replay cannot act")
 
-    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: tuple[str, str, str] | None = None) -> ActionResult:
+    def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         return ActionResult(False, robot_id, "reset", "a replay cannot act")

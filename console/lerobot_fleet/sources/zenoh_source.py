@@ -15,12 +15,12 @@ from typing import Any
 
 from lerobot_policy_remote.wire.codec import decode, decode_json, to_dict
 from lerobot_policy_remote.wire.errors import WireError
-from lerobot_policy_remote.wire.keys import ParsedKey, ServiceKeys, parse_key
+from lerobot_policy_remote.wire.keys import Namespace, ParsedKey, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 from ..ops import ANY, operator_name, query_statuses, send_drain, send_episode_reset
-from ..store import FleetStore, Namespace
+from ..store import FleetStore
 from .base import ActionResult
 from .prometheus import scrape
 from .replay import Recorder
@@ -32,10 +32,6 @@ __all__ = ["ZenohSource", "operator_name", "query_statuses", "send_drain", "send
 
 INBOX_MAX = 50_000
 STOP_JOIN_S = 6.0  # longer than one connection attempt (connect_timeout) plus one status query
-
-
-def _ns(p: ParsedKey) -> Namespace:
-    return (p.model_id, p.revision, p.service)
 
 
 class ZenohSource:
@@ -206,7 +202,7 @@ class ZenohSource:
 
     def _apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
         p = self._parse(key)
-        ns = _ns(p)
+        ns = p.namespace
         if self._recorder is not None:
             self._recorder.raw(kind, key, payload)
         if kind in ("alive+", "alive-"):
@@ -240,7 +236,7 @@ class ZenohSource:
             return
         for status, ns in statuses:
             if self._recorder is not None:
-                self._recorder.event({"kind": "status", "key": ServiceKeys.for_service(*ns).server(status.replica, "status"), "data": to_dict(status)})
+                self._recorder.event({"kind": "status", "key": ns.keys.server(status.replica, "status"), "data": to_dict(status)})
             self._ns[("server", status.replica)] = ns
             if status.metrics_url:
                 with self._lock:

@@ -18,8 +18,8 @@ from .telemetry import ProvenanceLog
 class ControlSide:
     """A latest-only observation slot, and each tick's action: the next fresh one, else the fallback."""
 
-    def __init__(self, cfg: RemoteInferenceConfig, queue: StampedActionQueue, link: LinkStateMachine, action_names: list[str], active: Event) -> None:
-        self.cfg, self.queue, self.link, self.active = cfg, queue, link, active
+    def __init__(self, cfg: RemoteInferenceConfig, queue: StampedActionQueue, states: LinkStateMachine, action_names: list[str], active: Event) -> None:
+        self.cfg, self.queue, self.states, self.active = cfg, queue, states, active
         self.vel_mask = torch.tensor([k.endswith(".vel") for k in action_names])
         self._obs_lock = Lock()
         self._obs: tuple[dict, float] | None = None  # (obs, monotonic time it was notified)
@@ -60,7 +60,7 @@ class ControlSide:
             return action
         provenance.publish(None)
         # Queue dry or only stale actions left: STALLED (the worker publishes the change).
-        self.link.evaluate(now, 0, self.streaming_began, paused=not self.active.is_set())
+        self.states.evaluate(now, 0, self.streaming_began, paused=not self.active.is_set())
         act = fallback_action(self.cfg.fallback, self.last_action, self.vel_mask, self.streaming_began)
         if act is not None:
             self.fallback_count += 1

@@ -10,28 +10,37 @@ from dataclasses import dataclass
 import zenoh
 
 from ..wire.codec import decode, encode
+from ..wire.codes import CONTRACT_REFUSALS, Refusal
 from ..wire.errors import WireError
 from ..wire.keys import ServiceKeys
 from ..wire.messages import ServerStatus, SessionAck, SessionOpen
 
 logger = logging.getLogger(__name__)
 
-CONTRACT_CODES = frozenset(
-    {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "schema_mismatch", "model_mismatch", "task_mismatch", "fps_mismatch", "bad_request"}
-)
 MESSAGES = {
-    "action_mismatch": "Action name/order mismatch between server policy and this robot",
-    "model_mismatch": "the server now runs a different model/revision/checkpoint than this session was opened with: refusing to execute its chunks",
+    Refusal.ACTION_MISMATCH: "Action name/order mismatch between server policy and this robot",
+    Refusal.MODEL_MISMATCH: "the server now runs a different model/revision/checkpoint than this session was opened with: refusing to execute its chunks",
 }
 
 
 class HandshakeError(Exception):
-    """`fatal` errors end the rollout (contract violations); others are retried with backoff."""
+    """`fatal` errors end the rollout (contract violations); others are retried with backoff.
 
-    def __init__(self, message: str, *, fatal: bool, code: str = "") -> None:
+    `code`: why, as a value to match on (never the message's text). When every replica was tried
+    (`code` is `Refusal.REFUSED`), `last` is the refusal of the last replica that said no (`server_full`,
+    `draining`, ...), or None when none answered with a code.
+    """
+
+    def __init__(self, message: str, *, fatal: bool, code: Refusal, last: Refusal | None = None) -> None:
         super().__init__(message)
         self.fatal = fatal
         self.code = code
+        self.last = last
+
+    @property
+    def refusal(self) -> Refusal:
+        """The most specific code: the last replica's refusal when all were refused, else `code`."""
+        return self.last if self.code == Refusal.REFUSED and self.last is not None else self.code
 
 
 @dataclass
@@ -99,7 +108,7 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
         except WireError as exc:
             logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
     if not found:
-        raise HandshakeError(namespace_hint(keys, key), fatal=False, code="no_server")
+        raise HandshakeError(namespace_hint(keys, key), fatal=False, code=Refusal.NO_SERVER)
     return found
 
 
@@ -116,28 +125,30 @@ def ask_session(session, keys: ServiceKeys, replica: str, request: SessionOpen, 
 
 def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck | str], expect_fingerprint: str = "") -> OpenedSession:
     """Try replicas in order (transport-free); `server_full`/`draining` move on, contract errors are fatal."""
-    last = ""
+    last, last_code = "", None
     for status in rank(statuses):
         if expect_fingerprint and status.model.fingerprint and status.model.fingerprint != expect_fingerprint:
-            raise HandshakeError(MESSAGES["model_mismatch"] + f" (replica {status.replica})", fatal=True, code="model_mismatch")
+            raise HandshakeError(MESSAGES[Refusal.MODEL_MISMATCH] + f" (replica {status.replica})", fatal=True, code=Refusal.MODEL_MISMATCH)
         if status.draining:
-            last = f"replica {status.replica} is draining"
+            last, last_code = f"replica {status.replica} is draining", Refusal.DRAINING
             continue
         ack = ask(status)
         if isinstance(ack, str):
-            last = last or ack
+            if not last:
+                last, last_code = ack, None
             continue
         if ack.ok:
             return OpenedSession(ack=ack, status=status)
-        msg = MESSAGES.get(ack.code, "") or ack.message or ack.code
+        code = Refusal.parse(ack.code)
+        msg = MESSAGES.get(code, "") or ack.message or ack.code
         if ack.message and ack.message not in msg:
             msg = ack.message if ack.message.startswith(msg) else f"{msg}: {ack.message}"
-        if ack.code in CONTRACT_CODES:
-            raise HandshakeError(f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=ack.code)
-        if ack.code == "server_full" and "server full" not in msg:
+        if code in CONTRACT_REFUSALS:
+            raise HandshakeError(f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=code)
+        if code == Refusal.SERVER_FULL and "server full" not in msg:
             msg = f"server full: {ack.active_sessions}/{ack.max_sessions} sessions active"
-        last = f"replica {status.replica}: {msg}"
-    raise HandshakeError(last or "no replica accepted the session", fatal=False, code="refused")
+        last, last_code = f"replica {status.replica}: {msg}", code
+    raise HandshakeError(last or "no replica accepted the session", fatal=False, code=Refusal.REFUSED, last=last_code)
 
 
 def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "") -> OpenedSession:

@@ -5,8 +5,9 @@ Threads (mirrors `lerobot/rollout/inference/rtc.py`):
   `ActionQueue` and applies staleness + fallback. Memory only: no I/O, never waits on the network.
 - one network worker running `step()`: handshake, one request in flight, send gating by
   `buffer_time_s`, merge, timeouts, reconnects, acked resets, telemetry, operator episode resets.
-The transport (Zenoh, or in memory in tests) sits behind `engine/transport.RemoteLink`; building
-requests (`request.py`) and checking replies (`validate.py`) are pure functions.
+The transport (Zenoh, or in memory in tests) sits behind `engine/transport.RemoteLink` (`self.transport`);
+the link state machine (`engine/link.py`) is `self.states`. Building requests (`request.py`), checking
+replies (`validate.py`) and the telemetry report (`telemetry.robot_telemetry`) are pure functions.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
 
+from ..wire.codes import EventKind
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
@@ -41,7 +43,7 @@ from .provenance import Provenance
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
-from .telemetry import RttWindow, TelemetryPacer, robot_telemetry
+from .telemetry import EngineSnapshot, EngineStats, RttWindow, TelemetryPacer, robot_telemetry
 from .transport import RemoteLink
 from .validate import InboundError, answers, read_chunk, read_inbound
 
@@ -56,9 +58,10 @@ TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
 class RemoteInferenceEngine(InferenceEngine):
     def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict, ordered_action_keys: list[str], task: str, fps: float,
                  model_id: str, policy_type: str = "", robot_type: str = "", shutdown_event: Event | None = None,
-                 link: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
-        """`link`: the transport (default: Zenoh per `config`). `request_clock_ns`: stamps requests and
-        measures RTT -> RTC delay; a seam so the parity test can fix the latency like lerobot's engine."""
+                 transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+        """`transport`: how the robot reaches the servers (default: Zenoh per `config`; `MemoryLink` in tests).
+        `request_clock_ns`: stamps requests and measures RTT -> RTC delay; a seam so the parity test can fix
+        the latency like lerobot's engine."""
         self.cfg = config
         self._hw_features = hw_features
         self.action_names = list(ordered_action_keys)
@@ -70,23 +73,23 @@ class RemoteInferenceEngine(InferenceEngine):
         self._global_shutdown = shutdown_event
         self.client_uuid = check_id(config.client_uuid, "client_uuid") if config.client_uuid else uuid.uuid4().hex
         self.keys = ServiceKeys.for_service(model_id, config.service_revision or "main", config.service_task or task)
-        if link is None:
+        if transport is None:
             from .zenoh_link import ZenohLink
 
-            link = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid)
-        self.transport: RemoteLink = link
+            transport = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid)
+        self.transport: RemoteLink = transport
         self._clock_ns = request_clock_ns
 
         rtc = config.rtc
         self.queue = StampedActionQueue(RTCConfig(enabled=rtc.enabled, prefix_attention_schedule=rtc.prefix_attention_schedule,
                                                   max_guidance_weight=rtc.max_guidance_weight, execution_horizon=rtc.execution_horizon))
         self.latency = WindowedLatency(maxlen=config.latency_window)
-        self.link = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
+        self.states = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
         grace = config.failover_grace_s if len(config.endpoints()) > 1 else 0.0
         self.reconnect = Reconnector(config.reconnect_initial_backoff_s, config.reconnect_max_backoff_s, grace)
         self.counters: collections.Counter[str] = collections.Counter()
         self._active, self._stop, self._wake = Event(), Event(), Event()
-        self.control = ControlSide(config, self.queue, self.link, self.action_names, self._active)
+        self.control = ControlSide(config, self.queue, self.states, self.action_names, self._active)
         self._ready, self._failed, self._pending_reset = Event(), Event(), Event()
         self._reset_lock = Lock()
         self._thread: Thread | None = None
@@ -100,7 +103,7 @@ class RemoteInferenceEngine(InferenceEngine):
     # ------------------------------------------------------------------ public state (read-only views)
     ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
     failed = property(lambda self: self._failed.is_set())
-    state = property(lambda self: self.link.snapshot()[0])
+    state = property(lambda self: self.states.snapshot()[0])
     telemetry_seq = property(lambda self: self._pacer.seq)
     last_outcome = property(lambda self: self.requests.last_outcome)  # ok | timeout | bad_chunk | server_lost | event:<name>
     session_id = property(lambda self: self.session.session_id)
@@ -155,7 +158,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self._active.clear()
 
     def resume(self) -> None:
-        self.link.restart_offline_clock(time.monotonic())
+        self.states.restart_offline_clock(time.monotonic())
         self._active.set()
         self._wake.set()
 
@@ -190,7 +193,7 @@ class RemoteInferenceEngine(InferenceEngine):
                     break
         except Exception as exc:  # never let the worker die silently: the robot must stop cleanly
             logger.exception("Remote inference worker crashed: %s", exc)
-            self.link.on_fatal(time.monotonic(), f"worker crashed: {exc}")
+            self.states.on_fatal(time.monotonic(), f"worker crashed: {exc}")
             self._go_dead()
 
     def step(self) -> bool:
@@ -212,8 +215,8 @@ class RemoteInferenceEngine(InferenceEngine):
         elif self._active.is_set() and self.requests.current is None and self._should_send(now):
             self._send_request(now)
         now = time.monotonic()
-        self.link.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
-                           paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
+        self.states.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
+                             paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
         self.control.prov_log.flush()
         self._maybe_telemetry()
         return True
@@ -221,7 +224,7 @@ class RemoteInferenceEngine(InferenceEngine):
     def _go_dead(self) -> None:
         if self._failed.is_set():
             return
-        reason = self.link.dead_reason or "unknown"
+        reason = self.states.dead_reason or "unknown"
         logger.error("Remote inference is DEAD: %s. Stopping the rollout.", reason)
         self._failed.set()
         self._ready.set()
@@ -254,7 +257,7 @@ class RemoteInferenceEngine(InferenceEngine):
             logger.warning("Server: %s", w)
         self.reconnect.succeeded()
         self._episode_start = True
-        self.link.on_handshake_ok(time.monotonic())
+        self.states.on_handshake_ok(time.monotonic())
         self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
         logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d)", self.session_id, self.replica,
                     self.session_epoch, self.rtc_active, self.session.chunk_size)
@@ -266,13 +269,13 @@ class RemoteInferenceEngine(InferenceEngine):
             self._handshake()
         except HandshakeError as exc:
             if exc.fatal:
-                self.link.on_fatal(now, str(exc))
+                self.states.on_fatal(now, str(exc))
                 return
             wait = self.reconnect.failed(time.monotonic())
             logger.warning("Reconnect failed (%s); next try in %.1fs", exc, wait)
 
     def _lose_link(self, now: float, why: str) -> None:
-        if self.link.on_link_lost(now, why):
+        if self.states.on_link_lost(now, why):
             logger.warning("Link lost (%s): reconnecting", why)
         self.requests.drop()
         self.reconnect.lost(now)
@@ -337,11 +340,11 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None:
         self.counters[f"event_{ev.event}"] += 1
-        if ev.event == "unknown_session":
+        if ev.event == EventKind.UNKNOWN_SESSION:
             if header.session_epoch == self.session_epoch:
                 self._lose_link(now, "server does not know this session (it restarted?)")
                 self.reconnect.retry_now(now)
-        elif ev.event == "draining":
+        elif ev.event == EventKind.DRAINING:
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
             self._lose_link(now, f"replica {self.replica} draining")
             self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
@@ -376,7 +379,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.rtt.add(rtt * 1000.0)
         self.counters["chunks"] += 1
         self.counters["superseded"] += msg.superseded_seqs
-        self.link.on_merge(time.monotonic())
+        self.states.on_merge(time.monotonic())
         logger.debug("Merged seq=%d rtt=%.1fms delay=%d trimmed=%d queue=%d", out.seq_id, rtt * 1000, new_delay, trimmed, self.queue.qsize())
 
     # -- resets
@@ -402,11 +405,26 @@ class RemoteInferenceEngine(InferenceEngine):
             query.answer(EpisodeResetAck(ok=True, message="episode reset", episode_id=self.episode_id))
 
     # -- observability
+    def stats(self) -> EngineStats:
+        c = self.counters
+        return EngineStats(requests=c["requests"], superseded=c["superseded"], errors=c["bad_chunk"] + c["timeouts"],
+                           fallback_count=self.fallback_count, rtt_p50_ms=self.rtt.percentile(0.5),
+                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.latency.delay_steps(self._dt))
+
+    def snapshot(self, now: float) -> EngineSnapshot:
+        state, since, _ = self.states.snapshot()
+        return EngineSnapshot(
+            client_uuid=self.client_uuid, state=state, state_age_s=now - since, model_id=self.model_id, service=self.keys.service,
+            session_id=self.session_id, replica=self.replica, episode_id=self.episode_id, staleness_s=self.queue.head_age(now),
+            queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps, last_outcome=self.last_outcome,
+            dead_reason=self.states.dead_reason, fps=self.fps, seq=self.telemetry_seq,
+        )
+
     def telemetry(self) -> RobotTelemetry:
-        return robot_telemetry(self, time.monotonic())
+        return robot_telemetry(self.stats(), self.snapshot(time.monotonic()))
 
     def _maybe_telemetry(self, force: bool = False) -> None:
-        send, changed = self._pacer.due(self.link.snapshot()[2], time.monotonic(), force)
+        send, changed = self._pacer.due(self.states.snapshot()[2], time.monotonic(), force)
         if changed:
             logger.info("Link state: %s", self.state.value)
         if send:

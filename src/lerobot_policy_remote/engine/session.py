@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..wire.codes import Refusal
 from .handshake import HandshakeError, OpenedSession
 
 
@@ -21,11 +22,11 @@ class RemoteSession:
         ack = opened.ack
         if ack.action_names and list(ack.action_names) != list(action_names):
             raise HandshakeError("Action name/order mismatch between server policy and this robot "
-                                 f"(server {ack.action_names}, robot {action_names})", fatal=True, code="action_mismatch")
+                                 f"(server {ack.action_names}, robot {action_names})", fatal=True, code=Refusal.ACTION_MISMATCH)
         fp = ack.model.fingerprint
         if self.fingerprint and fp and fp != self.fingerprint:
             raise HandshakeError("the server now runs a different model/revision/checkpoint than this session was opened with: "
-                                 "refusing to execute its chunks", fatal=True, code="model_mismatch")
+                                 "refusing to execute its chunks", fatal=True, code=Refusal.MODEL_MISMATCH)
         self.fingerprint = self.fingerprint or fp
         self.replica = ack.replica or opened.status.replica
         self.session_id = ack.session_id

@@ -14,10 +14,14 @@ import re
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..advice import contract_advice
 from ..discovery import ServiceInfo, no_server_report
+from ..wire.codes import Refusal
+
+if TYPE_CHECKING:
+    from .handshake import HandshakeError
 
 logger = logging.getLogger(__name__)
 PREFIX = "Remote inference could not start: "
@@ -38,10 +42,9 @@ def router_unreachable(endpoint: str, zenoh_reason: str) -> RemoteStartupError:
     )
 
 
-def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: Any) -> RemoteStartupError:
-    """Turn the last handshake failure into advice; lists the network's services when nobody answered."""
-    code = getattr(exc, "code", "")
-    if code == "no_server":
+def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: HandshakeError) -> RemoteStartupError:
+    """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered."""
+    if exc.code == Refusal.NO_SERVER:
         try:
             services = list_services(2.0)
         except Exception as err:  # listing is a courtesy: fall back to the namespace rule
@@ -49,9 +52,7 @@ def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], reques
             return RemoteStartupError(f"{PREFIX}{exc}")
         report = no_server_report(services, request.model_id, request.revision, request.service)
         return RemoteStartupError(f"{PREFIX}{report}")
-    advice = contract_advice(code)
-    if code == "refused" and "server full" in str(exc):
-        advice = contract_advice("server_full")
+    advice = contract_advice(exc.refusal)  # all replicas refused: the last one's reason (server_full, draining)
     return RemoteStartupError(f"{PREFIX}{exc}" + (f". To fix: {advice}" if advice else ""))
 
 

@@ -1,16 +1,14 @@
-"""What the robot reports: RTT percentiles, pacing of telemetry puts, the provenance log."""
+"""What the robot reports: RTT percentiles, pacing of telemetry puts, the provenance log, and the telemetry itself."""
 
 from __future__ import annotations
 
 import collections
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from ..wire.messages import RobotTelemetry
+from .link import LinkState
 from .provenance import Provenance
-
-if TYPE_CHECKING:
-    from .remote import RemoteInferenceEngine
 
 prov_logger = logging.getLogger("lerobot.remote.provenance")
 
@@ -63,15 +61,46 @@ class ProvenanceLog:
                                  meta.session_id, meta.seq_id, meta.episode_id, meta.replica, age)
 
 
-def robot_telemetry(e: RemoteInferenceEngine, now: float) -> RobotTelemetry:
-    """What the console shows for this robot, read from the engine's public state."""
-    state, since, _ = e.link.snapshot()
-    c = e.counters
+@dataclass(frozen=True)
+class EngineStats:
+    """What the engine has counted and measured so far (built by the engine, one object per report)."""
+
+    requests: int = 0
+    superseded: int = 0  # observations the server replaced by a newer one before serving them
+    errors: int = 0  # refused chunks + request timeouts
+    fallback_count: int = 0  # control ticks served by the fallback instead of a fresh action
+    rtt_p50_ms: float = 0.0
+    rtt_p95_ms: float = 0.0
+    delay_steps: int = 0  # the RTC inference delay, in control steps
+
+
+@dataclass(frozen=True)
+class EngineSnapshot:
+    """Who the robot is and where it stands at one instant (built by the engine)."""
+
+    client_uuid: str
+    state: LinkState
+    state_age_s: float  # time in `state`
+    model_id: str = ""
+    service: str = ""
+    session_id: str = ""
+    replica: str = ""
+    episode_id: int = 0
+    staleness_s: float = 0.0  # age of the next action's source observation
+    queue_s: float = 0.0  # fresh actions left, in seconds of control
+    last_outcome: str = ""  # ok | timeout | bad_chunk | server_lost | event:<kind>
+    dead_reason: str = ""  # set once DEAD: shown instead of the last outcome
+    fps: float = 0.0
+    seq: int = 0  # telemetry sequence number
+
+
+def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
+    """What the console shows for this robot: a pure function of the engine's stats and state snapshot."""
     return RobotTelemetry(
-        client_uuid=e.client_uuid, state=state.value, model_id=e.model_id, service=e.keys.service,
-        session_id=e.session_id, replica=e.replica, episode_id=e.episode_id,
-        staleness_s=e.queue.head_age(now), queue_s=e.queue.fresh_count(now, e.cfg.max_action_age_s) / e.fps,
-        rtt_p50_ms=e.rtt.percentile(0.5), rtt_p95_ms=e.rtt.percentile(0.95), delay_steps=e.latency.delay_steps(1.0 / e.fps),
-        fallback_count=e.fallback_count, requests=c["requests"], superseded=c["superseded"], errors=c["bad_chunk"] + c["timeouts"],
-        last_outcome=e.link.dead_reason or e.last_outcome, state_age_s=now - since, fps=e.fps, seq=e.telemetry_seq,
+        client_uuid=snap.client_uuid, state=snap.state.value, model_id=snap.model_id, service=snap.service,
+        session_id=snap.session_id, replica=snap.replica, episode_id=snap.episode_id,
+        staleness_s=snap.staleness_s, queue_s=snap.queue_s,
+        rtt_p50_ms=stats.rtt_p50_ms, rtt_p95_ms=stats.rtt_p95_ms, delay_steps=stats.delay_steps,
+        fallback_count=stats.fallback_count, requests=stats.requests, superseded=stats.superseded, errors=stats.errors,
+        last_outcome=snap.dead_reason or snap.last_outcome, state_age_s=snap.state_age_s, fps=snap.fps, seq=snap.seq,
     )

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..wire.codes import Refusal
 from ..wire.errors import SchemaVersionError
 from ..wire.messages import SCHEMA_MAX, SCHEMA_MIN, SessionOpen, negotiate_schema
 
@@ -93,7 +94,7 @@ class Capabilities:
 @dataclass
 class OpenVerdict:
     ok: bool
-    code: str = "ok"
+    code: Refusal = Refusal.OK
     message: str = ""
     warnings: list[str] = field(default_factory=list)
     rtc_active: bool = False
@@ -123,26 +124,26 @@ def resolve_action_names(manifest_names: list[str], config: Any, action_dim: int
 def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool, same_client: bool) -> OpenVerdict:
     """The spec 8.4 matrix, pure CPU. `same_client`: this client already holds a session (re-open replaces it)."""
     if draining:
-        return OpenVerdict(False, "draining", "server is draining: try another replica")
+        return OpenVerdict(False, Refusal.DRAINING, "server is draining: try another replica")
     try:
         version = negotiate_schema(req.schema_min, req.schema_max, caps.schema_min, caps.schema_max)
     except SchemaVersionError as exc:
-        return OpenVerdict(False, "schema_mismatch", f"schema version mismatch: {exc.problem}")
+        return OpenVerdict(False, Refusal.SCHEMA_MISMATCH, f"schema version mismatch: {exc.problem}")
     if req.expect_fingerprint and req.expect_fingerprint != caps.fingerprint:
         return OpenVerdict(
             False,
-            "model_mismatch",
+            Refusal.MODEL_MISMATCH,
             f"this server now runs a different checkpoint (fingerprint {caps.fingerprint[:12]}, the session was opened "
             f"with {req.expect_fingerprint[:12]}): refusing to serve chunks from another model",
         )
     if req.policy_type and req.policy_type != caps.policy_type:
-        return OpenVerdict(False, "model_mismatch", f"robot expects policy type {req.policy_type!r}, server runs {caps.policy_type!r}")
+        return OpenVerdict(False, Refusal.MODEL_MISMATCH, f"robot expects policy type {req.policy_type!r}, server runs {caps.policy_type!r}")
     # Action names and order: the sync-safety contract.
     robot_names = list(req.action_names)
     if len(robot_names) != caps.action_dim:
         return OpenVerdict(
             False,
-            "action_mismatch",
+            Refusal.ACTION_MISMATCH,
             f"Action name/order mismatch between server policy and this robot: the policy outputs {caps.action_dim} "
             f"actions, the robot has {len(robot_names)} ({robot_names})",
         )
@@ -151,7 +152,7 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         if robot_names != caps.action_names:
             return OpenVerdict(
                 False,
-                "action_mismatch",
+                Refusal.ACTION_MISMATCH,
                 "Action name/order mismatch between server policy and this robot: "
                 f"policy {caps.action_names}, robot {robot_names}. Use the robot type and rename map the policy was trained with.",
             )
@@ -163,7 +164,7 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
     if missing:
         return OpenVerdict(
             False,
-            "camera_mismatch",
+            Refusal.CAMERA_MISMATCH,
             f"camera mismatch: the policy needs {caps.image_keys}, the robot does not send {missing} "
             f"(it sends {sorted(k for k, f in feats.items() if f.kind == 'image')}); fix the camera names or the rename map",
         )
@@ -180,17 +181,17 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         if state is None or dim != caps.state_dim:
             return OpenVerdict(
                 False,
-                "state_dim_mismatch",
+                Refusal.STATE_DIM_MISMATCH,
                 f"state dimension mismatch: the policy expects {caps.state_key} of size {caps.state_dim}, "
                 f"the robot sends {dim if state is not None else 'none'}",
             )
     # Task and fps.
     if caps.pin_task and req.task and req.task != caps.default_task:
-        return OpenVerdict(False, "task_mismatch", f"this server is pinned to task {caps.default_task!r}; the robot asked for {req.task!r}")
+        return OpenVerdict(False, Refusal.TASK_MISMATCH, f"this server is pinned to task {caps.default_task!r}; the robot asked for {req.task!r}")
     if req.fps > 0 and abs(req.fps - caps.trained_fps) > caps.fps_tolerance * caps.trained_fps:
         text = f"robot runs at {req.fps:g} fps, the policy was trained at {caps.trained_fps:g} fps"
         if caps.strict_fps:
-            return OpenVerdict(False, "fps_mismatch", text + " (strict_fps is on)")
+            return OpenVerdict(False, Refusal.FPS_MISMATCH, text + " (strict_fps is on)")
         warnings.append(text)
     # RTC: downgrade, never reject.
     rtc_active = bool(req.rtc.enabled and caps.supports_rtc)
@@ -198,5 +199,5 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         warnings.append("RTC requested but this server/policy does not support it — downgrading to chunk-append")
     # Capacity last: a contract mismatch is more useful to report than a full server.
     if not same_client and active >= caps.max_sessions:
-        return OpenVerdict(False, "server_full", f"server full: {active}/{caps.max_sessions} sessions active")
-    return OpenVerdict(True, "ok", "", warnings, rtc_active, version)
+        return OpenVerdict(False, Refusal.SERVER_FULL, f"server full: {active}/{caps.max_sessions} sessions active")
+    return OpenVerdict(True, Refusal.OK, "", warnings, rtc_active, version)

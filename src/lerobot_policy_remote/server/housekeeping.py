@@ -14,6 +14,7 @@ from typing import Any
 import zenoh
 
 from ..wire.codec import encode
+from ..wire.codes import EventKind
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys, parse_key
@@ -101,7 +102,7 @@ class Housekeeper:
             self._unknown_last[client] = now
             h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 0)
             self.publish(self.keys.robot(client, "action"),
-                         encode(EventMsg("unknown_session", "no session for this robot on this replica: re-handshake")), h.pack())
+                         encode(EventMsg(EventKind.UNKNOWN_SESSION, "no session for this robot on this replica: re-handshake")), h.pack())
 
     def _collect_gone(self) -> None:
         """GC sessions whose robot token has been gone for session_grace_s (never merely idle ones)."""

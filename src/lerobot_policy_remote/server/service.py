@@ -22,6 +22,7 @@ from typing import Any
 import zenoh
 
 from ..wire.codec import decode, encode
+from ..wire.codes import EventKind, Refusal
 from ..wire.errors import Reason, WireError
 from ..wire.keys import check_id, parse_key
 from ..wire.limits import WireLimits
@@ -178,7 +179,7 @@ class PolicyServer:
             self.progress(f"Draining ({reason or 'requested'}): {len(sessions)} session(s), {pending} pending request(s)")
             self._drop_token()  # robots see the replica leave at once and ride their buffers
             for s in sessions:
-                s.send_event("draining", "server is draining: re-handshake with another replica", None)
+                s.send_event(EventKind.DRAINING, "server is draining: re-handshake with another replica", None)
             self.worker.wake.set()
         return DrainAck(True, "draining" if first else "already draining", [s.session_id for s in sessions], pending)
 
@@ -249,11 +250,11 @@ class PolicyServer:
                 ack = self.open_session(decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None))
             except WireError as exc:
                 self.metrics.errors.labels(Reason.BAD_SESSION_OPEN.value).inc()
-                self.metrics.rejected.labels("bad_request").inc()
-                ack = SessionAck(False, "bad_request", f"malformed session open: {exc}", replica=self.replica)
+                self.metrics.rejected.labels(Refusal.BAD_REQUEST).inc()
+                ack = SessionAck(False, Refusal.BAD_REQUEST, f"malformed session open: {exc}", replica=self.replica)
             except Exception as exc:  # never let a callback die silently
                 log.exception("session open failed")
-                ack = SessionAck(False, "bad_request", f"session open failed: {exc}", replica=self.replica)
+                ack = SessionAck(False, Refusal.BAD_REQUEST, f"session open failed: {exc}", replica=self.replica)
             query.reply(self.keys.server(self.replica, "session"), encode(ack))
 
     def open_session(self, req: SessionOpen) -> SessionAck:
@@ -272,7 +273,7 @@ class PolicyServer:
                 return SessionAck(False, verdict.code, verdict.message, warnings=verdict.warnings,
                                   active_sessions=self.registry.count(), **base)
             if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close
-                return SessionAck(True, "ok", "dry run: this robot would be accepted (no session opened)",
+                return SessionAck(True, Refusal.OK, "dry run: this robot would be accepted (no session opened)",
                                   warnings=verdict.warnings, active_sessions=self.registry.count(), **base)
             session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
                               req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
@@ -286,7 +287,7 @@ class PolicyServer:
         self.metrics.opened.inc()
         self.metrics.active.set(self.registry.count())
         log.info("session %s opened for %s (rtc=%s)", session.session_id, req.client_uuid, bool(session.rtc))
-        return SessionAck(True, "ok", "", session.session_id, rtc_active=session.rtc is not None,
+        return SessionAck(True, Refusal.OK, "", session.session_id, rtc_active=session.rtc is not None,
                           schema_version=verdict.schema_version, warnings=verdict.warnings,
                           active_sessions=self.registry.count(), **base)
 

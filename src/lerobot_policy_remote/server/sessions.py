@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..wire.codec import encode
+from ..wire.codes import EventKind
 from ..wire.header import Header, MsgType
 from ..wire.messages import EventMsg, RtcSettings, SessionInfo
 
@@ -82,7 +83,7 @@ class Session:
         return SessionInfo(self.session_id, self.client_uuid, self.episode_id, self.requests,
                            self.mailbox.superseded_total, self.errors, dict(self.tags))
 
-    def send_event(self, event: str, message: str, header: Header | None) -> None:
+    def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
         """Anything that is not a chunk, on the robot's action key (echoing the request's header when there is one)."""
         h = Header(self.schema_version, MsgType.EVENT, header.seq_id if header else 0,
                    header.episode_id if header else self.episode_id, header.client_mono_ns if header else 0,

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..wire.codes import EventKind
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
@@ -204,7 +205,7 @@ class Worker:
     def _refuse(self, s: Session, reason: Reason, message: str, header: Header | None) -> None:
         s.errors += 1
         self.metrics.errors.labels(reason.value).inc()
-        s.send_event("bad_request", message, header)
+        s.send_event(EventKind.BAD_REQUEST, message, header)
         self.auditor.emit(audit_line(s, header, "bad_request", self.replica, error=message))
 
     # ------------------------------------------------------------------ model
@@ -238,7 +239,7 @@ class Worker:
         log.exception("inference failed for %s", s.client_uuid)
         s.errors += 1
         self.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
-        s.send_event("error", f"inference failed: {type(exc).__name__}: {exc}", r.header)
+        s.send_event(EventKind.ERROR, f"inference failed: {type(exc).__name__}: {exc}", r.header)
         self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
                                      superseded=r.superseded, error=str(exc)))
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..wire.codec import decode, encode, encode_json
+from ..wire.codes import Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
@@ -234,10 +235,10 @@ class FakeServer:
             try:
                 req = decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None)
             except WireError as exc:
-                ack = SessionAck(ok=False, code="bad_request", message=str(exc))
+                ack = SessionAck(ok=False, code=Refusal.BAD_REQUEST, message=str(exc))
             else:
                 if req.expect_fingerprint and req.expect_fingerprint != self.faults.fingerprint:
-                    ack = SessionAck(ok=False, code="model_mismatch", message="different model")
+                    ack = SessionAck(ok=False, code=Refusal.MODEL_MISMATCH, message="different model")
                 else:
                     sid = self.add_session(req.client_uuid)
                     ack = SessionAck(ok=True, session_id=sid, replica=self.replica, model=self.model(), action_names=req.action_names,

@@ -6,7 +6,7 @@ so the engine's own decoding and validation run. Thread-safe: the test thread pl
 while the engine's worker (or the test itself, via `engine.step()`) collects.
 
     link = MemoryLink(respond=lambda header, obs: np.zeros((20, 6), np.float32))
-    engine = RemoteInferenceEngine(cfg, ..., link=link)
+    engine = RemoteInferenceEngine(cfg, ..., transport=link)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..discovery import ServiceInfo, group
 from ..engine.handshake import HandshakeError, OpenedSession, pick
 from ..engine.transport import Inbound, ServerChange
 from ..wire.codec import encode
+from ..wire.codes import EventKind, Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.header import Header, MsgType
 from ..wire.messages import (
@@ -50,7 +51,7 @@ class MemoryReplica:
     chunk_size: int = 20
     rtc: bool = False
     draining: bool = False
-    refuse: str = ""  # a SessionAck refusal code (e.g. server_full, action_mismatch); "" accepts
+    refuse: str = ""  # a SessionAck refusal code (a Refusal, e.g. Refusal.SERVER_FULL); "" accepts
     max_sessions: int = 4
     sessions: list[SessionOpen] = field(default_factory=list)  # every session open it was asked for
     seated: set[str] = field(default_factory=set)  # robots holding a session here (one replica may serve many links)
@@ -58,7 +59,7 @@ class MemoryReplica:
 
     def status(self) -> ServerStatus:
         with self.lock:
-            active = self.max_sessions if self.refuse == "server_full" else len(self.seated)
+            active = self.max_sessions if self.refuse == Refusal.SERVER_FULL else len(self.seated)
         return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=self.max_sessions,
                             active_sessions=active, draining=self.draining, warmed_up=True)
 
@@ -119,7 +120,7 @@ class MemoryLink:
         with self._lock:
             replicas = list(self.replicas.values())
         if not replicas:
-            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code="no_server")
+            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code=Refusal.NO_SERVER)
         return pick([r.status() for r in replicas], lambda st: self._open(self.replicas[st.replica], request), expect_fingerprint)
 
     def _open(self, rep: MemoryReplica, request: SessionOpen) -> SessionAck:
@@ -128,9 +129,9 @@ class MemoryLink:
             return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=rep.max_sessions,
                               max_sessions=rep.max_sessions)
         if request.expect_fingerprint and request.expect_fingerprint != rep.fingerprint:
-            return SessionAck(ok=False, code="model_mismatch", message="different model")
+            return SessionAck(ok=False, code=Refusal.MODEL_MISMATCH, message="different model")
         if not rep.seat(request.client_uuid):
-            return SessionAck(ok=False, code="server_full", message=f"server full: {rep.max_sessions}/{rep.max_sessions} sessions active",
+            return SessionAck(ok=False, code=Refusal.SERVER_FULL, message=f"server full: {rep.max_sessions}/{rep.max_sessions} sessions active",
                               active_sessions=rep.max_sessions, max_sessions=rep.max_sessions)
         sid = f"mem-session-{next(self._ids)}"
         with self._lock:
@@ -198,7 +199,7 @@ class MemoryLink:
         att = header or Header(SCHEMA_VERSION, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
         self.deliver(encode_chunk(msg), att.pack())
 
-    def event(self, event: str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
+    def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
         """A server event on the robot's action key (answering `request` when given)."""
         seq = request.seq_id if request else 0
         ep = epoch if epoch is not None else (request.session_epoch if request else 0)

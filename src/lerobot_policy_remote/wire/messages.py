@@ -82,7 +82,7 @@ class SessionOpen:
 @dataclass
 class SessionAck:
     ok: bool
-    code: str = "ok"
+    code: str = "ok"  # a codes.Refusal value (kept `str` on the wire: a newer peer may send a code we do not know)
     message: str = ""
     session_id: str = ""
     replica: str = ""
@@ -187,7 +187,7 @@ class EpisodeResetAck:
 class EventMsg:
     """Server -> robot on the action key: anything that is not a chunk."""
 
-    event: str  # unknown_session | bad_request | draining | error
+    event: str  # a codes.EventKind value: unknown_session | bad_request | draining | error
     message: str = ""
     session_id: str = ""
     seq_id: int = 0
