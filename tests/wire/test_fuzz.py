@@ -5,6 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -98,14 +99,26 @@ def _decoders(data: bytes):
         yield lambda cls=cls: decode_json(cls, data)
 
 
-@settings(max_examples=10_500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(payloads)
-def test_every_decoder_raises_only_wire_error(data):
+def _only_wire_errors(data: bytes) -> None:
     for call in _decoders(data):
         try:
             call()
         except WireError:
             pass
+
+
+@settings(max_examples=1_500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(payloads)
+def test_every_decoder_raises_only_wire_error(data):
+    """The inner loop's share of the fuzzing; the deep run below is in the full suite."""
+    _only_wire_errors(data)
+
+
+@pytest.mark.slow
+@settings(max_examples=10_500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(payloads)
+def test_every_decoder_raises_only_wire_error_deep(data):
+    _only_wire_errors(data)
 
 
 def test_hostile_size_claims_do_not_allocate():
