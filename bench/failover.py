@@ -16,7 +16,6 @@ session the robot did not open with its pinned model fingerprint -> counted (the
 from __future__ import annotations
 
 import argparse
-import math
 import signal
 import statistics
 import threading
@@ -27,54 +26,18 @@ import lerobot.rollout  # noqa: F401  (registers the remote engine and the sim r
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.utils.feature_utils import hw_to_dataset_features
 
-from lerobot_policy_remote.engine import provenance
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
 from lerobot_policy_remote.testing import Proc, Router, wait_until
+from lerobot_policy_remote.testing.control_loop import ControlLoop
 from lerobot_policy_remote.testing.procs import policy_server
 
 S = LinkState
 MAX_AGE = 3.0  # the default: under load a 1 s bound leaves only part of each chunk executable
 DEGRADED_AFTER = 0.5
 BUFFER = 1.0
-
-
-class Driver(threading.Thread):
-    """The 30 Hz control loop; counts every executed action that breaks an invariant."""
-
-    def __init__(self, e: RemoteInferenceEngine, robot: SimArm) -> None:
-        super().__init__(daemon=True, name="control-loop")
-        self.e, self.robot, self.halt = e, robot, threading.Event()
-        self.executed = self.stale = self.nan = self.foreign = 0
-        self.sessions: set[str] = set()  # sessions the robot opened (their model fingerprint is pinned by the engine)
-        self.start()
-
-    def tick(self) -> None:
-        e = self.e
-        if e.session_id:
-            self.sessions.add(e.session_id)
-        e.notify_observation(self.robot.get_observation())
-        act = e.get_action(None)
-        if act is None:
-            return
-        p, values = provenance.latest(), act.tolist()
-        self.executed += 1
-        self.stale += p is None or p.source_age_s > MAX_AGE
-        self.nan += not all(math.isfinite(x) for x in values)
-        self.foreign += p is not None and p.session_id not in self.sessions | {e.session_id}
-        self.robot.send_action(dict(zip(e.action_names, values, strict=True)))
-
-    def run(self) -> None:
-        next_t = time.monotonic()
-        while not self.halt.wait(max(0.0, next_t - time.monotonic())):
-            next_t += 1 / 30
-            self.tick()
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.join(5)
 
 
 def first_state(e: RemoteInferenceEngine, since: float, states: tuple[LinkState, ...], timeout: float, replica: str = "") -> float:
@@ -105,7 +68,7 @@ class Rig:
         self.e.reset()
         self.e.start()
         self.e.resume()
-        self.drv = Driver(self.e, self.robot)
+        self.drv = ControlLoop(self.e, self.robot, max_action_age_s=MAX_AGE)
         self.streaming()
 
     def start_server(self) -> Proc:
@@ -207,7 +170,7 @@ def main() -> None:
     for k, vs in results.items():
         print(f"| {k} | {len(vs)} | {statistics.median(vs):.3f} | {max(vs):.3f} |")
     d = rig.drv
-    print(f"\nexecuted actions: {d.executed}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; from a foreign session: {d.foreign}")
+    print(f"\nexecuted actions: {len(d.executed)}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; from a foreign session: {d.foreign}")
 
 
 if __name__ == "__main__":

@@ -25,12 +25,12 @@ import pytest
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.utils.feature_utils import hw_to_dataset_features
 
-from lerobot_policy_remote.engine import provenance
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.sim.robot import SimArm, SimArmConfig, SimCameraConfig
 from lerobot_policy_remote.testing import Proc, assert_never, policy_server, wait_until
+from lerobot_policy_remote.testing.control_loop import ControlLoop
 from lerobot_policy_remote.testing.fake_server import ChunkResponder, Faults
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -44,43 +44,6 @@ POISON = 12345.0  # value carried by every forged chunk; must never reach the mo
 def start_server(model, endpoint: str, task: str, lease_ms: int = 10000) -> Proc:
     return policy_server(model, task, endpoint, f"--zenoh.lease_ms={lease_ms}", "--warmup_inferences=1", "--session_grace_s=2",
                          max_seconds=240, ready_timeout=120)
-
-
-class Driver:
-    """The control loop: 30 Hz observe -> notify -> get_action -> send, everything recorded."""
-
-    def __init__(self, engine: RemoteInferenceEngine, robot: SimArm) -> None:
-        self.e, self.robot = engine, robot
-        self.errors: list[BaseException] = []
-        self.executed: list[tuple[float, np.ndarray, provenance.Provenance | None]] = []
-        self.nones: list[float] = []
-        self._stop = threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self) -> None:
-        names = self.e.action_names
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            try:
-                obs = self.robot.get_observation()
-                self.e.notify_observation(obs)
-                act = self.e.get_action(None)
-                if act is None:
-                    self.nones.append(t0)
-                else:
-                    self.executed.append((t0, act.numpy().copy(), provenance.latest()))
-                    self.robot.send_action(dict(zip(names, act.tolist(), strict=True)))
-            except BaseException as exc:  # noqa: BLE001  the invariant is "never raises"
-                self.errors.append(exc)
-            time.sleep(max(0.0, 1 / 30 - (time.monotonic() - t0)))
-
-    def executed_since(self, t: float) -> list:
-        return [x for x in self.executed if x[0] >= t]
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(5)
 
 
 def states_since(e: RemoteInferenceEngine, t: float) -> list[LinkState]:
@@ -113,7 +76,7 @@ def test_engine_rides_out_forgery_sigstop_router_restart_and_drain(own_router, t
     e.reset()
     e.start()
     e.resume()
-    drv = Driver(e, robot)
+    drv = ControlLoop(e, robot, max_action_age_s=MAX_AGE)
     forger_z = open_session(ZenohSettings(mode="client", connect_endpoints=[own_router.endpoint]))
     forged = forger(forger_z, e)
     try:
@@ -172,9 +135,9 @@ def test_engine_rides_out_forgery_sigstop_router_restart_and_drain(own_router, t
         server.signal_program(signal.SIGTERM)
         wait_until(lambda: e.replica != old_replica and e.state is LinkState.STREAMING, 45, message="streaming from the replacement")
         assert server.wait(30) == 0, server.output()[-2000:]
-        ridden = [x for x in drv.executed_since(t_drain) if x[2] is not None and x[2].session_id == old_session]
+        ridden = [x for x in drv.executed_since(t_drain) if x.provenance is not None and x.provenance.session_id == old_session]
         assert ridden, "did not ride the buffer after the drain began"
-        assert any(x[2] is not None and x[2].replica == e.replica for x in drv.executed_since(t_drain))
+        assert any(x.provenance is not None and x.provenance.replica == e.replica for x in drv.executed_since(t_drain))
         assert first_session != e.session_id
     finally:
         drv.stop()
@@ -189,7 +152,9 @@ def test_engine_rides_out_forgery_sigstop_router_restart_and_drain(own_router, t
     # invariants over the whole run
     assert not drv.errors, drv.errors[:3]
     assert drv.executed
-    for _t, act, prov in drv.executed:
+    assert drv.unsafe == 0, (drv.stale, drv.nan, drv.foreign)
+    for x in drv.executed:
+        act, prov = np.asarray(x.values), x.provenance
         assert act.shape == (len(robot.action_features),) and np.isfinite(act).all()
         assert not np.any(act == POISON), "a forged chunk reached the motors"
         assert prov is not None and prov.session_id, "an action without server provenance"

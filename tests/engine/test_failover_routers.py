@@ -18,6 +18,7 @@ from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.link import LinkState
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 from lerobot_policy_remote.testing import Router, wait_until
+from lerobot_policy_remote.testing.control_loop import ControlLoop
 from lerobot_policy_remote.testing.fake_server import FakeServer
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -26,25 +27,6 @@ pytestmark = pytest.mark.slow  # starts router / server processes
 
 NAMES = [f"j{i}.pos" for i in range(6)]
 HW = {"observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES}}
-
-
-class Driver:
-    """A 30 Hz control loop on its own thread (observe -> get_action)."""
-
-    def __init__(self, e: RemoteInferenceEngine) -> None:
-        self.e, self.executed, self._stop = e, 0, threading.Event()
-        self._t = threading.Thread(target=self._run, daemon=True)
-        self._t.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1 / 30):
-            self.e.notify_observation({n: 1.0 for n in NAMES})
-            if self.e.get_action() is not None:
-                self.executed += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._t.join(5)
 
 
 def test_losing_the_first_router_keeps_the_session_through_the_second(tmp_path):
@@ -64,13 +46,13 @@ def test_losing_the_first_router_keeps_the_session_through_the_second(tmp_path):
         e.reset()
         e.start()
         e.resume()
-        drv = Driver(e)
-        wait_until(lambda: e.state is LinkState.STREAMING and drv.executed > 10, 30, message="streaming through router A")
+        drv = ControlLoop(e, observe=lambda: {n: 1.0 for n in NAMES})
+        wait_until(lambda: e.state is LinkState.STREAMING and len(drv.executed) > 10, 30, message="streaming through router A")
         session, epoch, lost = e.session_id, e.session_epoch, e.counters["server_token_lost"]
         a.kill()
         wait_until(lambda: e.counters["server_token_lost"] > lost, 15, message="the robot noticed its router went away")
-        executed = drv.executed
-        wait_until(lambda: e.state is LinkState.STREAMING and drv.executed > executed + 10, 30, message="streaming again through B")
+        executed = len(drv.executed)
+        wait_until(lambda: e.state is LinkState.STREAMING and len(drv.executed) > executed + 10, 30, message="streaming again through B")
         assert (e.session_id, e.session_epoch) == (session, epoch), "a new session was opened although the server stayed reachable"
         assert not e.failed
     finally:

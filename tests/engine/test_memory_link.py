@@ -274,3 +274,26 @@ def test_with_one_router_a_lost_token_ends_the_session_at_once():
     link.remove_replica("a")
     e.step()
     assert e.state is LinkState.RECONNECTING
+
+
+def test_control_loop_executes_and_counts_the_invariants():
+    """The kit's control thread around the engine: actions with provenance, nothing unsafe, errors recorded."""
+    from lerobot_policy_remote.testing import wait_until
+    from lerobot_policy_remote.testing.control_loop import ControlLoop
+
+    link = MemoryLink(respond=ramp)
+    e = RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1), hw_features=HW,
+                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
+    e.start()
+    e.resume()
+    loop = ControlLoop(e, observe=lambda: OBS, fps=60)
+    try:
+        wait_until(lambda: len(loop.executed) >= 20, 20, message="twenty executed actions")
+    finally:
+        loop.stop()
+        e.stop()
+    assert not loop.errors and loop.unsafe == 0
+    assert all(x.provenance is not None and x.provenance.session_id == link.session_id() for x in loop.executed)
+    assert loop.sessions == {link.session_id()}
+    with pytest.raises(ValueError):
+        ControlLoop(e)
