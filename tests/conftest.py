@@ -63,3 +63,9 @@ def zenoh_client(router: Router):
     yield make
     for s in sessions:
         s.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow (real-process) tests first, so that on two workers the long files start early and the short
+    ones fill the end of the run instead of one long file running alone at the end."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
