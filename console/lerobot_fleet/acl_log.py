@@ -32,12 +32,22 @@ class RefusalLog:
         self._last: dict[tuple[str, str, str, str], tuple[float, int]] = {}
         # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
         self._caching: tuple[str, str, str | None] | None = None
-
+        # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only the zid
+        self.names: dict[str, str] = {}
 
     @property
     def idle(self) -> bool:
         """Not inside a permission-caching block."""
         return self._caching is None
+
+    def knows(self, raw: bytes) -> bool:
+        """Cheap (no regex): True unless `raw` names a certificate for a zid not learnt yet."""
+        if b"CertCommonName(" not in raw:
+            return True
+        on = raw.find(b" on ")  # "...access_control: <zid> on Interface(lo)+CertCommonName(arm-01)+..."
+        if on < 0:
+            return True
+        return raw[raw.rfind(b" ", 0, on) + 1:on].decode("ascii", "replace") in self.names
 
     def feed(self, line: str) -> str | None:
         plain = _ANSI.sub("", line.rstrip("\n"))
@@ -50,7 +60,12 @@ class RefusalLog:
         m = _DECISION.search(plain)
         if m is None:
             self._caching = None
-            return None if "access_control" in plain and "TRACE" in plain else line.rstrip("\n")
+            if "access_control" in plain and "TRACE" in plain:
+                return None
+            return _ANSI.sub("", line.rstrip("\n")) if _ANSI.search(line) and "DEBUG" in plain else line.rstrip("\n")
+        cn = _CN.search(m["subject"] or "")
+        if cn is not None:
+            self.names[m["zid"]] = cn.group(1)
         if not m["cached"] and self._caching is not None and self._caching[:2] == (m["flow"], m["key"]) \
                 and self._caching[2] in (None, m["zid"]):
             self._caching = (m["flow"], m["key"], m["zid"])
@@ -58,8 +73,8 @@ class RefusalLog:
         self._caching = None
         if not m["verdict"]:
             return None  # allowed: the normal path, not worth a line
-        cn = _CN.search(m["subject"] or "")
-        who = f"CN={cn.group(1)}" if cn else f"zid={m['zid']}"
+        name = self.names.get(m["zid"])
+        who = f"CN={name}" if name is not None else f"zid={m['zid']} (certificate not seen yet)"
         what = m["what"].split("/")[-1].strip().lower().replace(" ", "_")  # "Declare Liveliness Subscriber" -> declare_liveliness_subscriber
         key = (who, what, m["flow"], m["key"])
         now = self.clock()
@@ -108,7 +123,7 @@ def _main(argv: list[str]) -> int:
     for raw in sys.stdin.buffer:
         # fast path: most lines are "is authorized" verdicts, dropped without decoding or regex (outside a
         # permission-caching block, where dropping one changes nothing the filter remembers)
-        if filt.idle and b" is authorized to " in raw and b"access_control" in raw:
+        if filt.idle and b" is authorized to " in raw and b"access_control" in raw and filt.knows(raw):
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:

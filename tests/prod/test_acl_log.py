@@ -25,7 +25,25 @@ def test_refusals_pass_allowed_and_bookkeeping_do_not():
     out = log.feed(line(SUBJ.format(z="ab" + Z[2:], cn="arm-a") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"))
     assert out == "ACL refused: CN=arm-a query (ingress) on @lerobot/m/r/s/server/r1/drain"
     cached = log.feed(line(f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"))
-    assert cached == f"ACL refused: zid={Z} declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+    # issue 23: zenoh's cached verdict names only the zid; the log names the certificate it learnt for that zid
+    assert cached == "ACL refused: CN=rep-1 declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+    unseen = "ef" + Z[2:]
+    assert log.feed(line(f"Using cached result: {unseen} is unauthorized to Put (ingress) on @lerobot/x/y/z/robot/b/alive")) == \
+        f"ACL refused: zid={unseen} (certificate not seen yet) put (ingress) on @lerobot/x/y/z/robot/b/alive"
+
+
+def test_cached_refusals_name_the_cn_learnt_from_an_allowed_line_even_in_the_filter_process():
+    """Issue 23 finding 1: the filter's fast path drops allowed lines, but still learns zid -> CN from them."""
+    import subprocess
+    import sys
+
+    lines = [
+        line(SUBJ.format(z=Z, cn="arm-01") + " is authorized to Put (ingress) on @lerobot/m/r/s/robot/arm-01/telemetry"),
+        line(f"Using cached result: {Z} is unauthorized to Put (ingress) on @lerobot/m/r/s/server/rep-1/obs/arm-02"),
+    ]
+    res = subprocess.run([sys.executable, "-m", "lerobot_fleet.acl_log", "10"], input="".join(lines).encode(),
+                         capture_output=True, timeout=60)
+    assert res.stdout.decode().splitlines() == ["ACL refused: CN=arm-01 put (ingress) on @lerobot/m/r/s/server/rep-1/obs/arm-02"]
 
 
 def test_a_flood_of_refusals_is_rate_limited_with_a_count():
