@@ -15,11 +15,15 @@ import sys
 import time
 from collections.abc import Callable
 
-TRACE_FILTER = "zenoh::net::routing::interceptor::access_control=trace"
+TRACE_FILTER = ("zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
+                "zenoh_transport::unicast::establishment::accept=debug")  # the last two: which zid has which certificate
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DECISION = re.compile(r"access_control: (?P<cached>Using cached result: )?(?P<zid>[0-9a-f]+)(?: on (?P<subject>\S+))? "
                        r"is (?P<verdict>un)?authorized to (?P<what>[A-Za-z/ ]+?) \((?P<flow>ingress|egress)\) on (?P<key>\S+)")
 _CN = re.compile(r"CertCommonName\(([^)]*)\)")
+_TLS_ACCEPTED = re.compile(r"Accepted TLS connection on \S+: (?P<addr>\S+)\. Common Name: (?P<cn>.+)\.$")
+_LINK_ACCEPTED = re.compile(r"New transport link accepted from (?P<zid>[0-9a-f]+) to .*?dst: tls/(?P<addr>[^,\s]+)")
+_NO_SUBJECT = re.compile(r"access_control: (?P<zid>[0-9a-f]+) did not match any configured ACL subject")
 _CACHING = re.compile(r"ACL \((?P<flow>ingress|egress)\): caching permissions for `(?P<key>[^`]+)`")
 
 
@@ -34,6 +38,8 @@ class RefusalLog:
         self._caching: tuple[str, str, str | None] | None = None
         # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only the zid
         self.names: dict[str, str] = {}
+        self._by_addr: dict[str, str] = {}  # peer address -> CN, from the TLS accept line (before the zid is known)
+        self._unknown: set[str] = set()  # zids that matched no inventory subject, told once their CN is known
 
     @property
     def idle(self) -> bool:
@@ -49,8 +55,31 @@ class RefusalLog:
             return True
         return raw[raw.rfind(b" ", 0, on) + 1:on].decode("ascii", "replace") in self.names
 
+    def _identity(self, plain: str) -> str | None:
+        """The lines that tie a zid to its certificate: remembered, never printed (None: not one of them)."""
+        if (t := _TLS_ACCEPTED.search(plain)) is not None:
+            self._by_addr[t["addr"]] = t["cn"]
+            return ""
+        if (n := _NO_SUBJECT.search(plain)) is not None:
+            self._unknown.add(n["zid"])
+            return ""
+        if (a := _LINK_ACCEPTED.search(plain)) is not None:
+            cn = self._by_addr.pop(a["addr"], None)
+            if cn is None:
+                return ""
+            self.names[a["zid"]] = cn
+            if a["zid"] in self._unknown:
+                self._unknown.discard(a["zid"])
+                return (f"ACL refused: CN={cn} is in no role of the inventory: every message it sends is refused (issue it "
+                        "with `lerobot-fleet pki issue DIR NAME --role ROLE`, or give the client a certificate that is)")
+            return ""
+        return None
+
     def feed(self, line: str) -> str | None:
         plain = _ANSI.sub("", line.rstrip("\n"))
+        told = self._identity(plain) if ("Common Name" in plain or "accepted from" in plain or "did not match" in plain) else None
+        if told is not None:
+            return told or None
         c = _CACHING.search(plain)
         if c is not None:
             # zenoh evaluates every message kind for a newly declared key and logs each verdict:
@@ -60,9 +89,9 @@ class RefusalLog:
         m = _DECISION.search(plain)
         if m is None:
             self._caching = None
-            if "access_control" in plain and "TRACE" in plain:
-                return None
-            return _ANSI.sub("", line.rstrip("\n")) if _ANSI.search(line) and "DEBUG" in plain else line.rstrip("\n")
+            if "access_control" in plain and "TRACE" in plain or " DEBUG " in plain and "zenoh" in plain:
+                return None  # zenoh's own bookkeeping (and the debug lines read above): not for the operator
+            return line.rstrip("\n")
         cn = _CN.search(m["subject"] or "")
         if cn is not None:
             self.names[m["zid"]] = cn.group(1)

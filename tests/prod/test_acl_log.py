@@ -80,3 +80,19 @@ def test_the_filter_process_end_to_end():
         "Zenoh router up: listening on tls/x",
         "ACL refused: CN=arm-b query (ingress) on @lerobot/m/r/s/server/r1/drain",
     ]
+
+
+def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_lines():
+    """Issue 23: zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real router)."""
+    dbg = "\x1b[2m2026-11-23T17:58:11Z\x1b[0m \x1b[34mDEBUG\x1b[0m acc-0 ThreadId(06) "
+    z = "34dfe2f8f2f0c99272e66943746ea015"
+    log = RefusalLog(window_s=10, clock=lambda: 0.0)
+    assert log.feed(dbg + "zenoh_link_tls::unicast: Accepted TLS connection on 127.0.0.1:40451: 127.0.0.1:40554. Common Name: mallory.\n") is None
+    assert log.feed("2026-11-23T17:58:11Z  INFO acc-0 ThreadId(06) zenoh::net::routing::interceptor::access_control: "
+                    f"{z} did not match any configured ACL subject. Default permission `Deny` will be applied on all messages\n") is None
+    told = log.feed(dbg + f"zenoh_transport::unicast::establishment::accept: New transport link accepted from {z} to 857bb7d2: "
+                    "TransportLinkUnicast { link: Link { src: tls/127.0.0.1:40451, dst: tls/127.0.0.1:40554, mtu: 49152 } }\n")
+    assert told is not None and told.startswith("ACL refused: CN=mallory is in no role of the inventory")
+    assert log.feed(line(f"Using cached result: {z} is unauthorized to Query (ingress) on @lerobot/a/b/c/server/*/status")) == \
+        "ACL refused: CN=mallory query (ingress) on @lerobot/a/b/c/server/*/status"
+    assert log.feed(dbg + "zenoh_transport::unicast::manager: New transport opened between a and b\n") is None
