@@ -25,7 +25,8 @@ ROBOT_FLAGS = {"tls_root_ca_certificate": "--inference.tls_ca", "tls_connect_cer
                "mode": "--inference.zenoh_mode"}
 FLEET_FLAGS = {"tls_root_ca_certificate": "--tls-ca", "tls_connect_certificate": "--tls-cert",
                "tls_connect_private_key": "--tls-key", "connect_endpoints": "--router", "mode": "mode"}
-_FIELD = re.compile(r"\b(tls_root_ca_certificate|tls_connect_certificate|tls_connect_private_key|connect_endpoints)\b")
+# a bare field name, not one already written as a flag (`--zenoh.connect_endpoints`, `--inference.tls_ca`)
+_FIELD = re.compile(r"(?<![.\w-])(tls_root_ca_certificate|tls_connect_certificate|tls_connect_private_key|connect_endpoints)\b")
 _RUST_PATH = re.compile(r"\s*(?:at|\[)\s*\S+\.rs:\d+(?::\d+)?\]?\.?")
 
 
