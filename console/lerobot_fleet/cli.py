@@ -6,6 +6,7 @@ Only argparse is imported at module level, so `--help` is instant; each subcomma
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 DEFAULT_ROUTER = "tcp/127.0.0.1:7447"
@@ -229,5 +230,21 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def entry() -> None:
+    """The `lerobot-fleet` program. Once zenoh is loaded, leave without interpreter finalization: a zenoh
+    runtime thread that drops a Python callback while the interpreter finalizes is told to exit by
+    Python, unwinds through Rust frames and aborts the process ("FATAL: exception not rethrown", exit
+    -6) after the verb has already printed its answer (docs/decisions.md)."""
+    code = main()
+    if "zenoh" not in sys.modules:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
