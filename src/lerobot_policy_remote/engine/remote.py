@@ -271,8 +271,8 @@ class RemoteInferenceEngine(InferenceEngine):
         self.transport.bind(self.replica)
         self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger
-        if self.cfg.rtc.enabled and not self.rtc_active:
-            logger.warning("RTC downgraded to chunk-append (server does not support RTC)")
+        if self.cfg.rtc.enabled and not self.rtc_active:  # expected for a policy without RTC (ACT): not a warning
+            logger.info("RTC downgraded to chunk-append (server does not support RTC)")
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
             logger.warning("Server: %s", w)

@@ -31,13 +31,27 @@ def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
     return path, rest
 
 
+_LIST_FLAGS = ("--zenoh.connect_endpoints=", "--zenoh.listen_endpoints=")
+
+
+def endpoints_as_lists(args: list[str]) -> list[str]:
+    """`--zenoh.connect_endpoints=tcp/h:7447` (no brackets, like the robot's flag) -> `=[tcp/h:7447]` for draccus."""
+    out = []
+    for a in args:
+        flag = next((f for f in _LIST_FLAGS if a.startswith(f)), None)
+        if flag is not None and not a[len(flag):].lstrip().startswith("["):
+            a = f"{flag}[{a[len(flag):]}]"
+        out.append(a)
+    return out
+
+
 def parse_manifest(args: list[str]):
     import draccus
 
     from .manifest import Manifest
 
     path, rest = _split_manifest(args)
-    return draccus.parse(Manifest, config_path=path, args=rest)
+    return draccus.parse(Manifest, config_path=path, args=endpoints_as_lists(rest))
 
 
 def preflight(manifest) -> str:
