@@ -216,7 +216,11 @@ def render(checks: list[Check]) -> str:
         if c.fix:
             lines.append(f"      fix: {c.fix}")
     ok = all(c.status != FAIL for c in checks)
-    lines.append("Everything a rollout needs is in place." if ok else "Not ready: fix the FAIL lines above, in order.")
+    skipped = any(c.status == SKIP for c in checks)
+    if ok and skipped:
+        lines.append("Everything checked is in place; the SKIP lines need another certificate to be checked.")
+    else:
+        lines.append("Everything a rollout needs is in place." if ok else "Not ready: fix the FAIL lines above, in order.")
     return "\n".join(lines)
 
 
