@@ -15,11 +15,15 @@ import sys
 import time
 from collections.abc import Callable
 
-TRACE_FILTER = "zenoh::net::routing::interceptor::access_control=trace"
+TRACE_FILTER = ("zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
+                "zenoh_transport::unicast::establishment::accept=debug")  # the last two: which zid has which certificate
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _DECISION = re.compile(r"access_control: (?P<cached>Using cached result: )?(?P<zid>[0-9a-f]+)(?: on (?P<subject>\S+))? "
                        r"is (?P<verdict>un)?authorized to (?P<what>[A-Za-z/ ]+?) \((?P<flow>ingress|egress)\) on (?P<key>\S+)")
 _CN = re.compile(r"CertCommonName\(([^)]*)\)")
+_TLS_ACCEPTED = re.compile(r"Accepted TLS connection on \S+: (?P<addr>\S+)\. Common Name: (?P<cn>.+)\.$")
+_LINK_ACCEPTED = re.compile(r"New transport link accepted from (?P<zid>[0-9a-f]+) to .*?dst: tls/(?P<addr>[^,\s]+)")
+_NO_SUBJECT = re.compile(r"access_control: (?P<zid>[0-9a-f]+) did not match any configured ACL subject")
 _CACHING = re.compile(r"ACL \((?P<flow>ingress|egress)\): caching permissions for `(?P<key>[^`]+)`")
 
 
@@ -32,15 +36,50 @@ class RefusalLog:
         self._last: dict[tuple[str, str, str, str], tuple[float, int]] = {}
         # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
         self._caching: tuple[str, str, str | None] | None = None
-
+        # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only the zid
+        self.names: dict[str, str] = {}
+        self._by_addr: dict[str, str] = {}  # peer address -> CN, from the TLS accept line (before the zid is known)
+        self._unknown: set[str] = set()  # zids that matched no inventory subject, told once their CN is known
 
     @property
     def idle(self) -> bool:
         """Not inside a permission-caching block."""
         return self._caching is None
 
+    def knows(self, raw: bytes) -> bool:
+        """Cheap (no regex): True unless `raw` names a certificate for a zid not learnt yet."""
+        if b"CertCommonName(" not in raw:
+            return True
+        on = raw.find(b" on ")  # "...access_control: <zid> on Interface(lo)+CertCommonName(arm-01)+..."
+        if on < 0:
+            return True
+        return raw[raw.rfind(b" ", 0, on) + 1:on].decode("ascii", "replace") in self.names
+
+    def _identity(self, plain: str) -> str | None:
+        """The lines that tie a zid to its certificate: remembered, never printed (None: not one of them)."""
+        if (t := _TLS_ACCEPTED.search(plain)) is not None:
+            self._by_addr[t["addr"]] = t["cn"]
+            return ""
+        if (n := _NO_SUBJECT.search(plain)) is not None:
+            self._unknown.add(n["zid"])
+            return ""
+        if (a := _LINK_ACCEPTED.search(plain)) is not None:
+            cn = self._by_addr.pop(a["addr"], None)
+            if cn is None:
+                return ""
+            self.names[a["zid"]] = cn
+            if a["zid"] in self._unknown:
+                self._unknown.discard(a["zid"])
+                return (f"ACL refused: CN={cn} is in no role of the inventory: every message it sends is refused (issue it "
+                        "with `lerobot-fleet pki issue DIR NAME --role ROLE`, or give the client a certificate that is)")
+            return ""
+        return None
+
     def feed(self, line: str) -> str | None:
         plain = _ANSI.sub("", line.rstrip("\n"))
+        told = self._identity(plain) if ("Common Name" in plain or "accepted from" in plain or "did not match" in plain) else None
+        if told is not None:
+            return told or None
         c = _CACHING.search(plain)
         if c is not None:
             # zenoh evaluates every message kind for a newly declared key and logs each verdict:
@@ -50,7 +89,12 @@ class RefusalLog:
         m = _DECISION.search(plain)
         if m is None:
             self._caching = None
-            return None if "access_control" in plain and "TRACE" in plain else line.rstrip("\n")
+            if "access_control" in plain and "TRACE" in plain or " DEBUG " in plain and "zenoh" in plain:
+                return None  # zenoh's own bookkeeping (and the debug lines read above): not for the operator
+            return line.rstrip("\n")
+        cn = _CN.search(m["subject"] or "")
+        if cn is not None:
+            self.names[m["zid"]] = cn.group(1)
         if not m["cached"] and self._caching is not None and self._caching[:2] == (m["flow"], m["key"]) \
                 and self._caching[2] in (None, m["zid"]):
             self._caching = (m["flow"], m["key"], m["zid"])
@@ -58,8 +102,8 @@ class RefusalLog:
         self._caching = None
         if not m["verdict"]:
             return None  # allowed: the normal path, not worth a line
-        cn = _CN.search(m["subject"] or "")
-        who = f"CN={cn.group(1)}" if cn else f"zid={m['zid']}"
+        name = self.names.get(m["zid"])
+        who = f"CN={name}" if name is not None else f"zid={m['zid']} (certificate not seen yet)"
         what = m["what"].split("/")[-1].strip().lower().replace(" ", "_")  # "Declare Liveliness Subscriber" -> declare_liveliness_subscriber
         key = (who, what, m["flow"], m["key"])
         now = self.clock()
@@ -108,7 +152,7 @@ def _main(argv: list[str]) -> int:
     for raw in sys.stdin.buffer:
         # fast path: most lines are "is authorized" verdicts, dropped without decoding or regex (outside a
         # permission-caching block, where dropping one changes nothing the filter remembers)
-        if filt.idle and b" is authorized to " in raw and b"access_control" in raw:
+        if filt.idle and b" is authorized to " in raw and b"access_control" in raw and filt.knows(raw):
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:

@@ -219,7 +219,12 @@ def main(argv: list[str] | None = None) -> int:
             return verbs.run_action(_settings(args), "drain", args.server, args.reason, args.timeout, args.json)
         if args.command == "reset":
             return verbs.run_action(_settings(args), "reset", args.robot, args.reason, args.timeout, args.json)
-    except (ZenohConfigError, InventoryError, PkiError, ValueError, OSError) as exc:
+    except ZenohConfigError as exc:
+        from lerobot_policy_remote.zenoh_config import FLEET_FLAGS
+
+        print(f"lerobot-fleet {args.command}: {exc.in_words(FLEET_FLAGS)}", file=sys.stderr)
+        return 2
+    except (InventoryError, PkiError, ValueError, OSError) as exc:
         print(f"lerobot-fleet {args.command}: {exc}", file=sys.stderr)
         return 2
     return 2

@@ -9,90 +9,109 @@ opens nothing). The router and service checks import no torch; only `--policy.pa
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote.advice import contract_advice
 from lerobot_policy_remote.discovery import ServiceInfo, closest, fix_for, list_services
 from lerobot_policy_remote.wire.codes import CONTRACT_REFUSALS, Refusal
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
+from lerobot_policy_remote.zenoh_config import (
+    CERT_PROBLEMS,
+    FLEET_FLAGS,
+    Problem,
+    ZenohConfigError,
+    ZenohSettings,
+    certificate_cn,
+    open_session,
+    probe_router,
+    without_rust_paths,
+)
 
 if TYPE_CHECKING:
     from lerobot_policy_remote.engine.handshake import HandshakeError
 
-PASS, FAIL, INFO = "PASS", "FAIL", "INFO"
+PASS, FAIL, INFO, SKIP = "PASS", "FAIL", "INFO", "SKIP"
 
 
 @dataclass
 class Check:
     name: str
-    status: str  # PASS | FAIL | INFO
+    status: str  # PASS | FAIL | INFO | SKIP (the given certificate's role may not do this check)
     detail: str
     fix: str = ""
 
 
-def tls_probe(endpoint: str, ca: str | None, cert: str | None, key: str | None, timeout: float = 3.0) -> str:
-    """A TLS handshake with Python's ssl: '' when it works, else why (zenoh itself only says 'timeout')."""
-    hostport = endpoint.split("/", 1)[1].split("#", 1)[0]
-    host, _, port = hostport.rpartition(":")
-    host = host.strip("[]")
-    try:
-        ctx = ssl.create_default_context(cafile=ca)
-        if cert and key:
-            ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as exc:
-        return f"cannot load the TLS files: {exc}"
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout) as raw, ctx.wrap_socket(raw, server_hostname=host) as tls:
-            tls.settimeout(0.5)
-            try:
-                tls.recv(1)  # TLS 1.3 reports a refused client certificate only after the handshake
-            except TimeoutError:
-                pass
-    except ssl.SSLCertVerificationError as exc:
-        return f"the router's certificate does not verify against --tls-ca {ca}: {exc.verify_message}"
-    except ssl.SSLError as exc:
-        return f"the router refused the TLS handshake: {exc.reason or exc}"
-    except OSError as exc:
-        return f"cannot connect to {host}:{port}: {exc.strerror or exc}"
-    return ""
-
-
-TLS_FIX = {
-    "does not verify": "pass --tls-ca the CA (PEM) that signed the router's certificate (and a router certificate whose "
-                       "subjectAltName names the host you dial)",
-    "refused": "the router requires a client certificate (mTLS): pass --tls-cert/--tls-key signed by the CA the router trusts",
-    "cannot load": "check the paths and that --tls-cert and --tls-key are a matching PEM pair",
-    "cannot connect": "start the router (lerobot-fleet router --listen <endpoint>) or fix --router",
+PROBLEM_FIX = {
+    Problem.REFUSED: "start the router (lerobot-fleet router --listen <endpoint>) or fix --router",
+    Problem.UNREACHABLE: "check the host, the port and the firewall, or fix --router",
+    Problem.ROUTER_CERT: "pass --tls-ca the CA (PEM) that signed the router's certificate (and a router certificate whose "
+                         "subjectAltName names the host you dial)",
+    Problem.CERT_REQUIRED: "the router requires a client certificate (mTLS): pass --tls-cert/--tls-key signed by the CA the "
+                           "router trusts; for the robot checks, the robot's own certificate",
+    Problem.CERT_REFUSED: "pass --tls-cert/--tls-key signed by the CA the router trusts (its --tls-ca), not expired",
+    Problem.TLS_FILES: "check the paths and that --tls-cert and --tls-key are a matching PEM pair",
+    Problem.NOT_TLS: "use tcp/ for that port, or the router's tls/ port",
 }
 
 
 def _router_checks(settings: ZenohSettings, args: Any) -> tuple[list[Check], Any]:
     checks: list[Check] = []
     endpoints = settings.connect_endpoints
-    for ep in endpoints:
-        if ep.startswith("tls/"):
-            why = tls_probe(ep, args.tls_ca, args.tls_cert, args.tls_key)
-            mtls = " (mTLS)" if args.tls_cert else ""
-            if why:
-                fix = next((f for k, f in TLS_FIX.items() if k in why), TLS_FIX["cannot connect"])
-                checks.append(Check("tls", FAIL, f"{ep}: {why}", fix))
-                return checks, None
-            checks.append(Check("tls", PASS, f"{ep}: TLS handshake{mtls} works with the given files"))
+    problem = probe_router(settings, FLEET_FLAGS)
+    if problem is not None:
+        name = "tls" if problem.problem in CERT_PROBLEMS else "router"
+        checks.append(Check(name, FAIL, problem.in_words(FLEET_FLAGS), PROBLEM_FIX.get(problem.problem, "fix --router")))
+        return checks, None
+    tls = [ep for ep in endpoints if ep.startswith("tls/")]
+    if tls:
+        who = f" (mTLS as CN={cert_name(args.tls_cert)})" if args.tls_cert else ""
+        checks.append(Check("tls", PASS, f"{', '.join(tls)}: TLS handshake{who} works with the given files"))
     try:
         session = open_session(settings)
     except ZenohConfigError as exc:
-        reason = str(exc.__cause__ or exc).split(" at /", 1)[0]
+        reason = without_rust_paths(str(exc.__cause__ or exc))
         checks.append(Check("router", FAIL, f"cannot reach the router at {', '.join(endpoints)}: {reason}",
                             "start the router (lerobot-fleet router --listen <endpoint>) or fix --router; "
                             "for tls/ endpoints pass --tls-ca (and --tls-cert/--tls-key for mTLS)"))
         return checks, None
     checks.append(Check("router", PASS, f"router reachable at {', '.join(endpoints)}"))
     return checks, session
+
+
+def cert_name(cert: str | None) -> str:
+    """The CN of --tls-cert ('' without one or when unreadable)."""
+    if not cert:
+        return ""
+    try:
+        return certificate_cn(cert)
+    except (OSError, ValueError):
+        return ""
+
+
+def cert_role(args: Any) -> tuple[str, str]:
+    """(CN, role) of --tls-cert; the role from the dev PKI's inventory.yaml next to --tls-ca ('' when not known)."""
+    cn = cert_name(args.tls_cert)
+    if not cn or not args.tls_ca:
+        return cn, ""
+    inventory = Path(args.tls_ca).parent / "inventory.yaml"
+    try:
+        from .inventory import load_inventory
+
+        member = load_inventory(inventory).get(cn) if inventory.is_file() else None
+    except Exception:  # a courtesy: an unreadable inventory only means the role is unknown
+        member = None
+    return cn, member.role if member is not None else ""
+
+
+def role_skip(cn: str, role: str) -> Check:
+    return Check("capabilities", SKIP,
+                 f"the dry-run session open needs a robot certificate; CN={cn} is {f'an {role}' if role[0] in 'aeiou' else f'a {role}'}"
+                 " and the router's access control lets only robots open sessions",
+                 "to check this robot against the server, run doctor with the robot's own certificate: --tls-cert "
+                 "DIR/<robot>.crt --tls-key DIR/<robot>.key")
 
 
 def _service_checks(services: list[ServiceInfo], want_namespace: bool) -> list[Check]:
@@ -151,10 +170,17 @@ def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[
         return checks
     svc = mine[0]
     checks.append(Check("namespace", PASS, f"a server serves this robot's namespace: {svc.describe()}"))
+    cn, role = cert_role(args)
+    if role and role != "robot":
+        return checks + [role_skip(cn, role)]
     keys = ServiceKeys.for_service(req.model_id, req.revision, req.service)
     try:
         opened = open_remote(session, keys, req, timeout_s=5.0)
     except HandshakeError as exc:
+        if cn and exc.code == Refusal.REFUSED and exc.last is None:  # the replica answered its status, not the session query
+            return checks + [Check("capabilities", SKIP, f"replica answered its status but not the session open: the router's "
+                                   f"access control refuses CN={cn} sessions unless it is a robot in the inventory (the router logs "
+                                   f"'ACL refused: CN={cn} query ...')", role_skip(cn, "certificate other than a robot's").fix)]
         return checks + refusal_checks(exc)
     ack = opened.ack
     checks.append(Check("capabilities", PASS, f"replica {ack.replica} accepts this robot: features, action names and fps "
@@ -186,26 +212,29 @@ def render(checks: list[Check]) -> str:
         if c.status == INFO:
             lines.append(f"      {c.detail}")
             continue
-        lines.append(f"{c.status}  {c.name:<13} {c.detail}")
+        lines.append(f"{c.status:<4}  {c.name:<13} {c.detail}")
         if c.fix:
             lines.append(f"      fix: {c.fix}")
     ok = all(c.status != FAIL for c in checks)
-    lines.append("Everything a rollout needs is in place." if ok else "Not ready: fix the FAIL lines above, in order.")
+    skipped = any(c.status == SKIP for c in checks)
+    if ok and skipped:
+        lines.append("Everything checked is in place; the SKIP lines need another certificate to be checked.")
+    else:
+        lines.append("Everything a rollout needs is in place." if ok else "Not ready: fix the FAIL lines above, in order.")
     return "\n".join(lines)
 
 
 def run_doctor(settings_or_error: ZenohSettings | ZenohConfigError, args: Any) -> int:
-    """Exit 0 when every check passes, 1 otherwise (2 for unusable arguments)."""
+    """Exit 0 when every check passes (SKIP lines do not fail), 1 otherwise, 2 for unusable arguments."""
     given = [args.policy_path, args.robot_type, args.task]
     if any(given) and not all(given):
         print("lerobot-fleet doctor: give --policy.path, --robot.type and --task together (the robot check needs all three)",
               file=sys.stderr)
         return 2
-    if isinstance(settings_or_error, ZenohConfigError):
-        checks = [Check("config", FAIL, str(settings_or_error), "fix the --router / --tls-* / --zenoh-config flags")]
-        services: list[ServiceInfo] = []
-    else:
-        checks, services = diagnose(settings_or_error, args)
+    if isinstance(settings_or_error, ZenohConfigError):  # unusable arguments: exit 2 (docs/console.md)
+        print(f"lerobot-fleet doctor: {settings_or_error.in_words(FLEET_FLAGS)}", file=sys.stderr)
+        return 2
+    checks, services = diagnose(settings_or_error, args)
     ok = all(c.status != FAIL for c in checks)
     if args.json:
         print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks], "services": [s.to_dict() for s in services]}, indent=2))

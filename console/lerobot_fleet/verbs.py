@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, open_session
+from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings, open_session, probe_router
 
 from .alerts import AlertBook, AlertRules
 from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
@@ -99,7 +99,8 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: Ale
         for a in alerts:
             print(f"  {a['role']:<6} {a['target']:<20} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
     if snap.connection != "connected":
-        print(f"lerobot-fleet status: not connected to {store.router} ({snap.notes[-1] if snap.notes else 'no answer'})", file=sys.stderr)
+        why = _why_not_connected(settings) or (snap.notes[-1] if snap.notes else "no answer")
+        print(f"lerobot-fleet status: not connected to {store.router}: {why}", file=sys.stderr)
     return _exit(0 if snap.connection == "connected" else 2, clean)
 
 
@@ -141,7 +142,7 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
     try:
         session = open_session(settings)
     except ZenohConfigError as exc:
-        print(f"lerobot-fleet {kind}: {exc}", file=sys.stderr)
+        print(f"lerobot-fleet {kind}: {_why_not_connected(settings) or exc.in_words(FLEET_FLAGS)}", file=sys.stderr)
         return 2
     try:
         by = f"{operator_name()} via lerobot-fleet {kind}"
@@ -168,6 +169,12 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
     if result.ok:
         return 0
     return 2 if nobody else 1
+
+
+def _why_not_connected(settings: ZenohSettings) -> str:
+    """The refused port or certificate problem behind a failed connection, in our flags ('' when the probe finds none)."""
+    problem = probe_router(settings, FLEET_FLAGS)
+    return problem.in_words(FLEET_FLAGS) if problem is not None else ""
 
 
 def _exit(code: int, clean: bool) -> int:

@@ -136,9 +136,16 @@ def test_router_down():
     rc, out = doctor("--router", endpoint)
     assert rc == 1
     bad = line(out, "FAIL", "router")
-    assert bad.startswith(f"FAIL  router        cannot reach the router at {endpoint}: ")
-    assert fix_after(out, bad) == ("fix: start the router (lerobot-fleet router --listen <endpoint>) or fix --router; "
-                                   "for tls/ endpoints pass --tls-ca (and --tls-cert/--tls-key for mTLS)")
+    assert bad == (f"FAIL  router        nothing listens at {endpoint} (connection refused): start the router there "
+                   f"(lerobot-fleet router --listen {endpoint}) or fix --router")
+    assert fix_after(out, bad) == "fix: start the router (lerobot-fleet router --listen <endpoint>) or fix --router"
+
+
+def test_unusable_tls_arguments_exit_2_naming_our_flags():
+    """Issue 23 finding 3: a tls/ endpoint without --tls-ca is an argument error (exit 2), worded with --tls-ca."""
+    rc, out = doctor("--router", f"tls/127.0.0.1:{free_port()}")
+    assert rc == 2
+    assert "--tls-ca" in out and "tls_root_ca_certificate" not in out
 
 
 def test_tls_wrong_ca_and_missing_client_certificate(tmp_path):
@@ -155,18 +162,18 @@ def test_tls_wrong_ca_and_missing_client_certificate(tmp_path):
         rc, out = doctor("--router", router.endpoint, "--tls-ca", str(tmp_path / "rogue-ca.pem"), *client)
         assert rc == 1
         bad = line(out, "FAIL", "tls")
-        assert bad.startswith(f"FAIL  tls           {router.endpoint}: the router's certificate does not verify against "
-                              f"--tls-ca {tmp_path / 'rogue-ca.pem'}: ")
+        assert bad.startswith(f"FAIL  tls           the router's certificate at {router.endpoint} does not verify against "
+                              f"--tls-ca {tmp_path / 'rogue-ca.pem'} (")
         assert fix_after(out, bad).startswith("fix: pass --tls-ca the CA (PEM) that signed the router's certificate")
 
         rc, out = doctor("--router", router.endpoint, "--tls-ca", str(tmp_path / "ca.pem"))
         assert rc == 1
         bad = line(out, "FAIL", "tls")
-        assert "the router refused the TLS handshake" in bad and "CERTIFICATE_REQUIRED" in bad.upper()
+        assert "requires a client certificate (mTLS) and none was given: pass --tls-cert and --tls-key" in bad
         assert fix_after(out, bad).startswith("fix: the router requires a client certificate (mTLS)")
 
         rc, out = doctor("--router", router.endpoint, "--tls-ca", str(tmp_path / "ca.pem"), *client)
-        assert line(out, "PASS", "tls").endswith("TLS handshake (mTLS) works with the given files")
+        assert line(out, "PASS", "tls").endswith("TLS handshake (mTLS as CN=robot-01) works with the given files")
         line(out, "PASS", "router")
         assert rc == 1 and line(out, "FAIL", "services").endswith("the router has no policy server")
     finally:

@@ -25,7 +25,25 @@ def test_refusals_pass_allowed_and_bookkeeping_do_not():
     out = log.feed(line(SUBJ.format(z="ab" + Z[2:], cn="arm-a") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"))
     assert out == "ACL refused: CN=arm-a query (ingress) on @lerobot/m/r/s/server/r1/drain"
     cached = log.feed(line(f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"))
-    assert cached == f"ACL refused: zid={Z} declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+    # issue 23: zenoh's cached verdict names only the zid; the log names the certificate it learnt for that zid
+    assert cached == "ACL refused: CN=rep-1 declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+    unseen = "ef" + Z[2:]
+    assert log.feed(line(f"Using cached result: {unseen} is unauthorized to Put (ingress) on @lerobot/x/y/z/robot/b/alive")) == \
+        f"ACL refused: zid={unseen} (certificate not seen yet) put (ingress) on @lerobot/x/y/z/robot/b/alive"
+
+
+def test_cached_refusals_name_the_cn_learnt_from_an_allowed_line_even_in_the_filter_process():
+    """Issue 23 finding 1: the filter's fast path drops allowed lines, but still learns zid -> CN from them."""
+    import subprocess
+    import sys
+
+    lines = [
+        line(SUBJ.format(z=Z, cn="arm-01") + " is authorized to Put (ingress) on @lerobot/m/r/s/robot/arm-01/telemetry"),
+        line(f"Using cached result: {Z} is unauthorized to Put (ingress) on @lerobot/m/r/s/server/rep-1/obs/arm-02"),
+    ]
+    res = subprocess.run([sys.executable, "-m", "lerobot_fleet.acl_log", "10"], input="".join(lines).encode(),
+                         capture_output=True, timeout=60)
+    assert res.stdout.decode().splitlines() == ["ACL refused: CN=arm-01 put (ingress) on @lerobot/m/r/s/server/rep-1/obs/arm-02"]
 
 
 def test_a_flood_of_refusals_is_rate_limited_with_a_count():
@@ -62,3 +80,19 @@ def test_the_filter_process_end_to_end():
         "Zenoh router up: listening on tls/x",
         "ACL refused: CN=arm-b query (ingress) on @lerobot/m/r/s/server/r1/drain",
     ]
+
+
+def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_lines():
+    """Issue 23: zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real router)."""
+    dbg = "\x1b[2m2026-11-23T17:58:11Z\x1b[0m \x1b[34mDEBUG\x1b[0m acc-0 ThreadId(06) "
+    z = "34dfe2f8f2f0c99272e66943746ea015"
+    log = RefusalLog(window_s=10, clock=lambda: 0.0)
+    assert log.feed(dbg + "zenoh_link_tls::unicast: Accepted TLS connection on 127.0.0.1:40451: 127.0.0.1:40554. Common Name: mallory.\n") is None
+    assert log.feed("2026-11-23T17:58:11Z  INFO acc-0 ThreadId(06) zenoh::net::routing::interceptor::access_control: "
+                    f"{z} did not match any configured ACL subject. Default permission `Deny` will be applied on all messages\n") is None
+    told = log.feed(dbg + f"zenoh_transport::unicast::establishment::accept: New transport link accepted from {z} to 857bb7d2: "
+                    "TransportLinkUnicast { link: Link { src: tls/127.0.0.1:40451, dst: tls/127.0.0.1:40554, mtu: 49152 } }\n")
+    assert told is not None and told.startswith("ACL refused: CN=mallory is in no role of the inventory")
+    assert log.feed(line(f"Using cached result: {z} is unauthorized to Query (ingress) on @lerobot/a/b/c/server/*/status")) == \
+        "ACL refused: CN=mallory query (ingress) on @lerobot/a/b/c/server/*/status"
+    assert log.feed(dbg + "zenoh_transport::unicast::manager: New transport opened between a and b\n") is None

@@ -27,8 +27,14 @@ def error_line(out: str) -> str:
     return lines[0].removeprefix("lerobot-policy-server: error: ")
 
 
-def test_bad_checkpoint_path_says_what_to_pass():
-    rc, out = run_server("--model.repo_or_path=/nonexistent/ckpt", "--default_task=x")
+@pytest.fixture
+def at_router(router) -> str:
+    """The flag that points a server at a live router: the router is checked before the model (issue 23)."""
+    return f"--zenoh.connect_endpoints=[{router.endpoint}]"
+
+
+def test_bad_checkpoint_path_says_what_to_pass(at_router):
+    rc, out = run_server("--model.repo_or_path=/nonexistent/ckpt", "--default_task=x", at_router)
     assert rc == 2
     assert error_line(out) == (
         "no checkpoint directory at '/nonexistent/ckpt', and it is not a hub repo id you can reach: pass a local "
@@ -37,8 +43,8 @@ def test_bad_checkpoint_path_says_what_to_pass():
     assert "Traceback" not in out and "HFValidationError" not in out
 
 
-def test_unreachable_hub_id_offline_says_network_or_local_dir():
-    rc, out = run_server("--model.repo_or_path=lerobot/act_does_not_exist", "--default_task=x", env={"HF_HUB_OFFLINE": "1"})
+def test_unreachable_hub_id_offline_says_network_or_local_dir(at_router):
+    rc, out = run_server("--model.repo_or_path=lerobot/act_does_not_exist", "--default_task=x", at_router, env={"HF_HUB_OFFLINE": "1"})
     assert rc == 2
     assert error_line(out) == (
         "no checkpoint directory at 'lerobot/act_does_not_exist', and it is not a hub repo id you can reach "
@@ -47,8 +53,8 @@ def test_unreachable_hub_id_offline_says_network_or_local_dir():
     assert "Traceback" not in out and "LocalEntryNotFoundError" not in out
 
 
-def test_directory_that_is_not_a_checkpoint(tmp_path):
-    rc, out = run_server(f"--model.repo_or_path={tmp_path}", "--default_task=x")
+def test_directory_that_is_not_a_checkpoint(tmp_path, at_router):
+    rc, out = run_server(f"--model.repo_or_path={tmp_path}", "--default_task=x", at_router)
     assert rc == 2
     assert error_line(out).startswith(f"'{tmp_path}' is a directory but not a lerobot checkpoint (no config.json in it)")
     assert "Traceback" not in out
@@ -70,15 +76,31 @@ def test_bad_manifest(tmp_path, text, expected):
     assert "Traceback" not in out
 
 
-def test_router_unreachable_after_loading_and_verbose_shows_the_traceback(tmp_path):
+def test_router_unreachable_is_said_before_loading_and_verbose_is_quiet_about_it(tmp_path):
+    """Issue 23 findings 3/5: a refused router port is reported before the model loads (it used to take the load + 5 s)."""
     model = save_tiny_act(tmp_path / "act", seed=1)
-    args = (f"--model.repo_or_path={model}", "--default_task=x", f"--zenoh.connect_endpoints=[tcp/127.0.0.1:{free_port()}]",
+    port = free_port()
+    args = (f"--model.repo_or_path={model}", "--default_task=x", f"--zenoh.connect_endpoints=[tcp/127.0.0.1:{port}]",
             "--health_port=0")
     rc, out = run_server(*args)
     assert rc == 2
+    assert error_line(out) == (f"nothing listens at tcp/127.0.0.1:{port} (connection refused): start the router there "
+                               f"(lerobot-fleet router --listen tcp/127.0.0.1:{port}) or fix --zenoh.connect_endpoints")
+    assert "Loading" not in out and "Traceback" not in out and ".rs:" not in out
+
+
+def test_health_port_in_use_is_named_with_the_flag_before_loading(tmp_path, at_router):
+    """Issue 23 finding 8: two servers on one host: one line naming --health_port, exit 2, no model loaded."""
+    import socket
+
+    model = save_tiny_act(tmp_path / "act", seed=1)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        rc, out = run_server(f"--model.repo_or_path={model}", "--default_task=x", at_router, f"--health_port={port}")
+    assert rc == 2, out
     line = error_line(out)
-    assert line.startswith("could not open a zenoh client session via tcp/127.0.0.1:")
-    assert "Check that the router is running and reachable" in line
-    assert "Traceback" not in out
-    rc, out = run_server(*args, "--verbose")
-    assert rc == 2 and "Traceback (most recent call last)" in out and "startup failed" in out
+    assert line.startswith(f"the health port {port} on 127.0.0.1 is already in use (another lerobot-policy-server on this host?)")
+    assert "--health_port=<a free port>" in line and "--health_port=0" in line
+    assert "Loading" not in out and "Traceback" not in out

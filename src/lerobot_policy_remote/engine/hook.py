@@ -72,7 +72,17 @@ def install() -> None:
             return original(cfg, shutdown_event, *args, **kwargs)
         cfg = _weightless_cfg(cfg)
         with _swapped(context, cfg):
-            return original(cfg, shutdown_event, *args, **kwargs)
+            ctx = original(cfg, shutdown_event, *args, **kwargs)
+        engine = getattr(getattr(ctx, "policy", None), "inference", None)
+        hardware = getattr(ctx, "hardware", None)
+        if engine is not None and hardware is not None:
+            _built.append(engine)
+
+            def never_moved() -> None:  # a failed start: nothing to return from (lerobot would spend 3 s driving back)
+                hardware.initial_position = None
+
+            engine.on_start_failed = never_moved
+        return ctx
 
     build_rollout_context._remote_wrapped = True  # type: ignore[attr-defined]
     build_rollout_context.__wrapped__ = original  # type: ignore[attr-defined]
@@ -81,6 +91,33 @@ def install() -> None:
         mod = sys.modules.get(modname)
         if mod is not None and hasattr(mod, "build_rollout_context"):
             mod.build_rollout_context = build_rollout_context
+    _wrap_rollout(sys.modules.get("lerobot.scripts.lerobot_rollout"))
+
+
+_built: list = []  # the remote engines this process built (one per rollout)
+
+
+def _wrap_rollout(script: Any) -> None:
+    """`lerobot-rollout` ends with status 1 and the reason when a remote robot executed nothing.
+
+    lerobot's `main()` calls the module's `rollout` by name after loading plugins, so rebinding it here is
+    enough; a rollout that executed at least one remote action is untouched.
+    """
+    if script is None or not hasattr(script, "rollout") or getattr(script.rollout, "_remote_wrapped", False):
+        return
+    original = script.rollout
+
+    def rollout(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        idle = [e for e in _built if e.executed_count == 0]
+        if idle:
+            print(f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(1)
+        return result
+
+    rollout._remote_wrapped = True  # type: ignore[attr-defined]
+    script.rollout = rollout
 
 
 def _weightless_cfg(cfg: Any) -> Any:

@@ -18,7 +18,6 @@ import math
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from threading import Event, Lock, Thread
 
@@ -30,10 +29,10 @@ from ..wire.codes import EventKind
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
-from ..wire.keys import ServiceKeys, check_id
+from ..wire.keys import ServiceKeys
 from ..wire.messages import SCHEMA_VERSION, EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
 from ..zenoh_config import ZenohConfigError
-from . import request, startup
+from . import identity, request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .handshake import HandshakeError
@@ -71,7 +70,8 @@ class RemoteInferenceEngine(InferenceEngine):
         self.model_id = model_id
         self._policy_type = policy_type
         self._global_shutdown = shutdown_event
-        self.client_uuid = check_id(config.client_uuid, "client_uuid") if config.client_uuid else uuid.uuid4().hex
+        self.identity = identity.resolve(config.client_uuid, config.tls_cert)  # with a certificate: its CN
+        self.client_uuid = self.identity.client_uuid
         self.keys = ServiceKeys.for_service(model_id, config.service_revision or "main", config.service_task or task)
         if transport is None:
             from .zenoh_link import ZenohLink
@@ -99,6 +99,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.requests = RequestTracker()
         self.rtt = RttWindow()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
+        self.on_start_failed: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ public state (read-only views)
     ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
@@ -121,10 +122,16 @@ class RemoteInferenceEngine(InferenceEngine):
         `worker=False` leaves the network worker unstarted: the caller drives `step()` itself.
         """
         self._stop.clear()
+        if self.identity.problem:
+            self._never_moved()
+            raise startup.RemoteStartupError(startup.PREFIX + self.identity.problem)
+        if self.identity.source == "certificate":
+            logger.info("Robot id %s: the name (CN) of --inference.tls_cert", self.client_uuid)
         try:
             self.transport.open(self._wake.set)
         except ZenohConfigError as exc:
-            raise startup.router_unreachable(self.cfg.connect_endpoint, str(exc.__cause__ or exc)) from exc
+            self._never_moved()
+            raise startup.router_unreachable(self.cfg, exc) from exc
         if wait_first_handshake:
             deadline = time.monotonic() + self.cfg.connect_timeout_s
             while True:
@@ -132,15 +139,29 @@ class RemoteInferenceEngine(InferenceEngine):
                     self._handshake()
                     break
                 except HandshakeError as exc:
-                    if exc.fatal or time.monotonic() >= deadline:
-                        err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc)
+                    # a router that lists other services has answered: the namespace is wrong, waiting will not fix it
+                    others = startup.services_if_wrong_namespace(self.transport.services, exc)
+                    if exc.fatal or others or time.monotonic() >= deadline:
+                        err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc, others,
+                                                       bool(self.cfg.tls_cert))
                         self.transport.close()
+                        self._never_moved()
                         raise err from None
                     time.sleep(0.2)
         if worker:
             self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
             self._thread.start()
         logger.info("Remote inference started: robot %s -> %s (replica %s, session %s)", self.client_uuid, self.keys.base, self.replica, self.session_id)
+
+    def _never_moved(self) -> None:
+        """A failed start: the robot never moved, so lerobot's teardown need not drive it back (`hook.py` sets this)."""
+        if self.on_start_failed is not None:
+            self.on_start_failed()
+
+    def why_nothing_executed(self) -> str:
+        """For a rollout that ends without executing one remote action: the most likely reason, in the user's words."""
+        return startup.nothing_executed(self.counters, self.states.dead_reason, self.client_uuid, self.identity.source,
+                                        bool(self.cfg.tls_cert), self.replica)
 
     def stop(self) -> None:
         self._stop.set()
@@ -250,8 +271,8 @@ class RemoteInferenceEngine(InferenceEngine):
         self.transport.bind(self.replica)
         self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger
-        if self.cfg.rtc.enabled and not self.rtc_active:
-            logger.warning("RTC downgraded to chunk-append (server does not support RTC)")
+        if self.cfg.rtc.enabled and not self.rtc_active:  # expected for a policy without RTC (ACT): not a warning
+            logger.info("RTC downgraded to chunk-append (server does not support RTC)")
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
             logger.warning("Server: %s", w)

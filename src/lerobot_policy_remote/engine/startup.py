@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..advice import contract_advice
 from ..discovery import ServiceInfo, no_server_report
 from ..wire.codes import Refusal
+from ..zenoh_config import ROBOT_FLAGS, ZenohConfigError, without_rust_paths
 
 if TYPE_CHECKING:
     from .handshake import HandshakeError
@@ -32,28 +32,82 @@ class RemoteStartupError(RuntimeError):
     """A start failure whose message already says what to do; printed without a traceback."""
 
 
-def router_unreachable(endpoint: str, zenoh_reason: str) -> RemoteStartupError:
-    zenoh_reason = re.sub(r"\s+at \S+\.rs:\d+\.?", "", zenoh_reason).strip().rstrip(".")  # drop zenoh's Rust source path
+def doctor_command(cfg: Any) -> str:
+    """The `lerobot-fleet doctor` line for the robot's own endpoint and certificate files."""
+    parts = [f"lerobot-fleet doctor --router {cfg.endpoints()[0] if cfg.endpoints() else cfg.connect_endpoint}"]
+    for flag, value in (("--tls-ca", cfg.tls_ca), ("--tls-cert", cfg.tls_cert), ("--tls-key", cfg.tls_key)):
+        if value:
+            parts.append(f"{flag} {value}")
+    return " ".join(parts)
+
+
+def router_unreachable(cfg: Any, exc: ZenohConfigError) -> RemoteStartupError:
+    """The robot could not join the network: what the pre-flight probe found (refused port, certificates), else zenoh's reason."""
+    endpoint = ", ".join(cfg.endpoints()) or cfg.connect_endpoint
+    if exc.problem:
+        return RemoteStartupError(f"{PREFIX}{exc.in_words(ROBOT_FLAGS)}. Check with: {doctor_command(cfg)}")
+    zenoh_reason = without_rust_paths(str(exc.__cause__ or exc)).rstrip(".")
+    tls = ("; check --inference.tls_ca, --inference.tls_cert and --inference.tls_key (RUST_LOG=warn shows zenoh's reason)"
+           if "tls/" in endpoint else "")
     return RemoteStartupError(
-        f"{PREFIX}cannot reach the Zenoh router at {endpoint!r} ({zenoh_reason}). Start the router "
-        f"(lerobot-fleet router --listen {endpoint}) or fix --inference.connect_endpoint; for tls/ endpoints check "
-        "--inference.tls_ca/tls_cert/tls_key (RUST_LOG=warn shows zenoh's reason). "
-        f"Check with: lerobot-fleet doctor --router {endpoint}"
+        f"{PREFIX}cannot reach the Zenoh router at {endpoint!r} ({ZenohConfigError(zenoh_reason).in_words(ROBOT_FLAGS)}). "
+        f"Start the router (lerobot-fleet router --listen {endpoint.split(', ')[0]}) or fix --inference.connect_endpoint{tls}. "
+        f"Check with: {doctor_command(cfg)}"
     )
 
 
-def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: HandshakeError) -> RemoteStartupError:
+def services_if_wrong_namespace(list_services: Callable[[float], list[ServiceInfo]], exc: HandshakeError) -> list[ServiceInfo]:
+    """When no replica of the robot's namespace answered but the router lists other services: those services.
+
+    The router has answered, so waiting for the connect timeout changes nothing (a router with no service at
+    all may still get its server: then [] and the caller keeps waiting)."""
+    if exc.code != Refusal.NO_SERVER:
+        return []
+    try:
+        return list_services(1.0)
+    except Exception as err:  # listing is a courtesy
+        logger.debug("could not list services: %s", err)
+        return []
+
+
+def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: HandshakeError,
+                     services: list[ServiceInfo] | None = None, tls: bool = False) -> RemoteStartupError:
     """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered."""
     if exc.code == Refusal.NO_SERVER:
         try:
-            services = list_services(2.0)
+            services = services or list_services(2.0)
         except Exception as err:  # listing is a courtesy: fall back to the namespace rule
             logger.debug("could not list services: %s", err)
             return RemoteStartupError(f"{PREFIX}{exc}")
         report = no_server_report(services, request.model_id, request.revision, request.service)
+        if not services and tls:  # under an ACL a certificate the inventory does not know sees nothing at all
+            report += (f". With mTLS this is also what a robot whose certificate the router's access control does not know "
+                       f"sees: the robot id CN={request.client_uuid} must be a robot in the router's inventory "
+                       f"(lerobot-fleet pki issue DIR {request.client_uuid} --role robot); the router logs 'ACL refused: "
+                       f"CN={request.client_uuid} ...'")
         return RemoteStartupError(f"{PREFIX}{report}")
     advice = contract_advice(exc.refusal)  # all replicas refused: the last one's reason (server_full, draining)
     return RemoteStartupError(f"{PREFIX}{exc}" + (f". To fix: {advice}" if advice else ""))
+
+
+def nothing_executed(counters: Any, dead_reason: str, robot_id: str, id_source: str, tls: bool, replica: str) -> str:
+    """Why a rollout ended without executing one remote action, and what to do (the rollout then exits 1)."""
+    if dead_reason:
+        return f"remote inference went DEAD: {dead_reason}"
+    sent, timeouts = counters["requests"], counters["timeouts"]
+    if not sent:
+        return ("the robot sent no observation: the rollout ended before the first one (a --duration too short?) or "
+                "the control loop never fed the engine")
+    if timeouts and not counters["chunks"]:
+        where = f"replica {replica}" if replica else "the server"
+        if tls:
+            origin = "its certificate's name" if id_source == "certificate" else "--inference.client_uuid"
+            return (f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts). With mTLS the "
+                    f"router drops what a certificate may not send: the robot id {robot_id} (from {origin}) must be a robot in "
+                    f"the router's inventory with that certificate; the router logs 'ACL refused: CN=...' for each refusal")
+        return (f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts): check the "
+                "server's log (is it stuck or overloaded?) and `lerobot-fleet status`")
+    return f"no chunk could be executed ({dict(counters)}): check `lerobot-fleet status` and the server's log"
 
 
 def _print_startup_error(exc_type: type[BaseException], exc: BaseException, tb: Any, previous: Any) -> None:

@@ -20,7 +20,7 @@ from ..wire.errors import WireError
 from ..wire.header import Header
 from ..wire.keys import ServiceKeys, parse_key
 from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, SessionOpen
-from ..zenoh_config import ZenohSettings, open_session
+from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session, probe_router
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
 from .transport import Inbound, ServerChange
@@ -59,6 +59,9 @@ class ZenohLink:
     # -- lifecycle
     def open(self, notify: Callable[[], None]) -> None:
         self._notify = notify
+        problem = probe_router(self.settings, ROBOT_FLAGS)  # a refused port or certificate: said now, not after the timeout
+        if problem is not None:
+            raise problem
         s = self._session = open_session(self.settings)
         robot = self.keys.robot
         self._objs.append(s.liveliness().declare_token(robot(self.client_uuid, "alive")))

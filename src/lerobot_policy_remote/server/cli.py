@@ -31,13 +31,52 @@ def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
     return path, rest
 
 
+_LIST_FLAGS = ("--zenoh.connect_endpoints=", "--zenoh.listen_endpoints=")
+
+
+def endpoints_as_lists(args: list[str]) -> list[str]:
+    """`--zenoh.connect_endpoints=tcp/h:7447` (no brackets, like the robot's flag) -> `=[tcp/h:7447]` for draccus."""
+    out = []
+    for a in args:
+        flag = next((f for f in _LIST_FLAGS if a.startswith(f)), None)
+        if flag is not None and not a[len(flag):].lstrip().startswith("["):
+            a = f"{flag}[{a[len(flag):]}]"
+        out.append(a)
+    return out
+
+
 def parse_manifest(args: list[str]):
     import draccus
 
     from .manifest import Manifest
 
     path, rest = _split_manifest(args)
-    return draccus.parse(Manifest, config_path=path, args=rest)
+    return draccus.parse(Manifest, config_path=path, args=endpoints_as_lists(rest))
+
+
+def preflight(manifest) -> str:
+    """What would fail after loading the model, found before it: the router (refused port, certificates) and the
+    health port. "" when both look fine (zenoh itself still connects after the load)."""
+    import errno
+    import socket
+
+    from ..zenoh_config import SERVER_FLAGS, probe_router
+
+    problem = probe_router(manifest.zenoh, SERVER_FLAGS)
+    if problem is not None:
+        return problem.in_words(SERVER_FLAGS)
+    if manifest.health_port:
+        with socket.socket(socket.AF_INET6 if ":" in manifest.health_host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((manifest.health_host, manifest.health_port))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    return f"cannot listen on {manifest.health_host}:{manifest.health_port} for /healthz and /metrics: {exc.strerror}"
+                return (f"the health port {manifest.health_port} on {manifest.health_host} is already in use (another "
+                        "lerobot-policy-server on this host?): pass --health_port=<a free port> (each server on a host "
+                        "needs its own), or --health_port=0 to serve no /healthz and /metrics")
+    return ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return fail(exc)
     try:
         manifest.validate()
+        problem = preflight(manifest)  # the router and the health port, before minutes of loading
+        if problem:
+            print(f"lerobot-policy-server: error: {problem}", file=sys.stderr, flush=True)
+            return 2
         from .service import PolicyServer
 
         server = PolicyServer(manifest, progress=lambda text: print(text, flush=True))

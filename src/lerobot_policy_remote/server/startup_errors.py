@@ -81,7 +81,11 @@ def explain(exc: BaseException, manifest: Any | None = None, manifest_path: str 
             return (f"could not read the manifest {manifest_path or ''!s}: it is not valid YAML ({exc.__cause__ or exc}); "
                     "fix the file (see docs/server.md for an example)")
         return f"could not parse the command line / manifest: {type(exc).__name__}: {exc} {VERBOSE_HINT}"
-    if "ZenohConfigError" in names or "ManifestError" in names or "StartupRefusal" in names:
+    if "ZenohConfigError" in names:
+        from ..zenoh_config import SERVER_FLAGS
+
+        return exc.in_words(SERVER_FLAGS) if hasattr(exc, "in_words") else str(exc)
+    if "ManifestError" in names or "StartupRefusal" in names:
         return str(exc)  # already written for the user
     advice = checkpoint_advice(manifest.model.repo_or_path, manifest.model.revision or "main", exc)
     if advice:
