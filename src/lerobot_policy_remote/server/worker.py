@@ -252,6 +252,9 @@ class Worker:
                              queue_wait * 1e3, infer_s * 1e3, r.superseded, self.load.value)
         reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
         payload, attachment = encode_chunk(msg), reply.pack()
+        # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
+        s.requests += 1
+        self.metrics.requests.labels(s.client_uuid).inc()
         try:
             s.pub.put(payload, attachment=attachment)
             outcome = "ok"
@@ -259,8 +262,6 @@ class Worker:
             outcome = "publish_failed"
             self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
             log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
-        s.requests += 1
-        self.metrics.requests.labels(s.client_uuid).inc()
         self.metrics.queue_wait.observe(queue_wait)
         self.metrics.inference.observe(infer_s)
         self.auditor.emit(audit_line(s, h, outcome, self.replica, queue_wait_s=queue_wait, infer_s=infer_s,
