@@ -92,3 +92,17 @@ def test_exporter_cli_serves_robot_telemetry_from_the_router(router, zenoh_clien
         assert sample(text, "lerobot_robot_staleness_seconds", client="robot-217", service="pick up") == pytest.approx(0.42)
     finally:
         proc.stop()
+
+
+def test_doctor_says_whether_the_action_order_was_checked():
+    """Issue 18: doctor's dry-run ack gets an `action order` line: PASS when names were compared, WARN (with the fix) when not."""
+    from lerobot_fleet.doctor import PASS, WARN, action_order_check, render
+
+    from lerobot_policy_remote.wire.messages import SessionAck
+
+    checked = action_order_check(SessionAck(True, action_names=["a.pos", "b.pos"], action_names_checked=True))
+    assert checked.status == PASS and "2 actions" in checked.detail
+    unchecked = action_order_check(SessionAck(True, action_names=[], action_names_checked=False))
+    assert unchecked.status == WARN and "action_feature_names" in unchecked.fix
+    text = render([unchecked])
+    assert text.startswith("WARN  action order") and "Everything a rollout needs is in place." in text
