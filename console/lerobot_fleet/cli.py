@@ -117,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--inference.service_task", dest="service_task", default="", help="as in the rollout")
     doctor.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for status replies (default 2)")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
+    exporter = sub.add_parser("exporter", help="serve the fleet's robot telemetry as Prometheus metrics (/metrics)",
+                              description="Subscribe to every robot's telemetry through the router and serve it on /metrics "
+                              "(lerobot_robot_*: staleness, state, RTT, network time, ... per robot) for Prometheus and Grafana.")
+    _add_connect(exporter)
+    exporter.add_argument("--listen", default="127.0.0.1:9200", metavar="HOST:PORT",
+                          help="where /metrics and /healthz listen (default 127.0.0.1:9200; 0.0.0.0:9200 for a remote Prometheus)")
+    exporter.add_argument("--forget", type=float, default=300.0, metavar="S",
+                          help="drop a robot after this many seconds without telemetry (default 300)")
     demo = sub.add_parser("demo", help="run a whole local fleet (router, 2 servers, simulated robots) with the console",
                           description="Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback.")
     demo.add_argument("--robots", type=int, default=4, help="number of simulated robots (default 4)")
@@ -209,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
             except ZenohConfigError as exc:
                 return run_doctor(exc, args)
             return run_doctor(settings, args)
+        if args.command == "exporter":
+            from .exporter import run_exporter
+
+            return run_exporter(_settings(args), args.listen, args.forget, ready=lambda line: print(line, flush=True))
         from . import verbs
 
         if args.command == "status":

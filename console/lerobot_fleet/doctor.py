@@ -33,13 +33,13 @@ from lerobot_policy_remote.zenoh_config import (
 if TYPE_CHECKING:
     from lerobot_policy_remote.engine.handshake import HandshakeError
 
-PASS, FAIL, INFO, SKIP = "PASS", "FAIL", "INFO", "SKIP"
+PASS, FAIL, INFO, WARN, SKIP = "PASS", "FAIL", "INFO", "WARN", "SKIP"  # WARN: works, but the operator should act
 
 
 @dataclass
 class Check:
     name: str
-    status: str  # PASS | FAIL | INFO | SKIP (the given certificate's role may not do this check)
+    status: str  # PASS | FAIL | WARN | INFO | SKIP (the given certificate's role may not do this check)
     detail: str
     fix: str = ""
 
@@ -187,8 +187,19 @@ def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[
                                               "pass its checks (dry run, no session opened)"))
     checks.append(Check("free session", PASS, f"replica {ack.replica}: {ack.max_sessions - ack.active_sessions} of "
                                               f"{ack.max_sessions} sessions free"))
-    checks += [Check("warning", INFO, w) for w in ack.warnings]
+    checks.append(action_order_check(ack))
+    checks += [Check("warning", INFO, w) for w in ack.warnings if "could not be verified" not in w]
     return checks
+
+
+def action_order_check(ack: Any) -> Check:
+    """Whether the server compared this robot's action names and order with the policy's, or only the dimension."""
+    if ack.action_names_checked or ack.action_names:
+        return Check("action order", PASS, f"the server checked this robot's action names and order ({len(ack.action_names)} actions)")
+    return Check("action order", WARN, "NOT checked: the policy names no actions, so only the action dimension was compared; "
+                 "a policy trained with another joint order would move the wrong joints",
+                 "set action_feature_names in the server manifest (the training dataset's meta/info.json "
+                 "features.action.names, in order), or strict_action_names: true to refuse such robots")
 
 
 def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[ServiceInfo]]:

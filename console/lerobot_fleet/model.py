@@ -156,6 +156,10 @@ class RobotRow:
     ns: Namespace = Namespace("", "", "")  # (model, revision, service) from the key expressions
     state_age_s: float | None = None  # how long it has been in its current state
     waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
+    network_ms: float | None = None  # median network time per chunk: RTT - server queue wait - inference (None: unknown)
+    queue_wait_ms: float | None = None  # median server queue wait of its chunks
+    inference_ms: float | None = None  # median inference time of its chunks
+    action_order: str = ""  # checked | unchecked (only the action dimension was compared) | "" unknown
     row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
 
     @property
@@ -420,6 +424,7 @@ ROBOT_SORT_KEYS: dict[str, tuple[str, Callable[[RobotRow], tuple]]] = {
     "stale": ("staleness", lambda r: (-_num(r.staleness_s),)),
     "queue": ("queue", lambda r: (_num(r.queue_s),)),
     "rtt": ("RTT p95 (slowest first)", lambda r: (-(r.rtt_p95_ms or 0.0),)),
+    "net": ("network time (slowest first)", lambda r: (-(r.network_ms or 0.0),)),
     "delay": ("delay", lambda r: (-(r.delay_steps or 0),)),
     "episode": ("episode", lambda r: (-r.episode_id,)),
     "server": ("server", lambda r: (r.replica,)),

@@ -36,6 +36,7 @@ ROBOT_COLUMNS: list[tuple[str, str, int]] = [
     ("stale", "stale s", 7),
     ("queue", "queue s", 7),
     ("rtt", "rtt p50/p95", 11),
+    ("net", "net ms", 6),
     ("delay", "delay", 5),
     ("episode", "ep", 4),
     ("server", "server", 14),
@@ -94,8 +95,13 @@ def _mark(marked: bool, alerting: bool) -> Cell:
     return MARK if marked else (ALERT if alerting else NO_MARK)
 
 
+UNCHECKED_ORDER_MARK = " ?order"  # after the robot id: the server compared only the action dimension, not names/order
+
+
 def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
-    """One robot row. A gone or stale robot keeps its last figures, dimmed, with its last-seen age."""
+    """One robot row. A gone or stale robot keeps its last figures, dimmed, with its last-seen age.
+    `net` is the network share of the round trip (RTT - server queue wait - inference); a robot whose action
+    order the server could not check carries UNCHECKED_ORDER_MARK after its id."""
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)}"
     sup = r.superseded_pct
     old = r.is_stale
@@ -107,11 +113,12 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
     outcome_style = "yellow" if r.waiting or r.last_outcome not in ("", "ok") else ""
     return (
         _mark(marked, alerting),
-        _t(r.robot_id, "bold red" if alerting else "bold"),
+        _robot_id(r, alerting),
         _t(r.state.name, r.state.style),
         fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= 1.0 else ""),
         fig(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
         fig(rtt),
+        fig("—" if r.network_ms is None else fmt_ms(r.network_ms)),
         fig("—" if r.delay_steps is None else r.delay_steps),
         fig(r.episode_id),
         fig(r.replica or "—"),
@@ -120,6 +127,12 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
         fig(outcome, outcome_style),
         _t(fmt_age(r.seen_age_s), "bold red" if old else age_style(r.seen_age_s)),
     )
+
+
+def _robot_id(r: RobotRow, alerting: bool) -> Cell:
+    if r.action_order != "unchecked":
+        return _t(r.robot_id, "bold red" if alerting else "bold")
+    return _t(r.robot_id + UNCHECKED_ORDER_MARK, "bold red" if alerting else "bold yellow")
 
 
 def room_text(s: ServerRow) -> str:
@@ -275,6 +288,12 @@ def robot_summary_text(d: RobotDetail) -> Text:
         f"requests {r.requests}  superseded {r.superseded}  errors {r.errors}  fallbacks {r.fallback_count}  "
         f"delay {delay}  queue {_secs(r.queue_s)}  staleness {_secs(r.staleness_s)}  rtt p50/p95 {rtt}\n"
     )
+    if r.network_ms is not None:
+        t.append(f"round trip split (median): server queue wait {fmt_ms(r.queue_wait_ms or 0.0)} ms  inference "
+                 f"{fmt_ms(r.inference_ms or 0.0)} ms  network {fmt_ms(r.network_ms)} ms\n")
+    if r.action_order == "unchecked":
+        t.append("action order NOT checked: the policy names no actions, only the dimension was compared "
+                 "(set action_feature_names in the server manifest)\n", style="bold yellow")
     t.append("last outcome ")
     t.append(r.last_outcome or "—", style="" if r.last_outcome in ("", "ok") else "yellow")
     if r.waiting:

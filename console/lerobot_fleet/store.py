@@ -404,6 +404,10 @@ class FleetStore:
             ns=r.ns,
             state_age_s=None if state_since is None else max(0.0, now - state_since),
             waiting=waiting,
+            network_ms=t.network_ms_p50 or None,
+            queue_wait_ms=t.queue_wait_ms_p50 or None,
+            inference_ms=t.inference_ms_p50 or None,
+            action_order=t.action_order,
             row_key=r.key,
         )
 

@@ -14,6 +14,9 @@ CONTRACT_ADVICE: dict[Refusal, str] = {
                               "manifest to the training dataset's action names"),
     Refusal.CAMERA_MISMATCH: ("give the robot the cameras the policy was trained with (same names), or map them with "
                               "--rename_map='{\"observation.images.<robot cam>\": \"observation.images.<policy cam>\"}'"),
+    Refusal.ACTION_ORDER_UNCHECKED: ("the server refuses robots whose action order it cannot check (strict_action_names): "
+                                     "set action_feature_names in the server manifest to the training dataset's action names "
+                                     "(meta/info.json features.action.names, in order)"),
     Refusal.STATE_DIM_MISMATCH: "run the robot type the policy was trained on: its joint state has a different size",
     Refusal.FPS_MISMATCH: "run the rollout at the policy's training fps (--fps), or start the server with strict_fps=false",
     Refusal.TASK_MISMATCH: "use the server's task (--task), or run a server for this task (the server pins its task)",

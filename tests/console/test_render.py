@@ -126,3 +126,25 @@ def test_sort_any_column_is_total():
         assert [s.replica for s in sort_rows(list(snap.servers), SERVER_SORT_KEYS, col)] == [
             s.replica for s in sort_rows(list(reversed(snap.servers)), SERVER_SORT_KEYS, col)
         ]
+
+
+def test_robot_row_and_detail_show_network_time_and_an_unchecked_action_order():
+    """Issue 18: the telemetry's round-trip split and the server's action-order verdict reach the row and the detail."""
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    ns = ("org/act", "main", "pick")
+    store.on_telemetry(RobotTelemetry("robot-217", "STREAMING", rtt_p50_ms=120.0, rtt_p95_ms=300.0, network_ms_p50=25.0,
+                                      queue_wait_ms_p50=15.0, inference_ms_p50=80.0, action_order="unchecked", seq=1), ns)
+    store.on_telemetry(RobotTelemetry("robot-218", "STREAMING", action_order="checked", seq=1), ns)
+    snap = store.snapshot()
+    cols = [k for k, _, _ in render.ROBOT_COLUMNS]
+    unchecked = _plain(render.robot_cells(snap.robot(robot_key(ns, "robot-217"))))
+    assert unchecked[cols.index("robot")] == "robot-217" + render.UNCHECKED_ORDER_MARK
+    assert unchecked[cols.index("net")] == "25"
+    checked = _plain(render.robot_cells(snap.robot(robot_key(ns, "robot-218"))))
+    assert checked[cols.index("robot")] == "robot-218" and checked[cols.index("net")] == "—"
+    detail = store.robot_detail(robot_key(ns, "robot-217"))
+    text = render.robot_summary_text(detail).plain
+    assert "network 25 ms" in text and "inference 80 ms" in text and "action order NOT checked" in text

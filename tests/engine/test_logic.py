@@ -80,8 +80,8 @@ POS = ["a.pos", "b.pos"]
 HW = {"observation.state": {"dtype": "float32", "shape": (2,), "names": POS}}
 
 
-@pytest.mark.parametrize("fallback", ["hold", "repeat_last", "zero"])
-def test_no_action_before_the_first_chunk_whatever_the_fallback(fallback):
+@pytest.mark.parametrize("fallback", ["hold", "repeat_last"])
+def test_no_action_before_the_first_chunk_for_hold_and_repeat_last(fallback):
     e = make_engine(fallback, VEL)
     assert e.get_action(None) is None
     assert e.fallback_count == 0
@@ -92,30 +92,53 @@ def _feed(e: RemoteInferenceEngine, rows: np.ndarray, src_t: float) -> None:
     e.queue.merge_stamped(t, t, 0, None, src_t, Provenance("s", 1, e.episode_id))
 
 
-def test_fallbacks_after_streaming_began():
+ZEROS3 = [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("fallback, names, obs, first_tick, dry, after_reset", [
+    # hold: never sends anything of its own
+    ("hold", VEL, None, None, None, None),
+    ("hold", POS, None, None, None, None),
+    # repeat_last: the last action of THIS episode, so nothing before the first chunk and after a reset
+    ("repeat_last", POS, None, None, [7.0, 7.0], None),
+    # zero on a velocity base: 0 from the first tick of every episode (a slow first request never keeps a velocity)
+    ("zero", VEL, None, ZEROS3, ZEROS3, ZEROS3),
+    # zero on a mixed robot: velocities 0, positions hold (measured before the first command, then the last command)
+    ("zero", ["arm.pos", "x.vel"], {"arm.pos": 5.0, "x.vel": 0.3}, [5.0, 0.0], [7.0, 0.0], [5.0, 0.0]),
+    # ... and a position it cannot know: no partial command
+    ("zero", ["arm.pos", "x.vel"], None, None, [7.0, 0.0], None),
+    # zero on a position-only robot holds like hold (and warns at start)
+    ("zero", POS, None, None, None, None),
+])
+def test_each_fallback_across_an_episode_reset(fallback, names, obs, first_tick, dry, after_reset):
     import time
 
-    e = make_engine("zero", VEL)
-    _feed(e, np.ones((1, 3)), time.monotonic())
-    assert torch.equal(e.get_action(None), torch.ones(3))
-    assert torch.equal(e.get_action(None), torch.zeros(3))  # dry: explicit zero velocity
+    def tick(e):
+        a = e.get_action(None)
+        return None if a is None else a.tolist()
+
+    e = make_engine(fallback, names)
+    if obs is not None:
+        e.notify_observation(obs)
+    assert tick(e) == first_tick, "first tick of the episode, before any chunk"
+    _feed(e, np.full((1, len(names)), 7.0), time.monotonic())
+    assert tick(e) == [7.0] * len(names)  # a policy action always wins
+    assert tick(e) == dry, "queue dry after the chunk"
     e.reset()
-    assert e.get_action(None) is None  # after a reset zero waits for streaming again
+    assert tick(e) == after_reset, "first tick after the reset"
 
-    e = make_engine("zero", POS)
-    _feed(e, np.ones((1, 2)), time.monotonic())
-    e.get_action(None)
-    assert e.get_action(None) is None  # zero never applies to position features
 
-    e = make_engine("repeat_last", POS)
-    _feed(e, np.full((1, 2), 7.0), time.monotonic())
-    e.get_action(None)
-    assert torch.equal(e.get_action(None), torch.full((2,), 7.0))
+def test_zero_on_a_position_only_robot_warns_at_start(caplog):
+    import logging
 
-    e = make_engine("hold", POS)
-    _feed(e, np.ones((1, 2)), time.monotonic())
-    e.get_action(None)
-    assert e.get_action(None) is None
+    with caplog.at_level(logging.WARNING, logger="lerobot_policy_remote.engine.remote"):
+        make_engine("zero", POS)
+    assert any("fallback=zero has no effect on this robot" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lerobot_policy_remote.engine.remote"):
+        make_engine("zero", ["arm.pos", "x.vel"])
+        make_engine("hold", POS)
+    assert not any("fallback=zero" in r.getMessage() for r in caplog.records)
 
 
 def test_get_action_never_returns_stale_actions():
@@ -125,15 +148,6 @@ def test_get_action_never_returns_stale_actions():
     _feed(e, np.ones((5, 2)), time.monotonic() - 10.0)  # source observation 10 s old
     assert e.get_action(None) is None
     assert e.queue.stale_dropped == 5
-
-
-def test_mixed_zero_fallback_holds_positions():
-    import time
-
-    e = make_engine("zero", ["arm.pos", "x.vel"])
-    _feed(e, np.array([[3.0, 2.0]]), time.monotonic())
-    e.get_action(None)
-    assert e.get_action(None).tolist() == [3.0, 0.0]
 
 
 def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():

@@ -41,6 +41,23 @@ def served_metric_names() -> set[str]:
     return {m.group(0) for m in METRIC.finditer(text)}
 
 
+ROBOT_METRIC = re.compile(r"\blerobot_(?:robot|exporter)_[a-z_0-9]+")
+
+
+def exported_robot_metric_names() -> set[str]:
+    """What `lerobot-fleet exporter` serves with one robot heard."""
+    from lerobot_fleet.exporter import ExporterMetrics, RobotTelemetryCollector
+
+    from lerobot_policy_remote.wire.codec import encode
+    from lerobot_policy_remote.wire.keys import ServiceKeys
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    c = RobotTelemetryCollector()
+    c.add(ServiceKeys.for_service("m", "main", "t").robot("r1", "telemetry"),
+          encode(RobotTelemetry("r1", "STREAMING", action_order="checked")))
+    return {m.group(0) for m in ROBOT_METRIC.finditer(ExporterMetrics(c).render().decode())}
+
+
 @pytest.mark.parametrize("doc", k8s_docs(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
 def test_kubernetes_schema(doc):
     kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -129,6 +146,7 @@ def test_alert_rules_name_real_metrics_and_runbook_sections():
 def test_dashboard_panels_query_real_metrics():
     dash = json.loads((ROOT / "manifests" / "grafana" / "policy-server-dashboard.json").read_text())
     served = served_metric_names()
+    exported = exported_robot_metric_names()
     used = set()
     for p in dash["panels"]:
         assert p["targets"], p["title"]
@@ -136,6 +154,11 @@ def test_dashboard_panels_query_real_metrics():
             for name in METRIC.findall(t["expr"]):
                 used.add(name)
                 assert name in served or re.sub(r"_bucket$", "", name) in served, f"{p['title']}: {name}"
+            for name in ROBOT_METRIC.findall(t["expr"]):
+                used.add(name)
+                assert name in exported, f"{p['title']}: {name} is not served by lerobot-fleet exporter"
+    for key in ("staleness_seconds", "state", "rtt_seconds", "network_seconds"):  # the robots' panels (issue 18)
+        assert f"lerobot_robot_{key}" in used
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
     for key in ("active_sessions", "server_load", "errors_total", "queue_wait_seconds_bucket", "inference_seconds_bucket"):
         assert f"lerobot_policy_server_{key}" in used

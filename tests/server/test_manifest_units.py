@@ -75,9 +75,9 @@ def test_resolve_action_names():
     class Cfg:
         action_feature_names = None
 
-    assert resolve_action_names(list(SIM_ARM_ACTION_NAMES), Cfg(), 6) == (list(SIM_ARM_ACTION_NAMES), "")
-    names, warning = resolve_action_names([], Cfg(), 6)
-    assert names == [] and "action_feature_names" in warning
+    assert resolve_action_names(list(SIM_ARM_ACTION_NAMES), Cfg(), 6) == (list(SIM_ARM_ACTION_NAMES), "", "manifest action_feature_names")
+    names, warning, source = resolve_action_names([], Cfg(), 6)
+    assert names == [] and "action_feature_names" in warning and source == ""
     Cfg.action_feature_names = ["a", "b"]
     assert resolve_action_names([], Cfg(), 2)[0] == ["a", "b"]
     with pytest.raises(StartupRefusal, match="dimension 6"):

@@ -18,11 +18,13 @@ OLD_REFUSALS = {"ok", "draining", "server_full", "schema_mismatch", "model_misma
 OLD_CONTRACT = {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "schema_mismatch", "model_mismatch",
                 "task_mismatch", "fps_mismatch", "bad_request"}
 OLD_EVENTS = {"unknown_session", "bad_request", "draining", "error"}
+# Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it cannot place).
+ADDED_REFUSALS = {"action_order_unchecked"}  # issue 18: strict_action_names
 
 
 def test_values_are_the_old_strings():
-    assert {r.value for r in Refusal} == OLD_REFUSALS
-    assert {r.value for r in CONTRACT_REFUSALS} == OLD_CONTRACT
+    assert {r.value for r in Refusal} == OLD_REFUSALS | ADDED_REFUSALS
+    assert {r.value for r in CONTRACT_REFUSALS} == OLD_CONTRACT | ADDED_REFUSALS
     assert {e.value for e in EventKind} == OLD_EVENTS
     for member in [*Refusal, *EventKind]:
         assert member == member.value and str(member) == member.value and f"{member}" == member.value

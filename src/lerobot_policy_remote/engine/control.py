@@ -8,7 +8,7 @@ from threading import Event, Lock
 import torch
 
 from . import provenance
-from .config import RemoteInferenceConfig
+from .config import FallbackBehavior, RemoteInferenceConfig
 from .fallback import fallback_action
 from .link import LinkStateMachine
 from .queue import StampedActionQueue
@@ -20,6 +20,7 @@ class ControlSide:
 
     def __init__(self, cfg: RemoteInferenceConfig, queue: StampedActionQueue, states: LinkStateMachine, action_names: list[str], active: Event) -> None:
         self.cfg, self.queue, self.states, self.active = cfg, queue, states, active
+        self.action_names = list(action_names)
         self.vel_mask = torch.tensor([k.endswith(".vel") for k in action_names])
         self._obs_lock = Lock()
         self._obs: tuple[dict, float] | None = None  # (obs, monotonic time it was notified)
@@ -61,7 +62,17 @@ class ControlSide:
         provenance.publish(None)
         # Queue dry or only stale actions left: STALLED (the worker publishes the change).
         self.states.evaluate(now, 0, self.streaming_began, paused=not self.active.is_set())
-        act = fallback_action(self.cfg.fallback, self.last_action, self.vel_mask, self.streaming_began)
+        measured = self._measured() if self.last_action is None and self.cfg.fallback is FallbackBehavior.ZERO else None
+        act = fallback_action(self.cfg.fallback, self.last_action, self.vel_mask, self.streaming_began, measured)
         if act is not None:
             self.fallback_count += 1
         return act
+
+    def _measured(self) -> torch.Tensor | None:
+        """The latest observation's value of each action feature, in action order (NaN where the robot reports none):
+        what `zero` holds position joints at before the episode's first command (a fallback path: may allocate)."""
+        latest = self.latest()
+        if latest is None:
+            return None
+        obs = latest[0]
+        return torch.tensor([float(obs[k]) if k in obs else float("nan") for k in self.action_names], dtype=torch.float32)

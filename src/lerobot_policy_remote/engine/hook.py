@@ -147,7 +147,7 @@ def _swapped(context: Any, cfg: Any):
         return RemoteInferenceEngine(
             config, hw_features=hw_features, ordered_action_keys=ordered_action_keys, task=cfg.task or task,
             fps=fps, model_id=model_id, policy_type=cfg.policy.type, robot_type=robot_wrapper.robot_type,
-            shutdown_event=shutdown_event,
+            shutdown_event=shutdown_event, rename_map=dict(cfg.rename_map or {}),
         )
 
     with _lock:

@@ -14,14 +14,22 @@ class RequestTracker:
     def __init__(self) -> None:
         self.seq = 0
         self.current: Outstanding | None = None
+        # The most recent request, kept after it timed out or failed until a newer one is sent (or a reset /
+        # lost link / new session drops it): its late reply is still merged (design P5: a late chunk is
+        # accepted when it answers the latest request, otherwise dropped).
+        self.latest: Outstanding | None = None
         self.timeouts = 0  # consecutive timeouts (a streak means the link is lost)
         self.failing = False  # a request failed and none succeeded since
         self.last_outcome = ""  # ok | timeout | bad_chunk | event:<name>
 
     def begin(self, *, mono_ns: int, t_obs: float, t_send: float, idx_before: int, episode_id: int, epoch: int) -> Outstanding:
         self.seq += 1
-        self.current = Outstanding(self.seq, mono_ns, t_obs, t_send, idx_before, episode_id, epoch)
+        self.current = self.latest = Outstanding(self.seq, mono_ns, t_obs, t_send, idx_before, episode_id, epoch)
         return self.current
+
+    def awaited(self) -> Outstanding | None:
+        """The request a chunk may answer: the one in flight, else the latest one if it timed out or failed."""
+        return self.current or self.latest
 
     def age(self, now: float) -> float | None:
         """Seconds the current request has been outstanding (None: nothing outstanding)."""
@@ -29,11 +37,11 @@ class RequestTracker:
         return None if cur is None else now - cur.t_send
 
     def drop(self) -> None:
-        """No longer waited for (episode reset, lost link): not a failure of the request."""
-        self.current = None
+        """No longer waited for (episode reset, lost link): not a failure of the request; a late reply is dropped."""
+        self.current = self.latest = None
 
     def new_session(self) -> None:
-        self.current = None
+        self.current = self.latest = None
         self.timeouts = 0
         self.failing = False
 
@@ -52,7 +60,7 @@ class RequestTracker:
         self.last_outcome = outcome
 
     def succeed(self) -> None:
-        self.current = None
+        self.current = self.latest = None
         self.timeouts = 0
         self.failing = False
         self.last_outcome = "ok"

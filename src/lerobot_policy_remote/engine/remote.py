@@ -30,11 +30,12 @@ from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys
-from ..wire.messages import SCHEMA_VERSION, EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
+from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
 from ..zenoh_config import ZenohConfigError
 from . import identity, request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
+from .fallback import zero_warning
 from .handshake import HandshakeError
 from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
@@ -42,11 +43,14 @@ from .provenance import Provenance
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
-from .telemetry import EngineSnapshot, EngineStats, RttWindow, TelemetryPacer, robot_telemetry
+from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, TelemetryPacer, robot_telemetry
 from .transport import RemoteLink
 from .validate import InboundError, answers, read_chunk, read_inbound
 
 logger = logging.getLogger(__name__)
+# One line per merged chunk: the round trip split into server queue wait, inference and network
+# (network = RTT - queue_wait - inference, design section 11), joinable with the server's audit line.
+chunk_logger = logging.getLogger("lerobot.remote.chunks")
 
 _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
@@ -57,12 +61,16 @@ TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
 class RemoteInferenceEngine(InferenceEngine):
     def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict, ordered_action_keys: list[str], task: str, fps: float,
                  model_id: str, policy_type: str = "", robot_type: str = "", shutdown_event: Event | None = None,
-                 transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+                 transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns,
+                 rename_map: dict[str, str] | None = None) -> None:
         """`transport`: how the robot reaches the servers (default: Zenoh per `config`; `MemoryLink` in tests).
         `request_clock_ns`: stamps requests and measures RTT -> RTC delay; a seam so the parity test can fix
-        the latency like lerobot's engine."""
+        the latency like lerobot's engine. `rename_map`: the rollout's `--rename_map` (robot observation key ->
+        policy key), applied to what the robot sends exactly as lerobot's rename step applies it locally: the
+        wire carries the policy's names."""
         self.cfg = config
         self._hw_features = hw_features
+        self.rename_map = dict(rename_map or {})
         self.action_names = list(ordered_action_keys)
         self._task = task
         self.fps = float(fps)
@@ -98,8 +106,11 @@ class RemoteInferenceEngine(InferenceEngine):
         self.session = RemoteSession()
         self.requests = RequestTracker()
         self.rtt = RttWindow()
+        self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
         self.on_start_failed: Callable[[], None] | None = None
+        if warning := zero_warning(config.fallback, self.action_names):
+            logger.warning(warning)
 
     # ------------------------------------------------------------------ public state (read-only views)
     ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
@@ -260,6 +271,7 @@ class RemoteInferenceEngine(InferenceEngine):
             client_uuid=self.client_uuid, action_names=self.action_names, hw_features=self._hw_features, model_id=self.model_id,
             revision=self.cfg.service_revision or "main", service=self.cfg.service_task or self._task, policy_type=self._policy_type,
             fps=self.fps, task=self._task, rtc=self.cfg.rtc, tags=self.cfg.tags, expect_fingerprint=self.fingerprint,
+            rename_map=self.rename_map,
         )
 
     def _handshake(self) -> None:
@@ -275,7 +287,15 @@ class RemoteInferenceEngine(InferenceEngine):
             logger.info("RTC downgraded to chunk-append (server does not support RTC)")
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
-            logger.warning("Server: %s", w)
+            if not (self.session.action_order_checked is False and "could not be verified" in w):
+                logger.warning("Server: %s", w)
+        if self.session.action_order_checked is False:
+            logger.warning(
+                "Action order NOT checked: the server's policy names no actions, so only the action dimension (%d) was "
+                "compared. Chunk columns drive the motors in this robot's order %s; if the policy was trained with another "
+                "order the robot will move the wrong joints. Fix: set action_feature_names in the server manifest (the "
+                "training dataset's meta/info.json features.action.names), or strict_action_names to refuse such robots",
+                len(self.action_names), self.action_names)
         self.reconnect.succeeded()
         self._episode_start = True
         self.states.on_handshake_ok(time.monotonic())
@@ -333,7 +353,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if self.rtc_active:
             prefix = request.rtc_prefix(self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon))
         msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.latency.delay_steps(self._dt),
-                                        episode_start=self._episode_start, prefix=prefix)
+                                        episode_start=self._episode_start, prefix=prefix, rename_map=self.rename_map)
         try:
             body = encode_observation(msg, self.cfg.jpeg_quality)
         except WireError as exc:
@@ -342,7 +362,8 @@ class RemoteInferenceEngine(InferenceEngine):
             return
         out = self.requests.begin(mono_ns=self._clock_ns(), t_obs=t_obs, t_send=time.monotonic(), idx_before=idx_before,
                                   episode_id=self.episode_id, epoch=self.session_epoch)
-        self.transport.publish_observation(body, Header(SCHEMA_VERSION, MsgType.OBS, out.seq_id, out.episode_id, out.mono_ns, out.epoch))
+        header = Header(self.session.schema_version, MsgType.OBS, out.seq_id, out.episode_id, out.mono_ns, out.epoch)
+        self.transport.publish_observation(body, header)
         self._episode_start = False
         self.counters["requests"] += 1
 
@@ -377,10 +398,18 @@ class RemoteInferenceEngine(InferenceEngine):
         self.requests.last_outcome = f"event:{ev.event}"
 
     def _handle_chunk(self, payload: bytes, header: Header) -> None:
-        out = self.requests.current
+        out = self.requests.awaited()  # in flight, or the latest one after its timeout (a late reply to it is merged)
         if out is None or not answers(header, out, self.session_epoch, self.episode_id):
             self.counters["late_dropped"] += 1
             return
+        if header.schema_version != self.session.schema_version:
+            self.counters["schema_mismatch"] += 1
+            logger.warning("Refused a chunk for seq=%d: schema version %d, this session negotiated %d (upgrade the older side)",
+                           header.seq_id, header.schema_version, self.session.schema_version)
+            if out is self.requests.current:
+                self.requests.fail("bad_chunk")
+            return
+        late = out is not self.requests.current
         msg, problem = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
         if msg is None:
             self.requests.fail("bad_chunk")
@@ -398,10 +427,15 @@ class RemoteInferenceEngine(InferenceEngine):
         self.requests.succeed()
         self.latency.add(rtt)
         self.rtt.add(rtt * 1000.0)
+        network_ms = self.timings.add(rtt * 1000.0, msg.queue_wait_ms, msg.inference_ms)
         self.counters["chunks"] += 1
+        self.counters["late_merged"] += late
         self.counters["superseded"] += msg.superseded_seqs
         self.states.on_merge(time.monotonic())
-        logger.debug("Merged seq=%d rtt=%.1fms delay=%d trimmed=%d queue=%d", out.seq_id, rtt * 1000, new_delay, trimmed, self.queue.qsize())
+        chunk_logger.info("chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
+                          "network=%.1fms delay=%d trimmed=%d queue=%d%s", self.session_id, out.seq_id, out.episode_id, self.replica,
+                          rtt * 1000, msg.queue_wait_ms, msg.inference_ms, network_ms, new_delay, trimmed, self.queue.qsize(),
+                          " late" if late else "")
 
     # -- resets
     def _server_reset(self) -> None:
@@ -430,7 +464,9 @@ class RemoteInferenceEngine(InferenceEngine):
         c = self.counters
         return EngineStats(requests=c["requests"], superseded=c["superseded"], errors=c["bad_chunk"] + c["timeouts"],
                            fallback_count=self.fallback_count, rtt_p50_ms=self.rtt.percentile(0.5),
-                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.latency.delay_steps(self._dt))
+                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.latency.delay_steps(self._dt),
+                           queue_wait_ms_p50=self.timings.queue_wait.percentile(0.5),
+                           inference_ms_p50=self.timings.inference.percentile(0.5), network_ms_p50=self.timings.network.percentile(0.5))
 
     def snapshot(self, now: float) -> EngineSnapshot:
         state, since, _ = self.states.snapshot()
@@ -439,6 +475,7 @@ class RemoteInferenceEngine(InferenceEngine):
             session_id=self.session_id, replica=self.replica, episode_id=self.episode_id, staleness_s=self.queue.head_age(now),
             queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps, last_outcome=self.last_outcome,
             dead_reason=self.states.dead_reason, fps=self.fps, seq=self.telemetry_seq,
+            action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
         )
 
     def telemetry(self) -> RobotTelemetry:

@@ -30,12 +30,17 @@ class Outstanding:
     epoch: int
 
 
-def feature_specs(hw_features: dict) -> list[FeatureSpec]:
-    """What the robot will send, as the server checks it at session open."""
+def renamed(key: str, rename_map: dict[str, str] | None) -> str:
+    """A canonical observation key under the rollout's `--rename_map` (lerobot's rename step: unmapped keys stay)."""
+    return rename_map.get(key, key) if rename_map else key
+
+
+def feature_specs(hw_features: dict, rename_map: dict[str, str] | None = None) -> list[FeatureSpec]:
+    """What the robot will send, as the server checks it at session open (names as the policy knows them)."""
     feats = []
     for key, ft in hw_features.items():
         kind = "image" if ft.get("dtype") in ("image", "video") else "state"
-        feats.append(FeatureSpec(name=key, kind=kind, shape=[int(x) for x in ft.get("shape", ())]))
+        feats.append(FeatureSpec(name=renamed(key, rename_map), kind=kind, shape=[int(x) for x in ft.get("shape", ())]))
     return feats
 
 
@@ -81,9 +86,13 @@ def build_observation(
     delay_steps: int,
     episode_start: bool,
     prefix: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+    rename_map: dict[str, str] | None = None,
 ) -> ObservationMsg:
-    """The robot's raw observation dict -> the request body (canonical `observation.*` keys)."""
-    state, images = split_frame(build_dataset_frame(hw_features, obs, prefix="observation"))
+    """The robot's raw observation dict -> the request body (canonical `observation.*` keys, renamed by `rename_map`)."""
+    frame = build_dataset_frame(hw_features, obs, prefix="observation")
+    if rename_map:
+        frame = {renamed(k, rename_map): v for k, v in frame.items()}
+    state, images = split_frame(frame)
     return ObservationMsg(state=state, images=images, task=task, inference_delay_steps=int(delay_steps),
                           prefix_model=prefix[0], prefix_robot=prefix[1], episode_start=bool(episode_start))
 
@@ -102,7 +111,8 @@ def session_open(
     rtc: RTCConfig,
     tags: dict[str, str],
     expect_fingerprint: str,
+    rename_map: dict[str, str] | None = None,
 ) -> SessionOpen:
-    return SessionOpen(client_uuid=client_uuid, action_names=list(action_names), features=feature_specs(hw_features),
+    return SessionOpen(client_uuid=client_uuid, action_names=list(action_names), features=feature_specs(hw_features, rename_map),
                        model_id=model_id, revision=revision, service=service, policy_type=policy_type, fps=fps, task=task,
                        rtc=rtc_settings(rtc), tags=dict(tags), expect_fingerprint=expect_fingerprint)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..wire.codes import Refusal
+from ..wire.messages import SCHEMA_MAX, SCHEMA_MIN, SCHEMA_VERSION
 from .handshake import HandshakeError, OpenedSession
 
 
@@ -16,10 +17,15 @@ class RemoteSession:
     epoch: int = 0  # bumped per session: replies of an older session are never merged
     rtc_active: bool = False
     chunk_size: int = 0
+    schema_version: int = SCHEMA_VERSION  # negotiated at session open: stamped on every request, required of every chunk
+    action_order_checked: bool | None = None  # None before a session: did the server compare our action names + order?
 
     def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool) -> None:
         """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
         ack = opened.ack
+        if not SCHEMA_MIN <= ack.schema_version <= SCHEMA_MAX:
+            raise HandshakeError(f"the server chose schema version {ack.schema_version}, this robot speaks {SCHEMA_MIN}..{SCHEMA_MAX}: "
+                                 "upgrade lerobot_policy_remote on the older side", fatal=True, code=Refusal.SCHEMA_MISMATCH)
         if ack.action_names and list(ack.action_names) != list(action_names):
             raise HandshakeError("Action name/order mismatch between server policy and this robot "
                                  f"(server {ack.action_names}, robot {action_names})", fatal=True, code=Refusal.ACTION_MISMATCH)
@@ -33,3 +39,6 @@ class RemoteSession:
         self.epoch += 1
         self.rtc_active = bool(ack.rtc_active) and rtc_wanted
         self.chunk_size = ack.chunk_size
+        self.schema_version = ack.schema_version
+        # Older servers send no flag; their ack names the actions exactly when they checked them.
+        self.action_order_checked = bool(ack.action_names_checked or ack.action_names)

@@ -25,6 +25,22 @@ class RttWindow:
         return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
+class ChunkTimings:
+    """Where each round trip went: server queue wait and inference (server-reported durations) and the rest,
+    network = RTT - queue wait - inference (robot-measured minus server-measured; never a cross-machine instant)."""
+
+    def __init__(self, maxlen: int = 64) -> None:
+        self.queue_wait, self.inference, self.network = RttWindow(maxlen), RttWindow(maxlen), RttWindow(maxlen)
+
+    def add(self, rtt_ms: float, queue_wait_ms: float, inference_ms: float) -> float:
+        """Record one chunk; returns its network time in ms (clamped at 0: clocks tick at different rates)."""
+        network = max(0.0, rtt_ms - queue_wait_ms - inference_ms)
+        self.queue_wait.add(queue_wait_ms)
+        self.inference.add(inference_ms)
+        self.network.add(network)
+        return network
+
+
 class TelemetryPacer:
     """Send on every state change, otherwise once per period."""
 
@@ -72,6 +88,9 @@ class EngineStats:
     rtt_p50_ms: float = 0.0
     rtt_p95_ms: float = 0.0
     delay_steps: int = 0  # the RTC inference delay, in control steps
+    queue_wait_ms_p50: float = 0.0  # server-reported, median over recent chunks
+    inference_ms_p50: float = 0.0  # server-reported, median over recent chunks
+    network_ms_p50: float = 0.0  # RTT - queue wait - inference, median over recent chunks
 
 
 @dataclass(frozen=True)
@@ -92,6 +111,7 @@ class EngineSnapshot:
     dead_reason: str = ""  # set once DEAD: shown instead of the last outcome
     fps: float = 0.0
     seq: int = 0  # telemetry sequence number
+    action_order: str = ""  # checked | unchecked (the server compared only the dimension) | "" before a session
 
 
 def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
@@ -103,4 +123,6 @@ def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
         rtt_p50_ms=stats.rtt_p50_ms, rtt_p95_ms=stats.rtt_p95_ms, delay_steps=stats.delay_steps,
         fallback_count=stats.fallback_count, requests=stats.requests, superseded=stats.superseded, errors=stats.errors,
         last_outcome=snap.dead_reason or snap.last_outcome, state_age_s=snap.state_age_s, fps=snap.fps, seq=snap.seq,
+        queue_wait_ms_p50=stats.queue_wait_ms_p50, inference_ms_p50=stats.inference_ms_p50, network_ms_p50=stats.network_ms_p50,
+        action_order=snap.action_order,
     )

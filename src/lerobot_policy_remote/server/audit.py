@@ -19,6 +19,36 @@ from .sessions import Session
 
 audit_log = logging.getLogger("lerobot.policy_server.audit")
 
+AUDIT_LOG_DEFAULT = "stderr"
+
+
+def configure_audit_log(target: str) -> str:
+    """Where the process keeps its audit lines (they always go to Zenoh too); returns the words for the start line.
+
+    `off`: Zenoh only; `stderr` (default): the process log, one `... lerobot.policy_server.audit: {json}` line
+    per request; any other value is a file path, appended with one bare JSON object per line (jq-friendly).
+    """
+    for h in list(audit_log.handlers):
+        audit_log.removeHandler(h)
+        h.close()
+    if target == "off":
+        audit_log.setLevel(logging.WARNING)
+        audit_log.propagate = True
+        return "audit=zenoh-only"
+    audit_log.setLevel(logging.INFO)
+    if target == "stderr":
+        audit_log.propagate = True
+        return "audit=stderr"
+    path = Path(target).expanduser()
+    if path.is_dir():
+        raise ValueError(f"--audit_log={target} is a directory: give a file path, 'stderr' or 'off'")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit_log.addHandler(handler)
+    audit_log.propagate = False
+    return f"audit={path}"
+
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
@@ -54,24 +84,46 @@ class Auditor:
         return text
 
 
-class DebugCapture:
-    """Ring of request/response pairs written as safetensors by its own thread (never the inference thread)."""
+CAPTURE_MANIFEST = "manifest.yaml"
 
-    def __init__(self, directory: str, capture_max: int) -> None:
+
+class DebugCapture:
+    """Ring of request/response pairs written as safetensors by its own thread (never the inference thread).
+
+    Each capture holds what crossed the wire, byte for byte: the observation payload (images as sent, RTC
+    prefixes, delay, task) and its 27-byte header, the chunk payload and header; the decoded chunk
+    (`chunk_model`, `chunk_robot`) for comparison; and in the metadata the session's settings (RTC, schema
+    version), the model (fingerprint, dtype, device) and the timings. The manifest is written once beside
+    them, so `lerobot-policy-server replay DIR` needs nothing else.
+    """
+
+    def __init__(self, directory: str, capture_max: int, manifest: Any = None) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.max = capture_max
         self._q: queue.Queue[tuple[str, dict[str, np.ndarray], dict[str, str]] | None] = queue.Queue(maxsize=64)
-        self._written: list[Path] = []
+        self._written: list[Path] = sorted(self.dir.glob("*.safetensors"))  # a restart keeps the ring bounded
         self.dropped = 0
+        self._n = len(self._written)
+        if manifest is not None:
+            import draccus
+
+            with (self.dir / CAPTURE_MANIFEST).open("w") as fh:
+                draccus.dump(manifest, fh)
         self._thread = threading.Thread(target=self._run, name="debug-capture", daemon=True)
         self._thread.start()
 
     def submit(self, name: str, tensors: dict[str, Any], meta: dict[str, str]) -> None:
+        self._n += 1
         try:
-            self._q.put_nowait((name, {k: np.ascontiguousarray(v) for k, v in tensors.items()}, meta))
+            self._q.put_nowait((f"{self._n:09d}-{name}", {k: np.ascontiguousarray(v) for k, v in tensors.items()}, meta))
         except queue.Full:
             self.dropped += 1
+
+    @staticmethod
+    def wire(data: bytes | None) -> np.ndarray:
+        """Wire bytes as a uint8 tensor (safetensors stores tensors only)."""
+        return np.frombuffer(data or b"", dtype=np.uint8).copy()
 
     def _run(self) -> None:
         from safetensors.numpy import save_file
@@ -89,5 +141,6 @@ class DebugCapture:
                 self._written.pop(0).unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Write what is queued, then end the thread (the ring is complete on disk after this)."""
         self._q.put(None)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=30)

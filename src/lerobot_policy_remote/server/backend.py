@@ -161,7 +161,12 @@ class LerobotBackend(Backend):
 
             raise StartupRefusal(f"policy {cfg.type!r} has no 'action' output feature: nothing to serve")
         action_dim = int(math.prod(action_ft.shape))
-        names, warning = resolve_action_names(manifest.action_feature_names, cfg, action_dim)
+        names, warning, names_source = resolve_action_names(manifest.action_feature_names, cfg, action_dim,
+                                                            m.repo_or_path if local else None)
+        progress(f"Action order: checked against {len(names)} names from {names_source}" if names else
+                 "Action order: UNCHECKED (no action names known; only the dimension is checked). Set action_feature_names "
+                 "in the manifest" + (" or strict_action_names to refuse such robots" if not manifest.strict_action_names
+                                      else "; strict_action_names refuses every robot until then"))
         images = {k: tuple(ft.shape) for k, ft in cfg.input_features.items() if ft.type is FeatureType.VISUAL}
         state_key = "observation.state" if "observation.state" in cfg.input_features else None
         state_dim = int(math.prod(cfg.input_features[state_key].shape)) if state_key else 0
@@ -191,6 +196,8 @@ class LerobotBackend(Backend):
             max_sessions=1 if exclusive else manifest.max_sessions,
             fingerprint=self.fingerprint,
             names_warning=warning,
+            strict_action_names=manifest.strict_action_names,
+            serving_reason=self.classification.reason,
         )
         self.model_info = ModelInfo(
             repo_or_path=m.repo_or_path,

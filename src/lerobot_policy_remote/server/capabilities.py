@@ -7,8 +7,10 @@ exclusively (one robot), which is always safe.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..wire.codes import Refusal
@@ -21,6 +23,9 @@ CHUNK_STATELESS = frozenset({"act", "pi0", "pi05"})
 QUEUE_FED = frozenset({"diffusion"})
 # No chunk API at all.
 NO_CHUNK_API = frozenset({"sac", "sarm", "reward_classifier"})
+
+
+ACTION_ORDER_UNCHECKED = Refusal.ACTION_ORDER_UNCHECKED  # strict_action_names and no names known
 
 
 class StartupRefusal(RuntimeError):
@@ -89,6 +94,8 @@ class Capabilities:
     names_warning: str = ""
     schema_min: int = SCHEMA_MIN
     schema_max: int = SCHEMA_MAX
+    strict_action_names: bool = False  # refuse robots whose action order cannot be checked
+    serving_reason: str = ""  # why this policy is served shared or exclusive (said in an exclusive server's refusal)
 
 
 @dataclass
@@ -99,26 +106,65 @@ class OpenVerdict:
     warnings: list[str] = field(default_factory=list)
     rtc_active: bool = False
     schema_version: int = SCHEMA_MAX
+    names_checked: bool = False  # the robot's action names and order were compared with the policy's
 
 
-def resolve_action_names(manifest_names: list[str], config: Any, action_dim: int) -> tuple[list[str], str]:
-    """Names from the manifest first, then `config.action_feature_names`; else a warning.
+def dataset_action_names(checkpoint_dir: str | Path | None) -> tuple[list[str], str]:
+    """`features.action.names` of a dataset `meta/info.json` in the checkpoint directory or its parent: (names, file).
 
-    A dimension mismatch between the named list and the policy's action feature is a startup error.
+    lerobot datasets write the ordered action names there; a checkpoint shipped with (or inside) its training
+    dataset therefore names its actions even when the policy config does not (ACT, diffusion, SmolVLA in 0.6.1).
     """
-    names = list(manifest_names) or list(getattr(config, "action_feature_names", None) or [])
-    if names:
+    if checkpoint_dir is None or not Path(checkpoint_dir).is_dir():
+        return [], ""
+    root = Path(checkpoint_dir).resolve()
+    for info in (root / "meta" / "info.json", root.parent / "meta" / "info.json"):
+        if not info.is_file():
+            continue
+        try:
+            names = json.loads(info.read_text())["features"]["action"]["names"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(names, dict) and len(names) == 1:  # older datasets: {"motors": [...]}
+            names = next(iter(names.values()))
+        if isinstance(names, list) and names and all(isinstance(n, str) for n in names):
+            return list(names), str(info)
+    return [], ""
+
+
+def resolve_action_names(manifest_names: list[str], config: Any, action_dim: int,
+                         checkpoint_dir: str | Path | None = None) -> tuple[list[str], str, str]:
+    """Ordered action names: (names, warning when there are none, where they came from).
+
+    Sources in order: the manifest's `action_feature_names`, the policy config's `action_feature_names`, a
+    dataset `meta/info.json` beside the checkpoint. A list whose length differs from the policy's action
+    dimension is a startup error naming its source.
+    """
+    sources = [(list(manifest_names), "manifest action_feature_names"),
+               (list(getattr(config, "action_feature_names", None) or []), "policy config action_feature_names"),
+               dataset_action_names(checkpoint_dir)]
+    for names, source in sources:
+        if not names:
+            continue
         if len(names) != action_dim:
             raise StartupRefusal(
-                f"action_feature_names has {len(names)} names but the policy's action feature has dimension {action_dim}: "
+                f"{source} has {len(names)} names but the policy's action feature has dimension {action_dim}: "
                 "list exactly one name per action dimension, in the order the policy was trained with"
             )
-        return names, ""
+        return names, "", source
     return [], (
         f"action names/order could not be verified: the policy config has no action_feature_names, only the action "
         f"dimension ({action_dim}) was checked; set action_feature_names in the server manifest "
-        "(the dataset's action names, in order) to verify the order"
-    )
+        "(the dataset's action names, in order: meta/info.json features.action.names) to verify the order"
+    ), ""
+
+
+def exclusive_full_message(caps: Capabilities, active: int) -> str:
+    """An exclusive server's refusal: it serves one robot at a time, and why (not a bare 'server full')."""
+    why = caps.serving_reason or f"{caps.policy_type} is not verified chunk-stateless"
+    return (f"server full: {active}/{caps.max_sessions} sessions active: this server serves one robot at a time "
+            f"(exclusive policy: {why}), and another robot holds it. Start one lerobot-policy-server per robot "
+            "for this policy, or wait until that robot stops")
 
 
 def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool, same_client: bool) -> OpenVerdict:
@@ -156,6 +202,14 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
                 "Action name/order mismatch between server policy and this robot: "
                 f"policy {caps.action_names}, robot {robot_names}. Use the robot type and rename map the policy was trained with.",
             )
+    elif caps.strict_action_names:
+        return OpenVerdict(
+            False,
+            ACTION_ORDER_UNCHECKED,
+            "action order cannot be checked and this server has strict_action_names on: the policy names no actions. "
+            "Set action_feature_names in the server manifest (the training dataset's meta/info.json features.action.names, "
+            "in order), or put the dataset's meta/info.json beside the checkpoint",
+        )
     elif caps.names_warning:
         warnings.append(caps.names_warning)
     # Cameras and state.
@@ -199,5 +253,7 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         warnings.append("RTC requested but this server/policy does not support it — downgrading to chunk-append")
     # Capacity last: a contract mismatch is more useful to report than a full server.
     if not same_client and active >= caps.max_sessions:
+        if caps.serving_mode == "exclusive":
+            return OpenVerdict(False, Refusal.SERVER_FULL, exclusive_full_message(caps, active))
         return OpenVerdict(False, Refusal.SERVER_FULL, f"server full: {active}/{caps.max_sessions} sessions active")
-    return OpenVerdict(True, Refusal.OK, "", warnings, rtc_active, version)
+    return OpenVerdict(True, Refusal.OK, "", warnings, rtc_active, version, names_checked=bool(caps.action_names))

@@ -7,28 +7,54 @@ import signal
 import sys
 import threading
 
-USAGE = """usage: lerobot-policy-server --manifest server.yaml [--model.repo_or_path=... --max_sessions=...] [--verbose]
+USAGE = """usage: lerobot-policy-server [--manifest server.yaml] [--FIELD=VALUE ...] [--audit_log=off|stderr|PATH] [--verbose]
+       lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--verbose]
 
 Serve one pre-warmed lerobot policy to many robots over Zenoh.
-Every manifest field can be given on the command line (dotted names for nested fields).
-See docs/server.md for the manifest fields and docs/runbook.md for operations.
-Startup errors are one line; --verbose (or LOG_LEVEL=DEBUG) adds the traceback."""
+Every manifest field below can be set in the YAML manifest or on the command line (dotted names for
+nested fields: --model.repo_or_path=/ckpt --zenoh.connect_endpoints='[tcp/router:7447]').
+
+options (not manifest fields):
+  --manifest FILE           YAML manifest; command-line fields override it
+  --audit_log=off|stderr|PATH
+                            where this process keeps one JSON audit line per request [default: stderr];
+                            off keeps them on Zenoh only (B/server/<replica>/audit); PATH appends bare JSON lines
+  --verbose, -v             startup errors with the traceback (also LOG_LEVEL=DEBUG)
+  replay CAPTURE_DIR        re-run the requests a debug.capture_dir holds through the same pipeline and
+                            compare the chunks byte for byte (the manifest is read from CAPTURE_DIR)
+
+manifest fields:
+{fields}
+
+Docs: docs/server.md (fields, metrics), docs/runbook.md (operations, forensics)."""
+
+
+def _take_option(args: list[str], name: str) -> tuple[str | None, list[str]]:
+    """`--name X` / `--name=X` removed from `args` (ours, not draccus'): (value or None, the rest)."""
+    value, rest, i = None, [], 0
+    flag = f"--{name}"
+    while i < len(args):
+        a = args[i]
+        if a == flag and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+            continue
+        if a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return value, rest
 
 
 def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
     """`--manifest X` / `--manifest=X` -> draccus' config_path; everything else goes to draccus."""
-    path, rest, i = None, [], 0
-    while i < len(args):
-        a = args[i]
-        if a == "--manifest" and i + 1 < len(args):
-            path, i = args[i + 1], i + 2
-            continue
-        if a.startswith("--manifest="):
-            path = a.split("=", 1)[1]
-        else:
-            rest.append(a)
-        i += 1
-    return path, rest
+    return _take_option(args, "manifest")
+
+
+def usage() -> str:
+    from .manifest import manifest_help
+
+    return USAGE.format(fields=manifest_help())
 
 
 _LIST_FLAGS = ("--zenoh.connect_endpoints=", "--zenoh.listen_endpoints=")
@@ -81,15 +107,25 @@ def preflight(manifest) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE)
+    if not args or any(a in ("-h", "--help") for a in args):
+        print(usage())
         return 0
+    if args[0] == "replay":
+        from .replay import main as replay_main
+
+        return replay_main(args[1:])
     from ..zenoh_config import ZenohConfigError
+    from .audit import AUDIT_LOG_DEFAULT, configure_audit_log
     from .startup_errors import explain, verbose_requested
 
     verbose, args = verbose_requested(args)
+    audit_target, args = _take_option(args, "audit_log")
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("lerobot.policy_server.audit").setLevel(logging.WARNING)  # audit goes to Zenoh; enable with a logging config
+    try:
+        audit_where = configure_audit_log(audit_target or AUDIT_LOG_DEFAULT)
+    except (OSError, ValueError) as exc:
+        print(f"lerobot-policy-server: error: --audit_log: {exc} (use off, stderr or a writable file path)", file=sys.stderr, flush=True)
+        return 2
 
     def fail(exc: BaseException, manifest=None, code: int = 2) -> int:
         """One short message; the traceback only when asked for."""
@@ -112,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from .service import PolicyServer
 
-        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True))
+        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True), audit_where=audit_where)
     except Exception as exc:  # bad checkpoint path, unreachable hub id, refused policy, bad zenoh config, ...
         return fail(exc, manifest)
 

@@ -7,9 +7,11 @@ what to fix.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import socket
+import typing
 from dataclasses import dataclass, field
 
 from ..wire.errors import WireError
@@ -18,6 +20,7 @@ from ..wire.messages import RtcSettings
 from ..zenoh_config import ZenohSettings
 
 SERVING_MODES = ("auto", "exclusive", "shared")
+DEFAULT_ROUTER = "tcp/127.0.0.1:7447"  # client mode with no connect endpoint given dials this
 DTYPES = ("", "float32", "float16", "bfloat16")
 
 
@@ -68,6 +71,7 @@ class Manifest:
     strict_fps: bool = False
     fps_tolerance: float = 0.05  # relative fps difference tolerated before a warning / rejection
     action_feature_names: list[str] = field(default_factory=list)  # ordered; verifies the robot's order
+    strict_action_names: bool = False  # refuse robots whose action order cannot be checked (no names known)
     rtc: RtcSettings = field(default_factory=_server_rtc)
     replica_id: str = ""  # "" -> <hostname>-<pid>
     health_port: int = 9100  # /healthz + /metrics; 0 disables
@@ -78,7 +82,8 @@ class Manifest:
     max_obs_bytes: int = 16 * 1024 * 1024  # observations above this are refused before decoding
     batching: BatchingSpec = field(default_factory=BatchingSpec)
     debug: DebugSpec = field(default_factory=DebugSpec)
-    zenoh: ZenohSettings = field(default_factory=lambda: ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]))
+    # Client mode with no connect endpoint dials DEFAULT_ROUTER; peer mode dials only what is listed.
+    zenoh: ZenohSettings = field(default_factory=lambda: ZenohSettings(mode="client"))
 
     # ------------------------------------------------------------------ derived
     @property
@@ -90,6 +95,14 @@ class Manifest:
 
     def replica(self) -> str:
         return self.replica_id or default_replica_id()
+
+    def zenoh_settings(self) -> ZenohSettings:
+        """The session's settings: client mode without an endpoint dials the local router; peer mode keeps
+        exactly the endpoints given (a LAN server listens, and needs no loopback connect)."""
+        z = self.zenoh
+        if z.mode == "client" and not z.connect_endpoints:
+            return dataclasses.replace(z, connect_endpoints=[DEFAULT_ROUTER])
+        return z
 
     def validate(self) -> None:
         """Fail before loading weights, naming the field and how to fix it."""
@@ -132,7 +145,97 @@ class Manifest:
                 check_id(self.replica_id, "replica_id")
         except WireError as exc:
             raise ManifestError(str(exc)) from None
-        self.zenoh.validate()
+        settings = self.zenoh_settings()
+        if settings.mode == "peer" and not (settings.listen_endpoints or settings.connect_endpoints):
+            raise ManifestError("zenoh.mode=peer needs zenoh.listen_endpoints (e.g. '[tcp/0.0.0.0:7447]') so robots can "
+                                "dial this server, or zenoh.connect_endpoints to dial a peer")
+        settings.validate()
+
+
+# One line per manifest field, in the words an operator needs; `--help` prints every field with its type and
+# default (tests/server/test_manifest_units.py fails when a field has no line here).
+FIELD_HELP: dict[str, str] = {
+    "model.repo_or_path": "hub repo id or local checkpoint directory (config.json, model.safetensors, processor files); required",
+    "model.revision": "hub revision to load (ignored for a local directory); also part of the service key",
+    "model.dtype": "'' keeps the checkpoint dtype; float32, float16 or bfloat16 casts after loading",
+    "model.device": "torch device the policy runs on (cpu, cuda, cuda:1, mps)",
+    "default_task": "task used when a robot sends none; also the default service name robots dial (--task on the robot)",
+    "service_name": "service key segment robots dial; '' means default_task",
+    "pin_task": "refuse robots whose task differs from default_task (task_mismatch)",
+    "serving_mode": "auto or exclusive; auto shares verified chunk-stateless policies and serves the rest one robot at a time",
+    "max_sessions": "robots served at once in shared mode (an exclusive policy always serves 1)",
+    "warmup_inferences": "throwaway forward passes before 'Policy server up'",
+    "trained_fps": "control rate the policy was trained at; robots at another rate get a warning",
+    "strict_fps": "refuse robots whose fps differs from trained_fps by more than fps_tolerance",
+    "fps_tolerance": "relative fps difference tolerated before the warning (or refusal with strict_fps)",
+    "action_feature_names": "the training data's action names in order (the dataset's meta/info.json features.action.names); "
+                            "enables the action name+order check",
+    "strict_action_names": "refuse robots when the action order cannot be checked (no names from the manifest, "
+                           "the policy config or a dataset meta/info.json beside the checkpoint)",
+    "rtc.enabled": "offer real-time chunking (only RTC-capable policies: pi0, pi05, smolvla)",
+    "rtc.execution_horizon": "default RTC execution horizon (a robot's own setting overrides it per request)",
+    "rtc.max_guidance_weight": "default RTC guidance weight (overridden per robot)",
+    "rtc.prefix_attention_schedule": "default RTC prefix schedule: ZEROS, ONES, LINEAR or EXP",
+    "replica_id": "this replica's id in keys, logs and metrics; '' means <hostname>-<pid>",
+    "health_port": "port of GET /healthz and GET /metrics; 0 disables both",
+    "health_host": "address /healthz and /metrics bind; 127.0.0.1 is this machine only, 0.0.0.0 lets Prometheus scrape it",
+    "advertise_host": "host written into the status' metrics_url (the console links it); '' means health_host",
+    "session_grace_s": "a session is closed this long after its robot's liveliness token disappeared",
+    "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
+    "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
+    "batching.max_batch": "robots per forward pass in shared mode; 1 is no batching",
+    "batching.max_wait_ms": "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
+    "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "
+                         "replay them with `lerobot-policy-server replay DIR`; null disables",
+    "debug.capture_max": "captures kept in the ring; the oldest is deleted beyond this",
+    "zenoh.mode": "client (dial a router), peer (no router: listen and/or dial peers) or router",
+    "zenoh.connect_endpoints": f"endpoints to dial, e.g. '[tcp/router:7447]'; client mode with none dials {DEFAULT_ROUTER}",
+    "zenoh.listen_endpoints": "endpoints to listen on, e.g. '[tcp/0.0.0.0:7447]' (peer mode on a LAN)",
+    "zenoh.tls_root_ca_certificate": "CA file that signed the router's certificate (needed for tls/ endpoints)",
+    "zenoh.tls_connect_certificate": "this replica's client certificate (mTLS; its CN must be replica_id under an ACL)",
+    "zenoh.tls_connect_private_key": "the private key of tls_connect_certificate",
+    "zenoh.tls_listen_certificate": "certificate for tls/ listen endpoints",
+    "zenoh.tls_listen_private_key": "the private key of tls_listen_certificate",
+    "zenoh.tls_enable_mtls": "force mTLS on or off; null decides from the files given",
+    "zenoh.lease_ms": "this session's Zenoh lease: a hung server is noticed after about this long",
+    "zenoh.keep_alive": "keep-alive messages per lease",
+    "zenoh.connect_timeout_ms": "how long startup waits for the router (-1 waits forever)",
+    "zenoh.retry_period_init_ms": "first reconnect delay after the router went away",
+    "zenoh.retry_period_max_ms": "longest reconnect delay",
+    "zenoh.shared_memory": "use Zenoh shared memory with peers on the same machine",
+    "zenoh.adminspace": "expose Zenoh's admin space (read-only)",
+    "zenoh.tx_queue_interactive_high": "TX queue depth for chunks; 0 keeps Zenoh's default (a batching server uses 16)",
+    "zenoh.extra_json5": "a JSON5 file or inline JSON5 merged last into the Zenoh config",
+}
+
+
+def _type_name(tp: object) -> str:
+    text = str(tp).replace("typing.", "")
+    return getattr(tp, "__name__", text) if not typing.get_args(tp) else text
+
+
+def manifest_fields(cls: type = None, prefix: str = "") -> list[tuple[str, str, object]]:  # type: ignore[assignment]
+    """Every leaf field of the manifest as (dotted name, type, default), nested dataclasses flattened."""
+    cls = cls or Manifest
+    hints = typing.get_type_hints(cls)
+    instance = cls()
+    out: list[tuple[str, str, object]] = []
+    for f in dataclasses.fields(cls):
+        tp, value = hints[f.name], getattr(instance, f.name)
+        if dataclasses.is_dataclass(value):
+            out += manifest_fields(type(value), f"{prefix}{f.name}.")
+        else:
+            out.append((prefix + f.name, _type_name(tp), value))
+    return out
+
+
+def manifest_help() -> str:
+    """`--help`'s field list: each field with its type, default and one line."""
+    lines = []
+    for name, tp, default in manifest_fields():
+        shown = "(required)" if name == "model.repo_or_path" else f"default: {default!r}"
+        lines.append(f"  --{name}  {tp}  [{shown}]\n      {FIELD_HELP.get(name, '(undocumented)')}")
+    return "\n".join(lines)
 
 
 def default_replica_id() -> str:

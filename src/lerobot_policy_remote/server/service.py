@@ -51,12 +51,20 @@ from .worker import Worker
 log = logging.getLogger("lerobot.policy_server")
 
 
+def zenoh_where(z: ZenohSettings) -> str:
+    """`connect=a,b listen=c`: the endpoints this session dials and listens on (no spaces inside a value)."""
+    parts = ([f"connect={','.join(z.connect_endpoints)}"] if z.connect_endpoints else []) + \
+            ([f"listen={','.join(z.listen_endpoints)}"] if z.listen_endpoints else [])
+    return " ".join(parts)
+
+
 class PolicyServer:
     """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it."""
 
     def __init__(self, manifest: Manifest, backend: Backend | None = None, *, scheduler: Scheduler | None = None,
-                 progress: Callable[[str], None] = print) -> None:
+                 progress: Callable[[str], None] = print, audit_where: str = "") -> None:
         manifest.validate()
+        self.audit_where = audit_where  # the CLI's --audit_log, for the start line
         self.manifest = manifest
         self.progress = progress
         self.backend: Backend = backend if backend is not None else LerobotBackend(manifest, progress)
@@ -71,7 +79,7 @@ class PolicyServer:
         self.lifecycle = Lifecycle()
         self.load = LoadGauge()
         self.z: Any = None
-        self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max) if manifest.debug.capture_dir else None
+        self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max, manifest) if manifest.debug.capture_dir else None
         self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open
         self.worker = Worker(
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, scheduler=self.scheduler, backend=self.backend,
@@ -109,8 +117,9 @@ class PolicyServer:
         self.metrics.info.labels(self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode).set(1)
         if m.health_port:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
-        self.progress(f"Connecting to zenoh ({m.zenoh.mode}: {', '.join(m.zenoh.connect_endpoints or m.zenoh.listen_endpoints)})...")
-        self.z = open_session(self._zenoh_settings())
+        settings = self._zenoh_settings()
+        self.progress(f"Connecting to zenoh ({settings.mode} {zenoh_where(settings)})...")
+        self.z = open_session(settings)
         k, r = self.keys, self.replica
         self._decls += [
             self.z.declare_queryable(k.server(r, "status"), self._on_status),
@@ -129,10 +138,20 @@ class PolicyServer:
         self.progress(
             f"Policy server up: {self.service_key} replica={self.replica} model={self.backend.model_info.repo_or_path} "
             f"type={self.caps.policy_type} mode={self.caps.serving_mode} max_sessions={self.caps.max_sessions} "
-            f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc} max_batch={self.batch_limit}"
-            + (f" metrics=http://{m.health_host}:{self.health_port}/metrics" if self.health else "")
+            f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc} max_batch={self.batch_limit} "
+            f"zenoh={settings.mode} {zenoh_where(settings)} {self.endpoints_line()}"
+            + (f" {self.audit_where}" if self.audit_where else "")
         )
         return self
+
+    def endpoints_line(self) -> str:
+        """Where /healthz and /metrics listen, in the start line (and whether only this machine can reach them)."""
+        if not self.health:
+            return "healthz=off metrics=off (health_port=0)"
+        host = self.manifest.health_host
+        base = f"http://{host}:{self.health_port}"
+        scope = " (this machine only: health_host=0.0.0.0 to scrape from elsewhere)" if host in ("127.0.0.1", "localhost", "::1") else ""
+        return f"healthz={base}/healthz metrics={base}/metrics{scope}"
 
     def _publish_audit(self, text: str) -> None:
         """The auditor's sink: the audit key, droppable and at background priority (never before zenoh is open)."""
@@ -150,7 +169,7 @@ class PolicyServer:
 
     def _zenoh_settings(self) -> ZenohSettings:
         """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set)."""
-        z = self.manifest.zenoh
+        z = self.manifest.zenoh_settings()
         if self.batch_limit > 1 and not z.tx_queue_interactive_high:
             return dataclasses.replace(z, tx_queue_interactive_high=16)
         return z
@@ -274,7 +293,8 @@ class PolicyServer:
                                   active_sessions=self.registry.count(), **base)
             if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close
                 return SessionAck(True, Refusal.OK, "dry run: this robot would be accepted (no session opened)",
-                                  warnings=verdict.warnings, active_sessions=self.registry.count(), **base)
+                                  warnings=verdict.warnings, active_sessions=self.registry.count(),
+                                  action_names_checked=verdict.names_checked, **base)
             session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
                               req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
             session.pub = self.z.declare_publisher(
@@ -289,7 +309,7 @@ class PolicyServer:
         log.info("session %s opened for %s (rtc=%s)", session.session_id, req.client_uuid, bool(session.rtc))
         return SessionAck(True, Refusal.OK, "", session.session_id, rtc_active=session.rtc is not None,
                           schema_version=verdict.schema_version, warnings=verdict.warnings,
-                          active_sessions=self.registry.count(), **base)
+                          active_sessions=self.registry.count(), action_names_checked=verdict.names_checked, **base)
 
     def _on_reset(self, query: Any) -> None:
         with query:

@@ -8,13 +8,14 @@ the good ones that may share a forward pass run as one batch, the rest alone.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import json
 import logging
 import threading
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class Request:
     superseded: int
     t_arrival: float
     t_start: float
+    mail: Mail | None = None  # the wire bytes, kept for the debug capture
 
 
 class PassStats:
@@ -193,7 +195,7 @@ class Worker:
             self.backend.reset_session(s.state)
             s.episode_id = header.episode_id
         self.load.add_busy(time.perf_counter() - t0)
-        return Request(s, header, obs, superseded, mail.t_arrival, t0)
+        return Request(s, header, obs, superseded, mail.t_arrival, t0, mail if self.capture is not None else None)
 
     def _apply_pending_reset(self, s: Session) -> None:
         ep = s.pending_reset
@@ -232,7 +234,7 @@ class Worker:
         self.metrics.batch_size.observe(len(group))
         self.metrics.batch_inference.observe(pass_s)
         for r, (chunk_model, chunk_robot) in zip(group, results, strict=True):
-            self._publish(r, chunk_model, chunk_robot, pass_s)
+            self._publish(r, chunk_model, chunk_robot, pass_s, len(group))
 
     def _fail(self, r: Request, exc: Exception) -> None:
         s = r.s
@@ -243,30 +245,41 @@ class Worker:
         self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
                                      superseded=r.superseded, error=str(exc)))
 
-    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float) -> None:
+    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float, batch: int = 1) -> None:
         s, h = r.s, r.header
         queue_wait = r.t_start - r.t_arrival
         msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
                              queue_wait * 1e3, infer_s * 1e3, r.superseded, self.load.value)
         reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
+        payload, attachment = encode_chunk(msg), reply.pack()
+        # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
+        s.requests += 1
+        self.metrics.requests.labels(s.client_uuid).inc()
         try:
-            s.pub.put(encode_chunk(msg), attachment=reply.pack())
+            s.pub.put(payload, attachment=attachment)
             outcome = "ok"
         except Exception as exc:
             outcome = "publish_failed"
             self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
             log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
-        s.requests += 1
-        self.metrics.requests.labels(s.client_uuid).inc()
         self.metrics.queue_wait.observe(queue_wait)
         self.metrics.inference.observe(infer_s)
         self.auditor.emit(audit_line(s, h, outcome, self.replica, queue_wait_s=queue_wait, infer_s=infer_s,
                                      chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
-        if self.capture is not None:
-            self.capture.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", _capture_tensors(chunk_model, chunk_robot, r.obs),
-                                {"session_id": s.session_id, "task": r.obs.task, "delay": str(r.obs.inference_delay_steps)})
+        if self.capture is not None and r.mail is not None:
+            self._capture(r, chunk_model, chunk_robot, payload, attachment, queue_wait, infer_s, batch)
 
-
-def _capture_tensors(chunk_model: np.ndarray, chunk_robot: np.ndarray, obs: ObservationMsg) -> dict[str, Any]:
-    return {"chunk_model": chunk_model, "chunk_robot": chunk_robot,
-            **{f"state.{k}": v for k, v in obs.state.items()}, **{f"images.{k}": v for k, v in obs.images.items()}}
+    def _capture(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, payload: bytes, attachment: bytes,
+                 queue_wait: float, infer_s: float, batch: int) -> None:
+        """The request and the reply as they crossed the wire, plus what replaying them needs (DebugCapture)."""
+        s, h, cap, info = r.s, r.header, self.capture, self.backend.model_info
+        assert cap is not None and r.mail is not None
+        tensors = {"obs_payload": cap.wire(r.mail.payload), "obs_header": cap.wire(r.mail.attachment),
+                   "chunk_payload": cap.wire(payload), "chunk_header": cap.wire(attachment),
+                   "chunk_model": chunk_model, "chunk_robot": chunk_robot}
+        meta = {"client_uuid": s.client_uuid, "session_id": s.session_id, "seq_id": str(h.seq_id), "episode_id": str(h.episode_id),
+                "schema_version": str(s.schema_version), "rtc": json.dumps(dataclasses.asdict(s.rtc)) if s.rtc else "null",
+                "task": r.obs.task, "replica": self.replica, "policy_type": info.policy_type, "fingerprint": info.fingerprint,
+                "dtype": info.dtype, "device": info.device, "batch_size": str(batch), "queue_wait_ms": f"{queue_wait * 1e3:.3f}",
+                "inference_ms": f"{infer_s * 1e3:.3f}", "superseded": str(r.superseded)}
+        cap.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", tensors, meta)

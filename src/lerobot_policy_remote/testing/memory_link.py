@@ -52,6 +52,8 @@ class MemoryReplica:
     rtc: bool = False
     draining: bool = False
     refuse: str = ""  # a SessionAck refusal code (a Refusal, e.g. Refusal.SERVER_FULL); "" accepts
+    schema_version: int = SCHEMA_VERSION  # what its session ack negotiates
+    names_checked: bool = True  # False: a policy that names no actions (the ack says the order went unchecked)
     max_sessions: int = 4
     sessions: list[SessionOpen] = field(default_factory=list)  # every session open it was asked for
     seated: set[str] = field(default_factory=set)  # robots holding a session here (one replica may serve many links)
@@ -136,9 +138,11 @@ class MemoryLink:
         sid = f"mem-session-{next(self._ids)}"
         with self._lock:
             self._sessions[rep.replica] = sid
+        warnings = [] if rep.names_checked else ["action names/order could not be verified: (memory replica)"]
         return SessionAck(ok=True, session_id=sid, replica=rep.replica, model=ModelInfo(fingerprint=rep.fingerprint),
-                          action_names=list(request.action_names), chunk_size=rep.chunk_size, supports_rtc=rep.rtc,
-                          rtc_active=rep.rtc and request.rtc.enabled, warmed_up=True)
+                          action_names=list(request.action_names) if rep.names_checked else [], chunk_size=rep.chunk_size,
+                          supports_rtc=rep.rtc, rtc_active=rep.rtc and request.rtc.enabled, warmed_up=True,
+                          schema_version=rep.schema_version, warnings=warnings, action_names_checked=rep.names_checked)
 
     def bind(self, replica: str) -> None:
         with self._lock:
@@ -189,14 +193,16 @@ class MemoryLink:
             return self._sessions.get(replica or self.bound, "")
 
     def reply(self, request: Header, chunk_robot: np.ndarray, *, chunk_model: np.ndarray | None = None, session_id: str | None = None,
-              seq_id_echo: int | None = None, mono_echo: int | None = None, header: Header | None = None) -> None:
-        """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header)."""
+              seq_id_echo: int | None = None, mono_echo: int | None = None, header: Header | None = None,
+              queue_wait_ms: float = 0.0, inference_ms: float = 0.0) -> None:
+        """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header and schema)."""
         robot = np.asarray(chunk_robot, dtype=np.float32)
         msg = ActionChunkMsg(chunk_model=robot if chunk_model is None else np.asarray(chunk_model, dtype=np.float32), chunk_robot=robot,
                              session_id=self.session_id() if session_id is None else session_id,
                              seq_id_echo=request.seq_id if seq_id_echo is None else seq_id_echo,
-                             client_mono_ns_echo=request.client_mono_ns if mono_echo is None else mono_echo)
-        att = header or Header(SCHEMA_VERSION, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
+                             client_mono_ns_echo=request.client_mono_ns if mono_echo is None else mono_echo,
+                             queue_wait_ms=queue_wait_ms, inference_ms=inference_ms)
+        att = header or Header(request.schema_version, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
         self.deliver(encode_chunk(msg), att.pack())
 
     def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:

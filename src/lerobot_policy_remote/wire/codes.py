@@ -21,6 +21,7 @@ class Refusal(StrEnum):
     SCHEMA_MISMATCH = "schema_mismatch"
     MODEL_MISMATCH = "model_mismatch"
     ACTION_MISMATCH = "action_mismatch"
+    ACTION_ORDER_UNCHECKED = "action_order_unchecked"  # strict_action_names and the policy names no actions
     CAMERA_MISMATCH = "camera_mismatch"
     STATE_DIM_MISMATCH = "state_dim_mismatch"
     TASK_MISMATCH = "task_mismatch"
@@ -40,7 +41,7 @@ class Refusal(StrEnum):
 
 
 CONTRACT_REFUSALS: frozenset[Refusal] = frozenset({
-    Refusal.ACTION_MISMATCH, Refusal.CAMERA_MISMATCH, Refusal.STATE_DIM_MISMATCH, Refusal.SCHEMA_MISMATCH,
+    Refusal.ACTION_MISMATCH, Refusal.ACTION_ORDER_UNCHECKED, Refusal.CAMERA_MISMATCH, Refusal.STATE_DIM_MISMATCH, Refusal.SCHEMA_MISMATCH,
     Refusal.MODEL_MISMATCH, Refusal.TASK_MISMATCH, Refusal.FPS_MISMATCH, Refusal.BAD_REQUEST,
 })
 """Refusals that no other replica of the same service would lift: the rollout cannot go on."""

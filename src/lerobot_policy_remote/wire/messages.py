@@ -98,6 +98,9 @@ class SessionAck:
     warnings: list[str] = field(default_factory=list)
     active_sessions: int = 0
     max_sessions: int = 0
+    # True when the robot's action names and order were compared with the policy's; False when only the
+    # action dimension could be checked (the policy names no actions). Additive: old servers omit it.
+    action_names_checked: bool = False
 
 
 @dataclass
@@ -215,6 +218,13 @@ class RobotTelemetry:
     state_age_s: float = 0.0
     fps: float = 0.0
     seq: int = 0
+    # Additive (issue 18): the split of the round trip, medians over the recent chunks (server-reported
+    # queue wait and inference; network = RTT - queue wait - inference), and whether the server checked
+    # this robot's action order ("checked" | "unchecked" | "" before a session).
+    queue_wait_ms_p50: float = 0.0
+    inference_ms_p50: float = 0.0
+    network_ms_p50: float = 0.0
+    action_order: str = ""
 
 
 @dataclass
