@@ -6,8 +6,10 @@ command prefix (`ip netns exec NS` for the constrained-link runs), and a fast ki
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -21,8 +23,17 @@ from lerobot_policy_remote.testing.procs import free_port
 __all__ = ["BIN", "Proc", "client", "emit", "free_port", "python", "result", "router"]
 
 ROOT = Path(__file__).resolve().parents[2]
-# Children run here, not in the checkout: lerobot's gRPC server writes `logs/` into its working directory.
-WORKDIR = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+_workdir: Path | None = None
+
+
+def workdir() -> Path:
+    """Where children run, not the checkout: lerobot's gRPC server writes `logs/` into its working directory.
+    One per process, made on first use and removed at exit."""
+    global _workdir
+    if _workdir is None:
+        _workdir = Path(tempfile.mkdtemp(prefix="bench-peers-"))
+        atexit.register(shutil.rmtree, _workdir, ignore_errors=True)
+    return _workdir
 
 
 class Proc(KitProc):
@@ -30,7 +41,7 @@ class Proc(KitProc):
 
     def __init__(self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None) -> None:
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
-        super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s, cwd=WORKDIR)
+        super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s, cwd=workdir())
 
     @property
     def pid(self) -> int:
