@@ -14,20 +14,47 @@ from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
-from .model import FleetSnapshot, fmt_age
+from .model import FleetSnapshot, RobotRow, fmt_age
 
-__all__ = ["AlertRules", "Alert", "AlertBook", "AlertSnapshot", "evaluate"]
+__all__ = ["DEFAULT_RULES", "AlertRules", "Alert", "AlertBook", "AlertSnapshot", "evaluate"]
 
 
 @dataclass(frozen=True)
 class AlertRules:
-    """Thresholds; a value <= 0 turns that rule off. Defaults suit a 30 Hz arm with ~1 s action chunks."""
+    """Thresholds; a value <= 0 turns that rule off.
 
-    staleness_s: float = 1.0  # a robot executing actions older than this
+    Staleness is judged against each robot's own hard bound (`max_action_age_s`, reported in its telemetry):
+    a robot alerts when its staleness reaches `staleness_of_bound` of that bound (2/3: 2 s at the default
+    3 s), or `staleness_default_s` when the robot does not report its bound. A healthy robot's staleness
+    swings with its buffer and chunk cadence (0.8-1.15 s with a 0.5 s buffer and 20-step chunks at 30 fps),
+    so a fixed 1 s threshold opened and cleared every few seconds (issue 23). `staleness_s` > 0 replaces
+    the derived threshold with one fixed value for every robot. The breach must hold for
+    `staleness_samples` telemetry samples in a row (about one a second), so one sample never opens it.
+    """
+
+    staleness_s: float = -1.0  # fixed staleness threshold for every robot; < 0: derive it per robot; 0: rule off
+    staleness_of_bound: float = 2 / 3  # fraction of the robot's max_action_age_s that alerts
+    staleness_default_s: float = 2.0  # threshold for a robot that does not report its max_action_age_s
+    staleness_samples: float = 3  # consecutive telemetry samples at or over the threshold before it opens
     fault_s: float = 10.0  # a robot in a fault state (DEGRADED, STALLED, RECONNECTING, DEAD, GONE) this long
     error_rate: float = 0.05  # robot errors / requests
-    rtt_p95_ms: float = 500.0  # robot round trip p95
+    rtt_p95_ms: float = 500.0  # robot round trip p95 (already a percentile over recent requests)
     server_load: float = 0.9  # a replica's load (0..1)
+
+    def staleness_threshold(self, max_action_age_s: float | None) -> float:
+        """The staleness threshold for a robot with this hard bound (None: not reported); 0: rule off."""
+        if self.staleness_s >= 0:
+            return self.staleness_s
+        if max_action_age_s and max_action_age_s > 0 and self.staleness_of_bound > 0:
+            return round(max_action_age_s * self.staleness_of_bound, 2)
+        return self.staleness_default_s
+
+    def staleness_text(self) -> str:
+        """The staleness rule in a few words (the alerts screen's thresholds line)."""
+        if self.staleness_s >= 0:
+            return f"staleness ≥ {self.staleness_s:g} s"
+        n = int(self.staleness_samples)
+        return f"staleness ≥ {self.staleness_of_bound:.2g}×max age ({self.staleness_default_s:g} s unknown) for {n} samples"
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: float | None) -> AlertRules:
@@ -78,8 +105,9 @@ def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tu
             out[("fault", r.key)] = (r.robot_id, "robot", f"{r.state.name} for {fmt_age(r.state_age_s)}", r.state_age_s)
         if r.is_stale:
             continue  # old figures do not raise figure alerts (the fault rule covers a gone robot)
-        if rules.staleness_s > 0 and r.staleness_s is not None and r.staleness_s >= rules.staleness_s:
-            out[("staleness", r.key)] = (r.robot_id, "robot", f"staleness {r.staleness_s:.2f} s ≥ {rules.staleness_s:g} s", 0.0)
+        limit = rules.staleness_threshold(r.max_action_age_s)
+        if limit > 0 and r.staleness_s is not None and _persists(r, limit, rules.staleness_samples):
+            out[("staleness", r.key)] = (r.robot_id, "robot", f"staleness {r.staleness_s:.2f} s ≥ {limit:g} s", 0.0)
         if rules.error_rate > 0 and r.requests > 0 and r.errors / r.requests >= rules.error_rate:
             out[("error_rate", r.key)] = (r.robot_id, "robot", f"errors {100 * r.errors / r.requests:.1f}% ≥ {100 * rules.error_rate:g}%", 0.0)
         if rules.rtt_p95_ms > 0 and r.rtt_p95_ms is not None and r.rtt_p95_ms >= rules.rtt_p95_ms:
@@ -88,6 +116,15 @@ def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tu
         if rules.server_load > 0 and not s.is_stale and s.load >= rules.server_load:
             out[("server_load", s.replica)] = (s.replica, "server", f"load {s.load:.2f} ≥ {rules.server_load:g}", 0.0)
     return out
+
+
+def _persists(r: RobotRow, limit: float, samples: float) -> bool:
+    """The robot's staleness is at or over `limit` now and in its last `samples` telemetry samples."""
+    if r.staleness_s is None or r.staleness_s < limit:
+        return False
+    n = max(1, int(samples))
+    recent = r.recent_staleness[-n:]
+    return len(recent) >= n and all(v >= limit for v in recent)
 
 
 @dataclass(frozen=True)
@@ -160,3 +197,6 @@ class AlertBook:
     def snapshot(self) -> AlertSnapshot:
         """The book frozen now (copies; no alert is evaluated, opened or cleared)."""
         return AlertSnapshot(self.rules, tuple(self._open.values()), tuple(self._message.get(k, "") for k in self._open), tuple(self._closed))
+
+
+DEFAULT_RULES = AlertRules()

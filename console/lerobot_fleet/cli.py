@@ -23,8 +23,8 @@ def _add_connect(p: argparse.ArgumentParser) -> None:
 def _add_alerts(p: argparse.ArgumentParser) -> None:
     """Alert thresholds (defaults in lerobot_fleet.alerts.AlertRules); 0 turns a rule off."""
     g = p.add_argument_group("alerts", "thresholds: defaults, then --alerts-config (TOML or JSON, same names), then these flags")
-    g.add_argument("--alerts-config", default=None, metavar="FILE", help="TOML/JSON with staleness_s, fault_s, error_rate, rtt_p95_ms, server_load")
-    g.add_argument("--alert-staleness", type=float, default=None, metavar="S", help="robot action staleness (default 1.0 s)")
+    g.add_argument("--alerts-config", default=None, metavar="FILE", help="TOML/JSON with staleness_s, staleness_of_bound, staleness_default_s, staleness_samples, fault_s, error_rate, rtt_p95_ms, server_load")
+    g.add_argument("--alert-staleness", type=float, default=None, metavar="S", help="robot action staleness, one fixed threshold for every robot (default: 2/3 of each robot's max_action_age_s, 2 s when it does not report it)")
     g.add_argument("--alert-fault", type=float, default=None, metavar="S", help="time in a fault state (default 10 s)")
     g.add_argument("--alert-error-rate", type=float, default=None, metavar="FRACTION", help="robot errors/requests (default 0.05)")
     g.add_argument("--alert-rtt-p95", type=float, default=None, metavar="MS", help="robot RTT p95 (default 500 ms)")

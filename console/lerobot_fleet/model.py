@@ -161,6 +161,8 @@ class RobotRow:
     inference_ms: float | None = None  # median inference time of its chunks
     action_order: str = ""  # checked | unchecked (only the action dimension was compared) | "" unknown
     row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
+    max_action_age_s: float | None = None  # the robot's own hard bound on action age (None: not reported)
+    recent_staleness: tuple[float, ...] = ()  # its last few staleness samples, oldest first (the alert's persistence)
 
     @property
     def key(self) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .alerts import Alert
+from .alerts import DEFAULT_RULES, Alert
 from .model import (
     ROBOT_SORT_KEYS,
     SERVER_HEALTH_STYLE,
@@ -115,7 +115,7 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
         _mark(marked, alerting),
         _robot_id(r, alerting),
         _t(r.state.name, r.state.style),
-        fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= 1.0 else ""),
+        fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= DEFAULT_RULES.staleness_threshold(r.max_action_age_s) else ""),
         fig(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
         fig(rtt),
         fig("—" if r.network_ms is None else fmt_ms(r.network_ms)),

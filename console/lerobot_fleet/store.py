@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
@@ -41,6 +42,7 @@ STATUS_STALE_S = 6.0  # a server whose status has not answered for this long sho
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 AUDIT_RATE_WINDOW_S = 10.0
+RECENT_STALENESS = 5  # staleness samples a robot row carries for the alert rule (its persistence)
 TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
 WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
 EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
@@ -409,6 +411,8 @@ class FleetStore:
             inference_ms=t.inference_ms_p50 or None,
             action_order=t.action_order,
             row_key=r.key,
+            max_action_age_s=t.max_action_age_s or None,
+            recent_staleness=tuple(islice(r.staleness, max(0, len(r.staleness) - RECENT_STALENESS), None)),
         )
 
     def _rtts_by_replica(self) -> dict[str, list[float]]:

@@ -77,6 +77,7 @@ def test_streams_chunks_and_stamps_provenance(rig):
     assert server.obs_seen[0][1].episode_start is True
     assert all(float(a[0]) >= 1.0 for a in got)  # every executed action came from a server chunk (seq >= 1)
     assert e.telemetry().last_outcome == "ok"  # how the last request ended, not the link state
+    assert e.telemetry().max_action_age_s == e.cfg.max_action_age_s > 0  # its hard bound, for the console's staleness alert
 
 
 @pytest.mark.parametrize("mode", ["nan", "wrong_shape", "foreign_session"])

@@ -33,7 +33,7 @@ class AlertsScreen(LiveScreen):
         listing = list(alerts.listing)
         r = alerts.rules
         self.query_one("#alerts-title", Static).update(Text(
-            f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: staleness ≥ {r.staleness_s:g} s, "
+            f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: {r.staleness_text()}, "
             f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
         ))
         self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.view.now))

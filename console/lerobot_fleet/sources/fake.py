@@ -45,6 +45,8 @@ ROBOTS = [
     ("towel-3", PI0, "STREAMING", "gpu-p-0", 1, 165.0, 220.0, 0.85, 0.21, 5, 90, 1, 0, "ok"),
     ("towel-4", PI0, "STREAMING", "gpu-p-0", 2, 175.0, 240.0, 0.70, 0.25, 6, 95, 0, 0, "ok"),
 ]
+# The fake arms run with a tight bound on action age, so their staleness alert opens at 1.0 s (2/3 of it).
+FAKE_MAX_ACTION_AGE_S = 1.5
 GONE_ROBOT = ("arm-09", ACT, "STREAMING", "gpu-a-0", 3, 33.0, 47.0, 1.0, 0.1, 1, 400, 1, 0, "ok")
 SILENT_ROBOT = "arm-10"  # token alive, never sent telemetry -> UNKNOWN
 
@@ -195,6 +197,7 @@ class FakeSource:
             last_outcome=outcome,
             fps=30.0,
             seq=seq,
+            max_action_age_s=FAKE_MAX_ACTION_AGE_S,
         )
 
     def _run(self) -> None:

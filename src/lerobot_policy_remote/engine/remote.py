@@ -476,6 +476,7 @@ class RemoteInferenceEngine(InferenceEngine):
             queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps, last_outcome=self.last_outcome,
             dead_reason=self.states.dead_reason, fps=self.fps, seq=self.telemetry_seq,
             action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
+            max_action_age_s=self.cfg.max_action_age_s,
         )
 
     def telemetry(self) -> RobotTelemetry:

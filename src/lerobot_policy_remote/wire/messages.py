@@ -225,6 +225,9 @@ class RobotTelemetry:
     inference_ms_p50: float = 0.0
     network_ms_p50: float = 0.0
     action_order: str = ""
+    # Additive (issue 23): the robot's own hard bound on action age (`max_action_age_s`; 0 = not reported,
+    # an older robot). The console derives its staleness alert threshold from it.
+    max_action_age_s: float = 0.0
 
 
 @dataclass
