@@ -44,7 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lerobot-fleet", description="Operate a fleet of remote-inference robots.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    router = sub.add_parser("router", help="run an embedded Zenoh router (laptops, tests, the demo)")
+    router = sub.add_parser("router", help="run an embedded Zenoh router (laptops, tests, the demo)",
+                            description="Run a Zenoh router that robots, policy servers and consoles connect to. With "
+                            "--tls-cert/--tls-key/--tls-ca it speaks mTLS; with --inventory it enforces the access control "
+                            "(docs/security.md). Runs until Ctrl-C or SIGTERM.")
     router.add_argument("--listen", action="append", default=None, help="endpoint to listen on (repeatable); default tcp/127.0.0.1:7447")
     router.add_argument("--config", default=None, help="extra router config: a JSON5 file (TLS, ACL, ...) merged key by key")
     router.add_argument("--tls-cert", default=None, help="router certificate (PEM) for tls/ endpoints")
@@ -59,14 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     pki = sub.add_parser("pki", help="a development PKI: CA, certificates, inventory", description="Make a CA and "
                          "certificates for mTLS; every certificate issued is recorded with its role in DIR/inventory.yaml.")
     pki_sub = pki.add_subparsers(dest="pki_command", required=True)
-    pki_init = pki_sub.add_parser("init", help="create DIR/ca.crt and DIR/ca.key")
-    pki_init.add_argument("dir")
+    pki_init = pki_sub.add_parser("init", help="create DIR/ca.crt and DIR/ca.key", description="Create a development CA in DIR.")
+    pki_init.add_argument("dir", help="the PKI directory (created if missing)")
     pki_init.add_argument("--days", type=int, default=3650, help="CA validity in days (default 3650)")
     pki_init.add_argument("--force", action="store_true", help="replace an existing CA (every old certificate stops working)")
-    pki_issue = pki_sub.add_parser("issue", help="create DIR/NAME.crt and DIR/NAME.key signed by the CA in DIR")
-    pki_issue.add_argument("dir")
+    pki_issue = pki_sub.add_parser("issue", help="create DIR/NAME.crt and DIR/NAME.key signed by the CA in DIR",
+                                   description="Issue a certificate signed by the CA in DIR and record it with its role in "
+                                   "DIR/inventory.yaml; prints the command that uses it.")
+    pki_issue.add_argument("dir", help="the PKI directory made by `lerobot-fleet pki init`")
     pki_issue.add_argument("name", help="the common name: a robot's client_uuid, a server's replica id, a person or router name")
-    pki_issue.add_argument("--role", required=True, choices=["router", "server", "robot", "operator", "viewer"])
+    pki_issue.add_argument("--role", required=True, choices=["router", "server", "robot", "operator", "viewer"],
+                           help="what the certificate is for; the router's access control grants by role (required)")
     pki_issue.add_argument("--host", action="append", default=None, help="router only: extra DNS name or IP on the certificate (repeatable)")
     pki_issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
 
@@ -77,32 +83,37 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--export-dir", default=".", help="where `x` (JSON) and `X` (CSV) write what is on screen (default: here)")
     _add_alerts(console)
     console.add_argument("--replay", default=None, metavar="FILE.jsonl", help="replay a recorded fleet instead of connecting (read-only)")
-    console.add_argument("--replay-speed", type=float, default=1.0, help="replay pace multiplier (0 loads everything at once)")
+    console.add_argument("--replay-speed", type=float, default=1.0, help="replay pace multiplier (0 loads everything at once; default 1.0)")
     console.add_argument("--fake", action="store_true", help="show a built-in fake fleet (demo, no router needed)")
     console.add_argument("--record", default=None, metavar="FILE.jsonl", help="also write what the console sees to a replay file")
 
-    status = sub.add_parser("status", help="print the fleet once (text or --json) and exit")
+    status = sub.add_parser("status", help="print the fleet once (text or --json) and exit",
+                            description="Listen to the fleet for --wait seconds, then print its servers, robots and open alerts "
+                            "(text or --json) and exit: 0 connected, 2 not. --watch prints one JSON line per --interval.")
     _add_connect(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.add_argument("--wait", type=float, default=2.5, help="seconds to listen before printing (telemetry arrives ~1 Hz)")
+    status.add_argument("--wait", type=float, default=2.5, help="seconds to listen before printing (telemetry arrives ~1 Hz; default 2.5)")
     status.add_argument("--watch", action="store_true", help="keep printing: one JSON line per --interval (with alerts) until Ctrl-C")
     status.add_argument("--interval", type=float, default=1.0, help="seconds between --watch lines (default 1.0)")
     status.add_argument("--count", type=int, default=0, help="--watch: stop after this many lines (0: never)")
     _add_alerts(status)
 
-    drain = sub.add_parser("drain", help="drain one policy server replica (no confirmation: for scripts)")
+    drain = sub.add_parser("drain", help="drain one policy server replica (no confirmation: for scripts)",
+                           description="Ask one policy server replica to drain: it takes no new sessions and its robots move to "
+                           "other replicas. Exit 0 when it acknowledged.")
     _add_connect(drain)
     drain.add_argument("server", help="server replica id (as shown in the console's replica column)")
-    drain.add_argument("--reason", default="operator drain", help="recorded in the server's audit log")
-    drain.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement")
-    drain.add_argument("--json", action="store_true")
+    drain.add_argument("--reason", default="operator drain", help="recorded in the server's audit log (default 'operator drain')")
+    drain.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement (default 5)")
+    drain.add_argument("--json", action="store_true", help="machine-readable output (one JSON object)")
 
-    reset = sub.add_parser("reset", help="start a new episode on one robot (no confirmation: for scripts)")
+    reset = sub.add_parser("reset", help="start a new episode on one robot (no confirmation: for scripts)",
+                           description="Ask one robot to start a new episode. Exit 0 when it acknowledged.")
     _add_connect(reset)
     reset.add_argument("robot", help="robot client_uuid (as shown in the console's robot column)")
-    reset.add_argument("--reason", default="operator episode reset", help="recorded by the robot")
-    reset.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement")
-    reset.add_argument("--json", action="store_true")
+    reset.add_argument("--reason", default="operator episode reset", help="recorded by the robot (default 'operator episode reset')")
+    reset.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement (default 5)")
+    reset.add_argument("--json", action="store_true", help="machine-readable output (one JSON object)")
     doctor = sub.add_parser("doctor", help="check that everything a rollout needs is in place (pass/fail lines with fixes)",
                             description="Router reachable (TLS/mTLS with the given files), services, replicas and free sessions; "
                             "with --policy.path, --robot.type and --task: a server for that namespace accepts this robot "
@@ -112,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--robot.type", dest="robot_type", default=None, help="the rollout's --robot.type (built from defaults, never connected)")
     doctor.add_argument("--task", default=None, help="the rollout's --task")
     doctor.add_argument("--fps", type=float, default=30.0, help="the rollout's --fps (default 30)")
-    doctor.add_argument("--inference.service_model_id", dest="service_model_id", default="", help="as in the rollout")
-    doctor.add_argument("--inference.service_revision", dest="service_revision", default="main", help="as in the rollout")
-    doctor.add_argument("--inference.service_task", dest="service_task", default="", help="as in the rollout")
+    doctor.add_argument("--inference.service_model_id", dest="service_model_id", default="", help="as in the rollout (default: --policy.path)")
+    doctor.add_argument("--inference.service_revision", dest="service_revision", default="main", help="as in the rollout (default main)")
+    doctor.add_argument("--inference.service_task", dest="service_task", default="", help="as in the rollout (default: --task)")
     doctor.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for status replies (default 2)")
     doctor.add_argument("--json", action="store_true", help="machine-readable output")
     exporter = sub.add_parser("exporter", help="serve the fleet's robot telemetry as Prometheus metrics (/metrics)",

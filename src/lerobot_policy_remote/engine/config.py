@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.factory import InferenceEngineConfig
 
@@ -17,11 +18,35 @@ class FallbackBehavior(str, Enum):
     ZERO = "zero"  # zero every `.vel` feature (velocity robots); only after streaming began
 
 
+@dataclass
+class RemoteRTCConfig(RTCConfig):
+    """Real Time Chunking over the network: the robot sends the unexecuted tail of its last chunk with each
+    observation and the server's policy inpaints the new chunk to continue it. The server downgrades to
+    plain chunks (logged at INFO) when its policy has no RTC."""
+
+    # Ask the server for RTC chunks (replace-mode merge + prefixes). A policy without RTC gets plain
+    # chunks: the server says so at INFO, nothing to change.
+    enabled: bool = True
+    # How the previous chunk's tail is weighted while inpainting (LINEAR, EXP, ONES, ZEROS).
+    prefix_attention_schedule: RTCAttentionSchedule = RTCAttentionSchedule.LINEAR
+    # Upper bound of the guidance weight towards the previous chunk's tail (> 0).
+    max_guidance_weight: float = 10.0
+    # Caps the prefix: steps of the previous chunk's tail sent with each observation.
+    execution_horizon: int = 10
+    # lerobot's RTC debug tracing (not used by the remote backend).
+    debug: bool = False
+    # lerobot's RTC debug trace length (not used by the remote backend).
+    debug_maxlen: int = 100
+
+
 @InferenceEngineConfig.register_subclass("remote")
 @dataclass
 class RemoteInferenceConfig(InferenceEngineConfig):
-    """Weightless edge client: the policy runs in a `lerobot-policy-server` reached over Zenoh."""
+    """Weightless edge client: the policy runs in a `lerobot-policy-server` reached over Zenoh.
 
+    Every flag here is listed by `lerobot-rollout --inference.type=remote --help` (docs/robot.md)."""
+
+    # The Zenoh router to connect to (tcp/HOST:PORT, or tls/HOST:PORT with the tls_* flags).
     connect_endpoint: str = "tcp/localhost:7447"
     # Several routers: the session uses the first it reaches and fails over to the others. When set,
     # it replaces `connect_endpoint`.
@@ -29,33 +54,55 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     # With several endpoints: how long a lost server token may take to come back through another
     # router before the session is given up (one endpoint: given up at once).
     failover_grace_s: float = 1.0
+    # Zenoh session mode: client (through a router, the default) or peer (direct, no router).
     zenoh_mode: str = "client"
+    # This robot's certificate (PEM) for mTLS with a tls/ endpoint; its CN is the robot id.
     tls_cert: str | None = None
+    # The private key (PEM) of --inference.tls_cert.
     tls_key: str | None = None
+    # The CA certificate (PEM) that signed the router's certificate (mTLS).
     tls_ca: str | None = None
-    client_uuid: str = ""  # "" -> a fresh uuid4 hex at start()
-    jpeg_quality: int = 90  # 0 = raw frames (LAN/debug)
-    buffer_time_s: float = 0.5  # send the next observation when queue playback <= this
-    max_action_age_s: float = 3.0  # never execute an action whose source observation is older
+    # This robot's id in the fleet. Empty: the certificate's CN with mTLS, else a fresh uuid4 hex at start.
+    client_uuid: str = ""
+    # JPEG quality of the camera frames sent to the server (0..100); 0 sends raw frames (LAN/debug).
+    jpeg_quality: int = 90
+    # Send the next observation when the queued actions cover this many seconds or less.
+    buffer_time_s: float = 0.5
+    # Never execute an action whose source observation is older than this (the robot holds instead).
+    max_action_age_s: float = 3.0
+    # A request outstanding longer than this is late: STREAMING -> DEGRADED.
     degraded_after_s: float = 1.0
+    # Per-request watchdog (a hung server): a request unanswered this long times out; 2 in a row -> RECONNECTING.
     request_timeout_s: float = 5.0
+    # First wait of the exponential re-handshake backoff (a server token appearing retries at once).
     reconnect_initial_backoff_s: float = 0.5
+    # Longest wait of the exponential re-handshake backoff.
     reconnect_max_backoff_s: float = 10.0
     # A random pause of up to this long before each session open, so robots that start or move together
     # (power back after a cut, a drain) read fresh seat counts and spread over the replicas.
     handshake_jitter_s: float = 0.1
+    # Offline longer than this -> DEAD -> the rollout stops cleanly.
     max_offline_s: float = 60.0
+    # What a tick without a fresh action sends: hold (nothing), repeat_last (the last action of this
+    # episode), zero (velocity features 0, position features held; docs/robot.md).
     fallback: FallbackBehavior = FallbackBehavior.HOLD
-    rtc: RTCConfig = field(default_factory=RTCConfig)
-    service_model_id: str = ""  # "" -> --policy.path as given
+    rtc: RemoteRTCConfig = field(default_factory=RemoteRTCConfig)
+    # Model id the server must serve. Empty: --policy.path as given.
+    service_model_id: str = ""
+    # Model revision the server must serve.
     service_revision: str = "main"
-    service_task: str = ""  # "" -> the rollout --task
+    # Task (service) the server must serve. Empty: the rollout --task.
+    service_task: str = ""
+    # Free labels forwarded in the handshake, e.g. '{site: lab-2}'.
     tags: dict[str, str] = field(default_factory=dict)
-    # Not in the guide's table but needed to be honest about timing: how long start() waits for the
-    # first handshake before aborting the rollout (a bad deployment fails before the robot moves).
+    # How long startup waits for the first handshake before stopping with the reason (the robot never
+    # moved); a refused port, a certificate problem or an unserved task is reported at once.
     connect_timeout_s: float = 10.0
-    lease_ms: int = 1000  # our session's lease: a hung robot is noticed in about a second
-    latency_window: int = 20  # samples in the windowed delay statistic
+    # Our Zenoh session's lease in ms: a hung robot is noticed in about this long.
+    lease_ms: int = 1000
+    # Samples in the windowed (decaying) max of the round trip used for the RTC delay.
+    latency_window: int = 20
+    # Seconds between RobotTelemetry messages to the console (also sent on every state change).
     telemetry_period_s: float = 1.0
 
     def __post_init__(self) -> None:
