@@ -27,7 +27,7 @@ RENAME = {"observation.images.front": "observation.images.top"}
 
 
 def engine(link: MemoryLink, clock=None, **kw) -> RemoteInferenceEngine:
-    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, "jpeg_quality": 0, **kw})
+    cfg = RemoteInferenceConfig(**{"rtc": RTCConfig(enabled=False), "buffer_time_s": 0.1, "jpeg_quality": 0, **kw})
     extra = {"request_clock_ns": clock} if clock else {}
     e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link,
                               rename_map=RENAME, **extra)
@@ -142,4 +142,22 @@ def test_each_chunk_logs_and_reports_queue_wait_inference_and_network(caplog):
     assert "rtt=120.0ms queue_wait=15.0ms inference=80.0ms network=25.0ms" in line, line
     t = e.telemetry()
     assert (t.queue_wait_ms_p50, t.inference_ms_p50, t.network_ms_p50) == pytest.approx((15.0, 80.0, 25.0))
+    e.stop()
+
+
+def test_a_clean_run_against_a_policy_without_rtc_warns_only_about_the_action_order(caplog):
+    """Issue 23 #10: RTC downgraded for a policy without RTC is INFO; the only WARNING of a clean run is the
+    unchecked action order (docs/user-guide.md lists exactly that)."""
+    with caplog.at_level(logging.INFO, logger="lerobot_policy_remote"):
+        e = engine(MemoryLink(MemoryReplica("mem-1", names_checked=True, rtc=False)), rtc=RTCConfig(enabled=True))
+        e.step()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert any(r.levelno == logging.INFO and "has no RTC" in r.getMessage() for r in caplog.records)
+    e.stop()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="lerobot_policy_remote"):
+        e = engine(MemoryLink(MemoryReplica("mem-1", names_checked=False, rtc=False)), rtc=RTCConfig(enabled=True))
+        e.step()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("Action order NOT checked"), warnings
     e.stop()

@@ -60,6 +60,9 @@ def test_check_matrix_units():
     assert check_open(req(fps=15.0), caps(strict_fps=True), 0, False, False).code == "fps_mismatch"
     v = check_open(req(rtc=RtcSettings(enabled=True)), caps(), 0, False, False)
     assert v.ok and v.rtc_active
+    # a policy without RTC: downgraded without a warning (expected for ACT; the ack's rtc_active says it)
+    v = check_open(req(rtc=RtcSettings(enabled=True)), caps(supports_rtc=False), 0, False, False)
+    assert v.ok and not v.rtc_active and v.warnings == []
     full = check_open(req(), caps(), 2, False, False)
     assert full.code == "server_full" and full.message == "server full: 2/2 sessions active"
     assert check_open(req(), caps(), 2, False, True).ok  # re-open by the same client

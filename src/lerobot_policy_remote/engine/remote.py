@@ -284,7 +284,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger
         if self.cfg.rtc.enabled and not self.rtc_active:  # expected for a policy without RTC (ACT): not a warning
-            logger.info("RTC downgraded to chunk-append (server does not support RTC)")
+            logger.info("RTC: the server's policy has no RTC, chunks are appended (expected for ACT; nothing to change)")
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
             if not (self.session.action_order_checked is False and "could not be verified" in w):

@@ -228,7 +228,8 @@ class LerobotBackend(Backend):
                 if hasattr(policy, "init_rtc_processor"):
                     policy.init_rtc_processor()
             except Exception as exc:  # a policy whose config rejects RTC simply does not support it
-                log.warning("could not enable RTC on %s: %s", self.config.type, exc)
+                # expected for such a policy: its sessions get plain chunks (INFO, issue 23)
+                log.info("RTC not supported by this %s policy (%s): sessions get plain chunks", self.config.type, exc)
         return bool(supports_rtc_inference(policy))
 
     # ------------------------------------------------------------------ sessions

@@ -247,10 +247,9 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         if caps.strict_fps:
             return OpenVerdict(False, Refusal.FPS_MISMATCH, text + " (strict_fps is on)")
         warnings.append(text)
-    # RTC: downgrade, never reject.
+    # RTC: downgrade, never reject. Not a warning: expected for a policy without RTC (ACT), and the ack's
+    # rtc_active / supports_rtc already say it; the robot logs it at INFO (issue 23).
     rtc_active = bool(req.rtc.enabled and caps.supports_rtc)
-    if req.rtc.enabled and not caps.supports_rtc:
-        warnings.append("RTC requested but this server/policy does not support it — downgrading to chunk-append")
     # Capacity last: a contract mismatch is more useful to report than a full server.
     if not same_client and active >= caps.max_sessions:
         if caps.serving_mode == "exclusive":
