@@ -161,6 +161,28 @@ def allowed(inv: Inventory, name: str, flow: str, message: str, key: str) -> boo
     )
 
 
+def nobody_answered_hint(cert_path: str | None, action: str, who: str, target: str, present: bool | None) -> str:
+    """What a drain/reset that nobody answered means. `present`: whether the target's liveliness token is on
+    the network (None: not known). A target that is gone (a robot that finished, a server that exited) is
+    said to be gone; the access control is suggested only when the target is there or we cannot tell."""
+    if present is False:
+        return (f"; {who} {target} is not on the network now (it finished, stopped or never connected; "
+                "`lerobot-fleet status` lists what is there)")
+    return refused_hint(cert_path, action)
+
+
+def hidden_fleet_note(cert_path: str | None, servers: int, robots: int) -> str:
+    """`status` saw nothing at all through a certificate: the access control may hide the fleet from it."""
+    if not cert_path or servers or robots:
+        return ""
+    from .pki import common_name
+
+    cn = common_name(cert_path) or "?"
+    return (f"nothing visible through certificate CN={cn}: the router's access control shows each certificate only "
+            "what its role may see (a robot or server certificate sees no fleet); use an operator or viewer certificate "
+            "to see the fleet, or the fleet is empty")
+
+
 def refused_hint(cert_path: str | None, action: str) -> str:
     """Zenoh gives a refused client nothing (a denied query just gets no reply), so say what it may mean."""
     if not cert_path:

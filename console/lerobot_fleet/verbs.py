@@ -98,6 +98,12 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: Ale
         print(f"ALERTS ({sum(1 for a in alerts if a['open'])} open)")
         for a in alerts:
             print(f"  {a['role']:<6} {a['target']:<20} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
+    if snap.connection == "connected":
+        from .acl import hidden_fleet_note
+
+        note = hidden_fleet_note(settings.tls_connect_certificate, len(snap.servers), len(snap.robots))
+        if note:
+            print(f"lerobot-fleet status: {note}", file=sys.stderr)
     if snap.connection != "connected":
         why = _why_not_connected(settings) or (snap.notes[-1] if snap.notes else "no answer")
         print(f"lerobot-fleet status: not connected to {store.router}: {why}", file=sys.stderr)
@@ -150,6 +156,8 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             result = send_drain(session, target, None, reason, by, timeout)
         else:
             result = send_episode_reset(session, target, None, reason, by, timeout)
+        nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
+        present = _token_present(session, kind, target) if nobody else None
     except Exception as exc:  # the router went away mid-query
         print(f"lerobot-fleet {kind}: lost the router while asking {target}: {exc}. Check the router and try again.", file=sys.stderr)
         return 2
@@ -158,17 +166,35 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
             session.close()
         except Exception:
             pass
-    nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
     if nobody:
         from dataclasses import replace
 
-        from .acl import refused_hint
+        from .acl import nobody_answered_hint
 
-        result = replace(result, message=result.message + refused_hint(settings.tls_connect_certificate, "drain" if kind == "drain" else "episode reset"))
+        who = "server" if kind == "drain" else "robot"
+        hint = nobody_answered_hint(settings.tls_connect_certificate, "drain" if kind == "drain" else "episode reset", who, target, present)
+        result = replace(result, message=result.message + hint)
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
         return 0
     return 2 if nobody else 1
+
+
+def _token_present(session: Any, kind: str, target: str, timeout: float = 1.0) -> bool | None:
+    """Whether the target's liveliness token (any namespace) is on the network; None when it cannot be told.
+
+    Absent counts only when this certificate sees other tokens at all (an operator or viewer does; the access
+    control hides every token from a robot or server certificate asking this broadly, and then we cannot tell)."""
+    from .acl import EVERYTHING
+    from .ops import ANY
+
+    key = ANY.server(target, "alive") if kind == "drain" else ANY.robot(target, "alive")
+    try:
+        if any(reply.ok is not None for reply in session.liveliness().get(key, timeout=timeout)):
+            return True
+        return False if any(reply.ok is not None for reply in session.liveliness().get(EVERYTHING, timeout=timeout)) else None
+    except Exception:  # a courtesy for the message only
+        return None
 
 
 def _why_not_connected(settings: ZenohSettings) -> str:

@@ -6,6 +6,9 @@ so each case is deterministic. Real-Zenoh versions of these paths live in test_e
 
 from __future__ import annotations
 
+import logging
+import time
+
 import lerobot.rollout  # noqa: F401
 import numpy as np
 import pytest
@@ -297,3 +300,21 @@ def test_control_loop_executes_and_counts_the_invariants():
     assert loop.sessions == {link.session_id()}
     with pytest.raises(ValueError):
         ControlLoop(e)
+
+
+def test_robot_whose_only_server_went_away_logs_that_it_is_gone(caplog):
+    """Issue 23 #7: no namespace/endpoint advice once the robot had a session; it says its server is gone."""
+    link = MemoryLink(MemoryReplica("a"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=0.001, reconnect_max_backoff_s=0.001)
+    e.step()
+    e.step()
+    with caplog.at_level(logging.WARNING, logger="lerobot_policy_remote.engine.remote"):
+        link.remove_replica("a")
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("Reconnect failed" in r.getMessage() for r in caplog.records):
+            e.step()
+            e.get_action()
+    failed = [r.getMessage() for r in caplog.records if "Reconnect failed" in r.getMessage()]
+    assert failed, [r.getMessage() for r in caplog.records]
+    assert all("namespace" not in m and "replica a" in m for m in failed), failed
+    e.stop()

@@ -59,6 +59,17 @@ def namespace_hint(keys: ServiceKeys, status_key: str) -> str:
     )
 
 
+def reconnect_failure(exc: HandshakeError, last_replica: str) -> str:
+    """Why a re-handshake failed, for the robot's log. A robot that had a session and now finds no replica of
+    its service was not misconfigured: its server drained, stopped or is unreachable (issue 23), so the
+    namespace/endpoint advice of a first connection would mislead."""
+    if exc.code == Refusal.NO_SERVER and last_replica:
+        return (f"no policy server of this service answers any more (replica {last_replica} drained, stopped or is "
+                "unreachable, and no other replica serves it); retrying until one is back: start or undrain a "
+                "server (`lerobot-fleet status` lists them)")
+    return str(exc)
+
+
 def free_seats(status: ServerStatus) -> int:
     """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty."""
     if status.max_sessions <= 0:

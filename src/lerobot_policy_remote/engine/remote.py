@@ -36,7 +36,7 @@ from . import identity, request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .fallback import zero_warning
-from .handshake import HandshakeError
+from .handshake import HandshakeError, reconnect_failure
 from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
 from .provenance import Provenance
@@ -313,7 +313,7 @@ class RemoteInferenceEngine(InferenceEngine):
                 self.states.on_fatal(now, str(exc))
                 return
             wait = self.reconnect.failed(time.monotonic())
-            logger.warning("Reconnect failed (%s); next try in %.1fs", exc, wait)
+            logger.warning("Reconnect failed (%s); next try in %.1fs", reconnect_failure(exc, self.replica), wait)
 
     def _lose_link(self, now: float, why: str) -> None:
         if self.states.on_link_lost(now, why):
