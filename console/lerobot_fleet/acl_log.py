@@ -135,7 +135,10 @@ def install(window_s: float = 10.0) -> Callable[[], None]:
 
     def finish() -> None:
         piped, sys.stdout = sys.stdout, sys.__stdout__
-        piped.close()
+        try:
+            piped.close()
+        except OSError:  # the filter is gone (killed with the router's process group): nothing left to print
+            pass
         os.dup2(original, 1)  # closes the pipe's last writer: the filter prints what is left, sees EOF, exits
         try:
             filt.wait(timeout=5.0)
@@ -146,7 +149,15 @@ def install(window_s: float = 10.0) -> Callable[[], None]:
 
 
 def _main(argv: list[str]) -> int:
-    """The filter process: stdin -> RefusalLog -> stdout, until EOF."""
+    """The filter process: stdin -> RefusalLog -> stdout, until EOF.
+
+    It ignores SIGINT and SIGTERM: a Ctrl-C or a supervisor's SIGTERM reaches the router's whole process
+    group, and the router still prints its last lines through this filter while it stops (issue 23: the
+    filter dying first gave "[Errno 32] Broken pipe"). It ends at EOF, also when the router is killed."""
+    import signal
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     filt = RefusalLog(float(argv[0]) if argv else 10.0)
     out = sys.stdout
     for raw in sys.stdin.buffer:

@@ -95,7 +95,25 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
     return endpoint
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> str:
+    """'' when the demo's router can listen on host:port; else what to do, naming --port (issue 23)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free for the router; a listener is not
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return (f"port {port} on {host} is already in use ({exc.strerror}; another router or demo?): "
+                    f"pick another with --port, e.g. lerobot-fleet demo --port {free_port()}")
+    return ""
+
+
 def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None) -> int:
+    taken = port_taken(port)
+    if taken:  # before building anything: said at once, exit 2 like every usage error
+        print(f"lerobot-fleet demo: {taken}", file=sys.stderr)
+        return 2
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lerobot-fleet-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     fleet = Fleet(work)

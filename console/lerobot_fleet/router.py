@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -82,12 +84,23 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
     session = open_session(settings)
     mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
     acl = f"; access control from {inventory} (default deny)" if inventory else ""
-    print(f"Zenoh router up: listening on {', '.join(settings.listen_endpoints)} (zid {session.zid()}){mesh}{acl}", flush=True)
+    _say(f"Zenoh router up: listening on {', '.join(settings.listen_endpoints)} (zid {session.zid()}){mesh}{acl}")
     try:
         stop.wait()
     finally:
         session.close()
-    print("Zenoh router stopped", flush=True)
+    _say("Zenoh router stopped")
     if finish is not None:
         finish()
     return 0
+
+
+def _say(line: str) -> None:
+    """Print a line; a reader that went away (a closed pipe, a log filter killed with the process group) is
+    not an error of the router's: later output goes nowhere instead of "[Errno 32] Broken pipe"."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)

@@ -47,17 +47,20 @@ def snapshot_text(snap: FleetSnapshot) -> str:
         from .sources.routers import routers_line
 
         lines.append(routers_line(snap.routers))
+    # columns as wide as their longest value (a 32-character robot id or replica keeps the table aligned)
+    rw = max([16, *(len(s.replica) for s in snap.servers), *(len(r.replica) for r in snap.robots)])
+    bw = max([20, *(len(r.robot_id) for r in snap.robots)])
     lines.append(f"SERVERS ({len(snap.servers)})")
-    lines.append(f"  {'replica':<16} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
+    lines.append(f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
     for s in sort_servers(list(snap.servers)):
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
         rps = "—" if s.requests_per_s is None else f"{s.requests_per_s:.1f}"
-        lines.append(f"  {s.replica:<16} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6}  {s.model_id} / {s.service}")
+        lines.append(f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6}  {s.model_id} / {s.service}")
     lines.append(f"ROBOTS ({len(snap.robots)})")
-    lines.append(f"  {'robot':<20} {'state':<13} {'server':<16} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
+    lines.append(f"  {'robot':<{bw}} {'state':<13} {'server':<{rw}} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
     for r in sort_robots(list(snap.robots), "state"):
         rtt = "—" if r.rtt_p50_ms is None else f"{r.rtt_p50_ms:.0f}"
-        lines.append(f"  {r.robot_id:<20} {r.state.name:<13} {r.replica or '—':<16} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}")
+        lines.append(f"  {r.robot_id:<{bw}} {r.state.name:<13} {r.replica or '—':<{rw}} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}")
     return "\n".join(lines)
 
 
@@ -96,8 +99,9 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: Ale
     else:
         print(snapshot_text(snap))
         print(f"ALERTS ({sum(1 for a in alerts if a['open'])} open)")
+        tw = max([20, *(len(str(a["target"])) for a in alerts)])
         for a in alerts:
-            print(f"  {a['role']:<6} {a['target']:<20} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
+            print(f"  {a['role']:<6} {a['target']:<{tw}} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
     if snap.connection == "connected":
         from .acl import hidden_fleet_note
 
