@@ -83,6 +83,34 @@ def test_reset_verb_advances_the_episode(fleet):
     fleet["rollout"].wait_for("Operator episode reset applied", timeout=10)
     missing = _run("reset", "no-such-robot", "--router", fleet["router"].endpoint, "--timeout", "2")
     assert missing.returncode == 2 and "no robot answered" in missing.stdout
+    # issue 23 #7: a robot that is not there is named as such (its token is absent while others are seen)
+    assert "no-such-robot is not on the network" in missing.stdout, missing.stdout
+
+
+def test_a_healthy_robot_opens_no_alert_with_the_default_rules(fleet):
+    """Issue 23 #6: the default alert rules over 15 s of a healthy live robot: nothing opens. Its telemetry
+    carries its own max_action_age_s (3 s by default), from which the staleness threshold is derived."""
+    from lerobot_fleet.alerts import AlertBook
+    from lerobot_fleet.store import FleetStore
+
+    from lerobot_policy_remote.testing.waiting import assert_never
+
+    settings = ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=2000)
+    store = FleetStore()
+    source = ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0)
+    source.start(store)
+    try:
+        def robot():
+            return next((r for r in store.snapshot().robots if r.robot_id == ROBOT), None)
+
+        wait_until(lambda: robot() is not None and robot().state is RobotState.STREAMING and len(robot().recent_staleness) >= 3, 30,
+                   message="the robot streaming with a few telemetry samples")
+        assert robot().max_action_age_s == 3.0
+        book = AlertBook()
+        assert_never(lambda: [a.message for a in book.update(store.snapshot(), store.clock())[0] if a.name == ROBOT], 15, 0.5,
+                     "an alert on a healthy robot")
+    finally:
+        source.stop()
 
 
 def test_console_in_a_real_terminal(fleet, tmp_path):
