@@ -13,7 +13,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import islice
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
@@ -412,7 +411,7 @@ class FleetStore:
             action_order=t.action_order,
             row_key=r.key,
             max_action_age_s=t.max_action_age_s or None,
-            recent_staleness=tuple(islice(r.staleness, max(0, len(r.staleness) - RECENT_STALENESS), None)),
+            recent_staleness=tuple(r.staleness[i] for i in range(-min(RECENT_STALENESS, len(r.staleness)), 0)),  # O(1) per item at a deque's end
         )
 
     def _rtts_by_replica(self) -> dict[str, list[float]]:
