@@ -318,3 +318,30 @@ def test_robot_whose_only_server_went_away_logs_that_it_is_gone(caplog):
     assert failed, [r.getMessage() for r in caplog.records]
     assert all("namespace" not in m and "replica a" in m for m in failed), failed
     e.stop()
+
+
+def test_a_new_session_requests_at_once_and_its_chunk_replaces_the_old_tail():
+    """Failover speed (issue 22): the first request on a new session does not wait for the old buffer to
+    drain, and its chunk (from a newer observation) supersedes what is left of the old session's chunk."""
+    link = MemoryLink(respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=5.0, reconnect_max_backoff_s=5.0, buffer_time_s=0.1)
+    e.step()
+    e.step()  # chunk seq=1 merged: 10 actions, far more than buffer_time_s
+    first = e.get_action()
+    assert first is not None and float(first[0]) == pytest.approx(1.0)
+    sent = len(link.requests)
+    e.step()
+    assert len(link.requests) == sent  # same session, full buffer: nothing to ask for yet
+    link.event("unknown_session", epoch=e.session_epoch)
+    e.step()  # new session
+    assert e.state is LinkState.CONNECTING
+    e.step()  # its first request goes out although the buffer still holds the old chunk
+    assert len(link.requests) == sent + 1
+    seq = link.requests[-1][0].seq_id
+    e.step()  # its chunk merges: STREAMING, and the old session's tail is gone
+    assert e.state is LinkState.STREAMING
+    nxt = e.get_action()
+    assert nxt is not None and float(nxt[0]) == pytest.approx(seq)  # row 0 of the new chunk, not row 1 of the old
+    e.step()
+    assert len(link.requests) == sent + 1  # back to the buffer rule once the session has merged a chunk
+    e.stop()

@@ -21,6 +21,9 @@ class RequestTracker:
         self.timeouts = 0  # consecutive timeouts (a streak means the link is lost)
         self.failing = False  # a request failed and none succeeded since
         self.last_outcome = ""  # ok | timeout | bad_chunk | event:<name>
+        # No chunk merged on this session yet: its first request goes at once (the new path is proven in one
+        # round trip, not after the old session's buffer drains) and its chunk replaces the old session's tail.
+        self.session_fresh = True
 
     def begin(self, *, mono_ns: int, t_obs: float, t_send: float, idx_before: int, episode_id: int, epoch: int) -> Outstanding:
         self.seq += 1
@@ -44,6 +47,7 @@ class RequestTracker:
         self.current = self.latest = None
         self.timeouts = 0
         self.failing = False
+        self.session_fresh = True
 
     def expire(self, now: float, timeout_s: float) -> Outstanding | None:
         """The current request if it just timed out (counted in the streak)."""
@@ -61,6 +65,7 @@ class RequestTracker:
 
     def succeed(self) -> None:
         self.current = self.latest = None
+        self.session_fresh = False
         self.timeouts = 0
         self.failing = False
         self.last_outcome = "ok"

@@ -58,14 +58,20 @@ class StampedActionQueue(ActionQueue):
         idx_before: int | None,
         src_t: float,
         meta: Provenance,
+        replace: bool = False,
     ) -> int:
-        """Merge a chunk; returns the number of leading steps trimmed (replace mode)."""
+        """Merge a chunk; returns the number of leading steps trimmed (replace mode).
+
+        `replace`: the first chunk of a new session supersedes what is left of the old session's chunk even
+        when RTC is off: it was computed from a newer observation. Steps the robot executed since that
+        observation are trimmed, exactly as RTC's replace mode does.
+        """
         n = len(processed)
         while True:
             with self.lock:
                 li, q, oq = self.last_index, self.queue, self.original_queue
                 rows, src, metas = self.rows, self.src, self.meta
-            if self.cfg.enabled:
+            if self.cfg.enabled or replace:
                 consumed = max(0, li - idx_before) if idx_before is not None else max(0, real_delay)
                 delay = max(0, min(int(real_delay), consumed, n))
                 new_o, new_q = original[delay:].clone(), processed[delay:].clone()

@@ -341,6 +341,8 @@ class RemoteInferenceEngine(InferenceEngine):
     def _should_send(self, now: float) -> bool:
         if self.control.latest() is None:
             return False
+        if self.requests.session_fresh and not self.requests.failing:
+            return True  # see RequestTracker.session_fresh
         queue_s = self.queue.fresh_count(now, self.cfg.max_action_age_s) * self._dt
         return queue_s <= self.cfg.buffer_time_s
 
@@ -423,7 +425,7 @@ class RemoteInferenceEngine(InferenceEngine):
             if self.episode_id != out.episode_id:
                 return
             trimmed = self.queue.merge_stamped(torch.from_numpy(msg.chunk_model.copy()), torch.from_numpy(msg.chunk_robot.copy()),
-                                               new_delay, out.idx_before, out.t_obs, meta)
+                                               new_delay, out.idx_before, out.t_obs, meta, replace=self.requests.session_fresh)
         self.requests.succeed()
         self.latency.add(rtt)
         self.rtt.add(rtt * 1000.0)
