@@ -1,5 +1,6 @@
 """Our arm: the real PolicyServer (stub backend, or the real `lerobot-policy-server` for ACT) through a
-real router, and a robot built only on the public wire codecs and the one Zenoh config builder.
+real router, and the product's robot side: `RemoteInferenceEngine` over its `ZenohLink`, as
+`lerobot-rollout --inference.type=remote` runs it (the closed-loop client steps its worker itself).
 
 Shared memory is off on both sides (it would not cross a real network). `quality` 0 sends raw frames,
 otherwise JPEG at that quality (the rollout backend's default is 90).
@@ -7,18 +8,15 @@ otherwise JPEG at that quality (the rollout backend's default is 90).
 
 from __future__ import annotations
 
-import queue
 import time
 import uuid
 from typing import Any
 
 import numpy as np
 
-from lerobot_policy_remote.wire.codec import decode, encode
-from lerobot_policy_remote.wire.data import ActionChunkMsg, ObservationMsg, decode_chunk, encode_observation
-from lerobot_policy_remote.wire.header import Header, MsgType
+from lerobot_policy_remote.wire.codec import decode
 from lerobot_policy_remote.wire.keys import ServiceKeys
-from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, FeatureSpec, ServerStatus, SessionAck, SessionOpen
+from lerobot_policy_remote.wire.messages import ServerStatus
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 from .workload import ACTION_NAMES, CAMERAS, HEIGHT, STATE_DIM, WIDTH
@@ -44,83 +42,95 @@ def serve(endpoint: str, sleep_s: float, ready: Any) -> None:
     server.stop()
 
 
-def find_service(z: Any, timeout: float = 10.0) -> tuple[ServiceKeys, str]:
-    """The first server answering a status query: its key names the service namespace and replica."""
+def find_service(z: Any, timeout: float = 10.0) -> ServerStatus:
+    """The first server answering a status query (it names the model, revision and service the robot asks for)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for rp in z.get(ServiceKeys.any().server("*", "status"), timeout=2.0):
             if rp.ok is not None:
-                parts = str(rp.ok.key_expr).split("/")
-                st = decode(ServerStatus, rp.ok.payload.to_bytes())
-                return ServiceKeys(parts[1], parts[2], parts[3]), st.replica
+                return decode(ServerStatus, rp.ok.payload.to_bytes())
         time.sleep(0.2)
     raise TimeoutError("no policy server answered a status query: is the server connected to the same router?")
 
 
+def discover(endpoint: str) -> ServerStatus:
+    z = open_session(settings(endpoint))
+    try:
+        return find_service(z)
+    finally:
+        z.close()
+
+
+def hw_features() -> dict:
+    """What `hw_to_dataset_features` makes of a robot with the workload's joints and cameras."""
+    feats: dict = {"observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": list(ACTION_NAMES)}}
+    for c in CAMERAS:
+        feats[f"observation.images.{c}"] = {"dtype": "video", "shape": (HEIGHT, WIDTH, 3), "names": ["height", "width", "channels"]}
+    return feats
+
+
+def observation(images: dict[str, np.ndarray], st: np.ndarray) -> dict:
+    """The robot's raw observation dict, as `robot.get_observation()` returns it."""
+    return {**{n: float(v) for n, v in zip(ACTION_NAMES, st, strict=True)}, **images}
+
+
+def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_time_s: float, worker: bool,
+           max_action_age_s: float = 3.0) -> Any:
+    """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN)."""
+    import dataclasses
+
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+    from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+    from lerobot_policy_remote.engine.zenoh_link import ZenohLink
+
+    st = discover(endpoint)
+    uuid_ = f"peers-{robot}-{uuid.uuid4().hex[:8]}"
+    cfg = RemoteInferenceConfig(connect_endpoint=endpoint, client_uuid=uuid_, jpeg_quality=quality, rtc=RTCConfig(enabled=False),
+                                buffer_time_s=buffer_time_s, request_timeout_s=timeout_s, max_action_age_s=max_action_age_s,
+                                degraded_after_s=min(1.0, timeout_s), reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
+                                handshake_jitter_s=0.0, max_offline_s=3600, service_revision=st.model.revision or "main",
+                                service_task=st.service)
+    keys = ServiceKeys.for_service(st.model.repo_or_path, cfg.service_revision, st.service)
+    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=False), keys, uuid_)
+    e = RemoteInferenceEngine(cfg, hw_features=hw_features(), ordered_action_keys=list(ACTION_NAMES), task=st.default_task or "peers",
+                              fps=30.0, model_id=st.model.repo_or_path, transport=link)
+    e.start(worker=worker)
+    e.resume()
+    return e
+
+
 class Client:
-    """One robot: its own client session, a session open, observations put, chunks taken from a subscriber."""
+    """One robot in closed loop: the product's engine (its `ZenohLink`, request builder, codec and chunk checks),
+    its worker stepped here: send the observation, step until the chunk answering it is merged, return it.
+
+    `re-sends` stays 0: the engine never re-sends an observation; a lost one ends in its request timeout.
+    """
 
     def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0) -> None:
-        import zenoh
-
-        self.zenoh = zenoh
-        self.z = open_session(settings(endpoint))
-        self.keys, self.replica = find_service(self.z)
-        self.uuid = f"peers-{robot}-{uuid.uuid4().hex[:8]}"
-        self.quality, self.timeout_s, self.seq = quality, timeout_s, 0
-        self.resend_s, self.resends = min(0.5, timeout_s), 0
-        self.inbox: queue.Queue[tuple[Header, bytes]] = queue.Queue(maxsize=64)
-        self.sub = self.z.declare_subscriber(self.keys.robot(self.uuid, "action"), self._on_action)
-        self.token = self.z.liveliness().declare_token(self.keys.robot(self.uuid, "alive"))
-        feats = [FeatureSpec("observation.state", "state", [STATE_DIM])]
-        feats += [FeatureSpec(f"observation.images.{c}", "image", [HEIGHT, WIDTH, 3]) for c in CAMERAS]
-        req = SessionOpen(self.uuid, list(ACTION_NAMES), feats, fps=30.0)
-        replies = list(self.z.get(self.keys.server(self.replica, "session"), payload=encode(req), timeout=10.0))
-        if not replies or replies[0].ok is None:
-            raise ConnectionError("the policy server did not answer the session open")
-        self.ack = decode(SessionAck, replies[0].ok.payload.to_bytes())
-        if not self.ack.ok:
-            raise ConnectionError(f"session refused: {self.ack.code}: {self.ack.message}")
-        self.obs_key = self.keys.obs(self.replica, self.uuid)
-
-    def _on_action(self, sample: Any) -> None:
-        try:
-            self.inbox.put_nowait((Header.unpack(sample.attachment.to_bytes()), sample.payload.to_bytes()))
-        except queue.Full:
-            pass
-
-    def send(self, images: dict[str, np.ndarray], state: np.ndarray) -> int:
-        self.seq += 1
-        msg = ObservationMsg({"observation.state": state}, {f"observation.images.{c}": img for c, img in images.items()})
-        hdr = Header(SCHEMA_VERSION, MsgType.OBS, self.seq, 0, time.monotonic_ns(), 1).pack()
-        self.z.put(self.obs_key, encode_observation(msg, self.quality), attachment=hdr,
-                   congestion_control=self.zenoh.CongestionControl.DROP)
-        return self.seq
-
-    def receive(self, first_seq: int, timeout_s: float) -> ActionChunkMsg:
-        """The first chunk answering `first_seq` or a later re-send of the same observation."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            h, data = self.inbox.get(timeout=max(0.001, deadline - time.monotonic()))
-            if h.msg_type is MsgType.CHUNK and h.seq_id >= first_seq:
-                return decode_chunk(data)
+        self.timeout_s, self.resends = timeout_s, 0
+        # A merged 50-step chunk (1.7 s at 30 fps) is above the 0.5 s buffer, so nothing more is sent until
+        # the next call empties the queue: one request per call, as the other systems' clients do.
+        self.e = engine(endpoint, robot, quality, timeout_s, buffer_time_s=0.5, worker=False)
 
     def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
-        """Send, wait; after `resend_s` of silence send again (observations travel best-effort, as the
-        engine's do: CongestionControl.DROP). Every re-send carries the same observation, so a chunk for any
-        of them answers it; a reply to an earlier call's observation is ignored by its seq."""
+        e = self.e
+        e.queue.clear()  # nothing consumes in a closed loop: the queue holds exactly the chunk that answers
+        e.notify_observation(observation(images, state))
+        sent, merged = e.counters["requests"], e.counters["chunks"]
         deadline = time.monotonic() + self.timeout_s
-        first = self.send(images, state)
-        while True:
-            try:
-                return self.receive(first, min(self.resend_s, max(0.001, deadline - time.monotonic()))).chunk_robot
-            except queue.Empty:
-                if time.monotonic() >= deadline:
-                    raise TimeoutError(f"no chunk within {self.timeout_s}s") from None
-                self.resends += 1
-                self.send(images, state)
+        e.step()  # sends: nothing is outstanding and the queue is empty
+        if e.counters["requests"] != sent + 1:
+            raise RuntimeError(f"the engine did not send (state {e.state.value}, last outcome {e.last_outcome})")
+        while e.counters["chunks"] == merged:
+            if time.monotonic() >= deadline or e.requests.current is None:  # expired, refused or the link went
+                raise TimeoutError(f"no chunk within {self.timeout_s}s ({e.last_outcome or 'no reply'})")
+            e._wake.wait(0.05)  # the link's callback sets it on arrival
+            e._wake.clear()
+            e.step()
+        q = e.queue.queue
+        return q.numpy() if q is not None else np.empty((0, STATE_DIM), np.float32)
 
     def close(self) -> None:
-        self.token.undeclare()
-        self.sub.undeclare()
-        self.z.close()
+        self.e.stop()
