@@ -105,6 +105,83 @@ class Robot:
         }
 
 
+class EngineRobot:
+    """Ours: the product's engine with its own network worker, as `lerobot-rollout --inference.type=remote`
+    runs it: the control thread notifies the observation and takes `get_action()` every tick; the engine
+    decides when to ask, merges, fails over on the server's liveliness token and never re-sends.
+
+    The result has Robot's shape: "errors" are the engine leaving STREAMING (the robot noticed), "reconnects"
+    its handshakes after the first; a chunk's arrival lag is its round trip from the engine's own chunk log line.
+    """
+
+    def __init__(self, target: str, quality: int, timeout_s: float) -> None:
+        from .ours_peer import engine
+
+        self.e = engine(target, 0, quality, timeout_s, buffer_time_s=25 / FPS, worker=True)  # asks at half a chunk, as Robot
+        self.stop = threading.Event()
+        self.executed: list[tuple[float, float, float]] = []
+        self.dry_ticks: list[float] = []
+        self.first_chunk: float | None = None
+        self.started = time.monotonic()
+        self._lag: dict[tuple[str, int], float] = {}
+        self._watch_chunks()
+
+    def _watch_chunks(self) -> None:
+        """The engine logs every merged chunk with its session, seq and rtt: record each chunk's arrival lag."""
+        from lerobot_policy_remote.engine import remote
+
+        lag = self._lag
+
+        class Chunks(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                args = record.args
+                if isinstance(args, tuple) and len(args) >= 5:
+                    lag[(str(args[0]), int(args[1]))] = float(args[4]) / 1000.0
+
+        remote.chunk_logger.addHandler(Chunks())
+        remote.chunk_logger.setLevel(logging.INFO)
+        remote.chunk_logger.propagate = False
+
+    def control(self) -> None:
+        from lerobot_policy_remote.engine import provenance
+
+        from .ours_peer import observation
+
+        imgs, tick, i = frames(), time.monotonic(), 0
+        while not self.stop.is_set():
+            tick += 1 / FPS
+            time.sleep(max(0.0, tick - time.monotonic()))
+            i += 1
+            self.e.notify_observation(observation(imgs, state(i)))
+            act = self.e.get_action()
+            now = time.monotonic()
+            p = provenance.latest() if act is not None else None
+            if p is None:  # the fallback (hold) or nothing yet: not an executed chunk action
+                if self.first_chunk is not None:
+                    self.dry_ticks.append(now)
+                continue
+            if self.first_chunk is None:
+                self.first_chunk = now
+            self.executed.append((now, p.source_age_s, self._lag.get((p.session_id, p.seq_id), p.source_age_s)))
+
+    def run(self, seconds: float) -> dict[str, Any]:
+        threading.Thread(target=self.control, daemon=True).start()
+        while self.first_chunk is None and time.monotonic() - self.started < 120:
+            time.sleep(0.01)
+        print(f"PEER STEADY {time.monotonic():.6f}", flush=True)
+        time.sleep(seconds)
+        self.stop.set()
+        hist = list(self.e.states.history)
+        self.e.stop()
+        left = [(t, f"{st.value}: {why}") for t, st, why in hist if st.value not in ("STREAMING", "CONNECTING")]
+        handshakes = [t for t, st, _ in hist if st.value == "CONNECTING"]
+        return {
+            "system": "ours", "started": self.started, "first_chunk": self.first_chunk, "ended": time.monotonic(),
+            "executed": self.executed, "dry_ticks": self.dry_ticks, "chunks": [],
+            "errors": left[:200], "reconnects": handshakes[1:],
+        }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("system", choices=["ours", "legacy", "openpi", "gr00t"])
@@ -112,14 +189,18 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0, help="how long to run after the first chunk")
     ap.add_argument("--quality", type=int, default=90)
     ap.add_argument("--timeout", type=float, default=None,
-                    help="how long the robot waits for a chunk before re-sending: ours 1 s (the engine re-sends the newest "
-                         "observation; request ids drop late replies); legacy effectively never, as its real client; "
-                         "openpi and GR00T clients have no timeout at all")
+                    help="how long the robot waits for a chunk: ours 1 s (the engine's request timeout; its next request "
+                         "carries the newest observation; request ids drop late replies); legacy effectively never, as its "
+                         "real client; openpi and GR00T clients have no timeout at all")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    logging.disable(logging.INFO)
+    if args.system != "ours":  # ours reads the engine's INFO chunk lines (its own logger, not printed)
+        logging.disable(logging.INFO)
     timeout = args.timeout if args.timeout is not None else (1.0 if args.system == "ours" else 60.0)
-    out = Robot(args.system, args.target, args.quality, timeout).run(args.seconds)
+    if args.system == "ours":
+        out = EngineRobot(args.target, args.quality, timeout).run(args.seconds)
+    else:
+        out = Robot(args.system, args.target, args.quality, timeout).run(args.seconds)
     emit(out)
 
 
