@@ -23,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from lerobot_fleet.inventory import NamespaceGrant
 from lerobot_fleet.pki import init_ca, issue
 
 from lerobot_policy_remote.wire import ServiceKeys
@@ -106,7 +107,7 @@ def main() -> int:
         pki = Path(tmp)
         init_ca(pki)
         for name, role in (("router-a", "router"), ("arm-a", "robot"), ("rep-1", "server")):
-            issue(pki, name, role)
+            issue(pki, name, role, namespaces=[NamespaceGrant()] if role == "server" else None)
         setups = {"mtls": (False, False), "acl": (True, False), "acl-quiet": (True, True)}
         results: dict[str, list[tuple[float, float]]] = {k: [] for k in setups}
         for r in range(args.rounds):

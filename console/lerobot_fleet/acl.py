@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobot_policy_remote.wire.keys import ROOT, SERVER_LEAVES, ServiceKeys
+from lerobot_policy_remote.wire.keys import ROOT, ServiceKeys
 
 from .inventory import Inventory, Member
 
@@ -46,33 +46,34 @@ def _robot(m: Member) -> list[Grant]:
             ("ingress", ("liveliness_token",), [k.robot(r, "alive")]),
             ("ingress", ("declare_subscriber",), [k.robot(r, "action")]),
             ("ingress", ("declare_queryable", "reply"), [k.robot(r, "episode_reset")]),
-            ("ingress", ("query",), [k.server("*", leaf) for leaf in ("status", "session", "reset")]),
+            # only its own session and reset keys: one robot can never open, replace or reset another's session
+            ("ingress", ("query",), [k.server("*", "status"), k.session("*", r), k.reset("*", r)]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive")]),
         ]
     return grants + [
         ("egress", ("put",), [ANY.robot(r, "action")]),
         ("egress", ("query",), [ANY.robot(r, "episode_reset")]),
-        ("egress", ("reply",), [ANY.server("*", leaf) for leaf in ("status", "session", "reset")]),
+        ("egress", ("reply",), [ANY.server("*", "status"), ANY.session("*", r), ANY.reset("*", r)]),
         ("egress", ("liveliness_token",), [ANY.server("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
     ]
 
 
 def _server(m: Member) -> list[Grant]:
+    """A server acts only as its own replica and only in the namespaces the inventory names for it."""
     s = m.name
-    queryables = [leaf for leaf in SERVER_LEAVES if leaf not in ("alive", "audit")]
     grants: list[Grant] = []
     for ns in m.namespaces:
         k = ns.keys()
         grants += [
-            ("ingress", ("declare_queryable", "reply"), [k.server(s, leaf) for leaf in queryables]),
+            ("ingress", ("declare_queryable", "reply"), [k.server(s, "status"), k.server(s, "drain"), k.session(s, "*"), k.reset(s, "*")]),
             ("ingress", ("declare_subscriber",), [k.obs(s, "*")]),
             ("ingress", ("put",), [k.server(s, "audit"), k.robot("*", "action")]),
             ("ingress", ("liveliness_token",), [k.server(s, "alive")]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.robot("*", "alive")]),
         ]
     return grants + [
-        ("egress", ("query",), [ANY.server("*", leaf) for leaf in queryables]),
+        ("egress", ("query",), [ANY.server("*", "status"), ANY.server("*", "drain"), ANY.session("*", "*"), ANY.reset("*", "*")]),
         ("egress", ("put",), [ANY.obs("*", "*")]),
         ("egress", ("liveliness_token",), [ANY.robot("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
@@ -80,17 +81,23 @@ def _server(m: Member) -> list[Grant]:
 
 
 def _reader(m: Member, commands: bool) -> list[Grant]:
-    """Operators and viewers read everything in their namespaces; only operators send drain and episode reset."""
-    grants: list[Grant] = [("ingress", ("query",), [ADMIN]), ("egress", ("reply",), [ADMIN])]
+    """Operators and viewers read what the console reads in their namespaces (liveliness, telemetry, audit,
+    status; never camera images or action chunks); only operators send drain and episode reset, and only they
+    may read the router's admin space (the mesh's session and link topology)."""
+    grants: list[Grant] = [("ingress", ("query",), [ADMIN]), ("egress", ("reply",), [ADMIN])] if commands else []
     for ns in m.namespaces:
         k = ns.keys()
         asks = [k.server("*", "status")] + ([k.server("*", "drain"), k.robot("*", "episode_reset")] if commands else [])
         grants += [
-            ("ingress", ("declare_subscriber", "declare_liveliness_subscriber", "liveliness_query"), [f"{k.base}/**"]),
+            ("ingress", ("declare_subscriber",), [k.robot("*", "telemetry"), k.server("*", "audit")]),
+            ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive"), k.robot("*", "alive")]),
             ("ingress", ("query",), asks),
         ]
+    replies = [ANY.server("*", "status")] + ([ANY.server("*", "drain"), ANY.robot("*", "episode_reset")] if commands else [])
     return grants + [
-        ("egress", ("put", "reply", "liveliness_token"), [EVERYTHING]),
+        ("egress", ("put",), [ANY.robot("*", "telemetry"), ANY.server("*", "audit")]),
+        ("egress", ("reply",), replies),
+        ("egress", ("liveliness_token",), [ANY.server("*", "alive"), ANY.robot("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
     ]
 

@@ -75,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="what the certificate is for; the router's access control grants by role (required)")
     pki_issue.add_argument("--host", action="append", default=None, help="router only: extra DNS name or IP on the certificate (repeatable)")
     pki_issue.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    pki_issue.add_argument("--namespace", action="append", default=None, metavar="model=M,service=S[,revision=R]",
+                           help="the namespace the certificate may use (repeatable; required for servers: a server may declare "
+                                "and answer only in its own; robots, operators and viewers default to every namespace)")
 
     console = sub.add_parser("console", help="the live operator console (Textual)", description="Live view of robots and policy servers; drain a server, reset a robot's episode.")
     _add_connect(console)

@@ -84,7 +84,7 @@ class Inventory:
             entries: dict[str, Any] = {}
             for m in sorted(self.by_role(role), key=lambda m: m.name):
                 body: dict[str, Any] = {}
-                if m.namespaces != (ANY_NAMESPACE,):
+                if m.namespaces != (ANY_NAMESPACE,) or m.role == "server":  # a server's grant is always written out
                     body["namespaces"] = [ns.to_yaml() for ns in m.namespaces]
                 if m.hosts:
                     body["hosts"] = list(m.hosts)
@@ -135,6 +135,10 @@ def _member(name: str, role: str, body: Any, where: str) -> Member:
         raise InventoryError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: namespaces, hosts")
     raw = body.get("namespaces")
     namespaces = (ANY_NAMESPACE,)
+    if raw is None and role == "server":
+        raise InventoryError(f"{where}: a server must name the namespaces it serves, e.g. namespaces: [{{model: lerobot/act_so100, "
+                             "service: pick}] (`lerobot-fleet pki issue DIR NAME --role server --namespace model=...,service=...`); "
+                             "a server certificate may declare and answer only there")
     if raw is not None:
         if not isinstance(raw, list) or not raw:
             raise InventoryError(f"{where}.namespaces: must be a non-empty list of {{model, revision, service}}")
@@ -154,6 +158,19 @@ def _namespace(raw: Any, where: str) -> NamespaceGrant:
     except WireError as exc:
         raise InventoryError(f"{where}: {exc}") from exc
     return ns
+
+
+def parse_namespace_flag(text: str) -> NamespaceGrant:
+    """`model=M,service=S[,revision=R]` (each field optional, `*` or absent = any) -> a grant; for `pki issue --namespace`."""
+    fields: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or key not in ("model", "revision", "service") or not value:
+            raise InventoryError(f"--namespace {text!r}: write model=MODEL,service=SERVICE[,revision=REV] (any field may be '*')")
+        fields[key] = value
+    if not fields:
+        raise InventoryError(f"--namespace {text!r} names nothing: write model=MODEL,service=SERVICE")
+    return _namespace(fields, f"--namespace {text!r}")
 
 
 def load_inventory(path: str | Path) -> Inventory:

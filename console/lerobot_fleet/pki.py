@@ -16,7 +16,7 @@ from pathlib import Path
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import check_id
 
-from .inventory import ROLES, Inventory, Member, load_inventory, save_inventory
+from .inventory import ROLES, Inventory, Member, NamespaceGrant, load_inventory, save_inventory
 
 ROUTER_DEFAULT_HOSTS = ("localhost", "127.0.0.1")
 
@@ -89,8 +89,9 @@ def init_ca(directory: str | Path, name: str = "lerobot-fleet dev CA", days: int
     return d / "ca.crt"
 
 
-def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None = None, days: int = 365) -> Issued:
-    """Sign DIR/NAME.crt + DIR/NAME.key with the CA in DIR and record NAME's role in DIR/inventory.yaml."""
+def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None = None, days: int = 365,
+          namespaces: list[NamespaceGrant] | None = None) -> Issued:
+    """Sign DIR/NAME.crt + DIR/NAME.key with the CA in DIR and record NAME's role (and namespaces) in DIR/inventory.yaml."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -112,7 +113,16 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
     if existing is not None and existing.role != role:
         raise PkiError(f"{name!r} is already a {existing.role} in {d / 'inventory.yaml'}; a name has one role "
                        "(remove the entry first to change it)")
-    member = Member(name, role, existing.namespaces if existing else Member(name, role).namespaces,
+    if namespaces:
+        grants = tuple(namespaces)
+    elif existing is not None:
+        grants = existing.namespaces
+    elif role == "server":
+        raise PkiError(f"a server certificate serves named namespaces only: add --namespace model=MODEL,service=SERVICE "
+                       f"(the model id and task {name} serves; '*' in a field for any)")
+    else:
+        grants = Member(name, role).namespaces
+    member = Member(name, role, grants,
                     tuple(dict.fromkeys(hosts or [])) if role == "router" else ())
     inv = inv.with_member(member)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .pki import init_ca, issue
+from .inventory import InventoryError, parse_namespace_flag
+from .pki import PkiError, init_ca, issue
 
 NEXT_STEP = {
     "router": "lerobot-fleet router --listen tls/0.0.0.0:7447 --tls-cert {cert} --tls-key {key} --tls-ca {ca} --inventory {inv}",
@@ -24,7 +25,11 @@ def run_pki(args: argparse.Namespace) -> int:
         print(f"CA created: {ca} (key {Path(args.dir) / 'ca.key'}, mode 0600; keep it off robots and servers)")
         print(f"next: lerobot-fleet pki issue {args.dir} router-a --role router")
         return 0
-    made = issue(args.dir, args.name, args.role, args.host, args.days)
+    try:
+        grants = [parse_namespace_flag(text) for text in args.namespace or []]
+    except InventoryError as exc:
+        raise PkiError(str(exc)) from exc
+    made = issue(args.dir, args.name, args.role, args.host, args.days, namespaces=grants)
     d = Path(args.dir)
     hosts = f" for {', '.join(made.hosts)}" if made.hosts else ""
     print(f"{args.role} certificate for CN={args.name}{hosts}: {made.cert} (key {made.key}, mode 0600)")

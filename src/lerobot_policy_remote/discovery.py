@@ -7,6 +7,7 @@ Torch-, numpy- and cv2-free: only zenoh and the wire control messages.
 from __future__ import annotations
 
 import difflib
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,9 @@ from .wire.codec import decode
 from .wire.errors import WireError
 from .wire.keys import Namespace, ServiceKeys, parse_key
 from .wire.messages import ServerStatus
+from .wire.text import printable
+
+logger = logging.getLogger(__name__)
 
 ANY = ServiceKeys.any()
 
@@ -69,6 +73,17 @@ class ServiceInfo:
                              for r in self.replicas]}
 
 
+def key_vouches_for(status: ServerStatus, key: str) -> bool:
+    """A status reply is believed only when the key it came on (which the router's ACL lets only that replica
+    answer on) names the replica and service its body claims: a server cannot speak for another."""
+    try:
+        parsed = parse_key(key)
+    except WireError:
+        return False
+    return (parsed.role == "server" and parsed.leaf == "status" and parsed.ident == status.replica
+            and (not status.service or parsed.service == status.service))
+
+
 def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY) -> list[tuple[ServerStatus, Namespace]]:
     """`get(<keys>/server/*/status)`; undecodable replies are skipped, each reply keeps its namespace."""
     import zenoh
@@ -83,14 +98,11 @@ def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY) 
             status = decode(ServerStatus, reply.ok.payload.to_bytes())
         except WireError:
             continue
-        try:
-            ns = parse_key(str(reply.ok.key_expr)).namespace
-        except WireError:
-            ns = Namespace("", "", "")
-        if "*" in "".join(ns) or not all(ns):
-            # a replica that replied on the query's wildcard key: its body still names the namespace
-            ns = Namespace(status.model.repo_or_path, status.model.revision or "main", status.service or status.default_task)
-        out.append((status, ns))
+        key = str(reply.ok.key_expr)
+        if not key_vouches_for(status, key):
+            logger.warning("Ignoring a status reply on %s that claims replica %s", key, printable(status.replica, 80))
+            continue
+        out.append((status, parse_key(key).namespace))
     return out
 
 

@@ -80,7 +80,7 @@ def test_streams_chunks_and_stamps_provenance(rig):
     assert e.telemetry().max_action_age_s == e.cfg.max_action_age_s > 0  # its hard bound, for the console's staleness alert
 
 
-@pytest.mark.parametrize("mode", ["nan", "wrong_shape", "foreign_session"])
+@pytest.mark.parametrize("mode", ["nan", "wrong_shape"])
 def test_bad_chunks_are_never_executed(rig, mode):
     server, make = rig
     server.faults.mode = mode
@@ -90,6 +90,19 @@ def test_bad_chunks_are_never_executed(rig, mode):
     assert e.counters["bad_chunk"] >= 1
     assert e.counters["chunks"] == 0
     assert e.telemetry().last_outcome in ("bad_chunk", "timeout")
+
+
+def test_foreign_session_chunk_is_a_lost_session_not_a_bad_chunk(rig):
+    """A chunk naming another session (the server replaced ours) is never executed and re-handshakes at once."""
+    server, make = rig
+    server.faults.mode = "foreign_session"
+    e = make()
+    epoch0 = e.session_epoch
+    acts = drive(e, 1.2)
+    assert all(a is None for a in acts)
+    assert e.counters["chunks"] == 0 and e.counters["bad_chunk"] == 0
+    assert e.counters["foreign_session"] >= 1
+    assert e.session_epoch > epoch0  # a fresh handshake, not a wait for DEAD on a session the server dropped
 
 
 def test_silent_server_times_out_then_reconnects(rig):

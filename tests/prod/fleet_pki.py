@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from lerobot_fleet.inventory import NamespaceGrant
 from lerobot_fleet.pki import init_ca, issue
 
 from lerobot_policy_remote.testing.procs import Router
@@ -13,11 +14,16 @@ NAMES = {"router-a": "router", "router-b": "router", "arm-a": "robot", "arm-b": 
          "rep-1": "server", "alice": "operator", "wall": "viewer"}
 
 
+ROGUE_SERVICE = "rogue service"  # the only namespace server certificate `rogue` may serve in
+
+
 def make_pki(d: Path) -> Path:
     """Every name of NAMES in DIR/inventory.yaml, plus `mallory`: signed by the same CA but not in the inventory."""
     init_ca(d)
     for name, role in NAMES.items():
-        issue(d, name, role)
+        # rep-1 serves every namespace (the tests' tasks are random), written out explicitly as a server's must be
+        issue(d, name, role, namespaces=[NamespaceGrant()] if role == "server" else None)
+    issue(d, "rogue", "server", namespaces=[NamespaceGrant(service=ROGUE_SERVICE)])
     outsider = d / "outsider"
     outsider.mkdir()
     shutil.copy(d / "ca.crt", outsider / "ca.crt")

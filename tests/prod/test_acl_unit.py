@@ -13,12 +13,13 @@ from lerobot_policy_remote.wire import ServiceKeys
 
 INV = parse_inventory({
     "robots": {"arm-a": {}, "arm-b": {"namespaces": [{"model": "lab/act", "service": "pick"}]}},
-    "servers": ["rep-1"],
+    "servers": {"rep-1": {"namespaces": [{"model": "lab/act", "service": "pick"}]}},
     "operators": {"alice": {}},
     "viewers": {"wall": {}},
     "routers": {"router-a": {"hosts": ["r.example"]}},
 })
 K = ServiceKeys.for_service("lab/act", "main", "pick")
+OTHER = ServiceKeys.for_service("lab/other", "main", "place")
 ANY = ServiceKeys.any()
 
 
@@ -52,8 +53,15 @@ def test_zenoh_accepts_the_generated_config():
     ("arm-a", "ingress", "declare_subscriber", K.robot("arm-b", "action"), False),
     ("arm-a", "ingress", "declare_subscriber", K.obs("rep-1", "*"), False),
     ("arm-a", "ingress", "query", K.server("*", "status"), True),
-    ("arm-a", "ingress", "query", K.server("rep-1", "session"), True),
-    ("arm-a", "ingress", "query", K.server("rep-1", "reset"), True),
+    ("arm-a", "ingress", "query", K.session("rep-1", "arm-a"), True),
+    ("arm-a", "ingress", "query", K.reset("rep-1", "arm-a"), True),
+    ("arm-a", "ingress", "query", K.session("*", "arm-a"), True),
+    # never another robot's session or reset key: one robot cannot replace or reset another's session
+    ("arm-a", "ingress", "query", K.session("rep-1", "arm-b"), False),
+    ("arm-a", "ingress", "query", K.session("rep-1", "*"), False),
+    ("arm-a", "ingress", "query", K.reset("rep-1", "arm-b"), False),
+    ("arm-a", "egress", "reply", K.session("rep-1", "arm-a"), True),
+    ("arm-a", "egress", "reply", K.session("rep-1", "arm-b"), False),
     ("arm-a", "ingress", "query", K.server("rep-1", "drain"), False),
     ("arm-a", "ingress", "query", K.robot("arm-b", "episode_reset"), False),
     ("arm-a", "ingress", "declare_queryable", K.robot("arm-a", "episode_reset"), True),
@@ -77,13 +85,31 @@ def test_zenoh_accepts_the_generated_config():
     ("rep-1", "ingress", "put", K.robot("arm-a", "action"), True),
     ("rep-1", "ingress", "put", K.obs("rep-1", "arm-a"), False),
     ("rep-1", "ingress", "query", K.server("rep-2", "drain"), False),
+    ("rep-1", "ingress", "declare_queryable", K.session("rep-1", "*"), True),
+    ("rep-1", "ingress", "reply", K.session("rep-1", "arm-a"), True),
+    ("rep-1", "ingress", "reply", K.session("rep-2", "arm-a"), False),
+    ("rep-1", "ingress", "reply", K.reset("rep-1", "arm-a"), True),
+    # a server is bound to its namespace: it cannot serve (or drain robots of) another model or task
+    ("rep-1", "ingress", "declare_queryable", OTHER.session("rep-1", "*"), False),
+    ("rep-1", "ingress", "reply", OTHER.server("rep-1", "status"), False),
+    ("rep-1", "ingress", "put", OTHER.robot("arm-a", "action"), False),
+    ("rep-1", "ingress", "liveliness_token", OTHER.server("rep-1", "alive"), False),
     ("rep-1", "egress", "query", ANY.server("*", "status"), True),
+    ("rep-1", "egress", "query", K.session("rep-1", "arm-a"), True),
     ("rep-1", "egress", "put", K.obs("rep-1", "arm-a"), True),
     # an operator reads everything and may drain / reset, but opens no sessions
     ("alice", "ingress", "query", ANY.server("rep-1", "drain"), True),
     ("alice", "ingress", "query", ANY.robot("arm-a", "episode_reset"), True),
     ("alice", "ingress", "query", ANY.server("*", "status"), True),
-    ("alice", "ingress", "query", K.server("rep-1", "session"), False),
+    ("alice", "ingress", "query", K.session("rep-1", "arm-a"), False),
+    ("alice", "ingress", "declare_subscriber", ANY.server("*", "audit"), True),
+    # ... but never camera images or action chunks
+    ("alice", "ingress", "declare_subscriber", ANY.obs("*", "*"), False),
+    ("alice", "ingress", "declare_subscriber", ANY.robot("*", "action"), False),
+    ("alice", "ingress", "declare_subscriber", f"{ANY.base}/**", False),
+    ("alice", "egress", "put", K.obs("rep-1", "arm-a"), False),
+    ("alice", "egress", "put", K.robot("arm-a", "action"), False),
+    ("alice", "egress", "put", K.robot("arm-a", "telemetry"), True),
     ("alice", "ingress", "declare_subscriber", ANY.robot("*", "telemetry"), True),
     ("alice", "ingress", "query", "@/*/router", True),
     ("alice", "ingress", "put", K.obs("rep-1", "arm-a"), False),
@@ -94,6 +120,12 @@ def test_zenoh_accepts_the_generated_config():
     ("wall", "ingress", "query", ANY.server("rep-1", "drain"), False),
     ("wall", "ingress", "query", ANY.robot("arm-a", "episode_reset"), False),
     ("wall", "ingress", "put", K.robot("arm-a", "telemetry"), False),
+    ("wall", "ingress", "declare_subscriber", ANY.robot("*", "telemetry"), True),
+    ("wall", "ingress", "declare_subscriber", ANY.obs("*", "*"), False),
+    ("wall", "egress", "put", K.obs("rep-1", "arm-a"), False),
+    # the router's admin space (mesh sessions and links) is for routers and operators only
+    ("wall", "ingress", "query", "@/*/router", False),
+    ("wall", "egress", "reply", "@/*/router", False),
     # a mesh neighbour forwards everything; nobody else is anything
     ("router-a", "ingress", "put", K.obs("rep-1", "arm-a"), True),
     ("router-a", "egress", "query", "@/*/router", True),
@@ -112,6 +144,15 @@ def test_robot_names_cannot_reach_wildcards_through_inventory():
         parse_inventory({"robot": ["x"]})
     with pytest.raises(InventoryError, match="only routers have hosts"):
         parse_inventory({"robots": {"x": {"hosts": ["h"]}}})
+
+
+def test_a_server_must_name_its_namespaces():
+    with pytest.raises(InventoryError, match="a server must name the namespaces"):
+        parse_inventory({"servers": ["gpu-0"]})
+    with pytest.raises(InventoryError, match="a server must name the namespaces"):
+        parse_inventory({"servers": {"gpu-0": {}}})
+    inv = parse_inventory({"servers": {"gpu-0": {"namespaces": [{"service": "pick"}]}}})
+    assert inv.to_yaml_dict()["servers"]["gpu-0"] == {"namespaces": [{"service": "pick"}]}
 
 
 def test_free_text_namespaces_are_escaped_like_the_programs_escape_them():

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 
 import zenoh
 
+from ..discovery import key_vouches_for
 from ..wire.codec import decode, encode
 from ..wire.codes import CONTRACT_REFUSALS, Refusal
 from ..wire.errors import WireError
 from ..wire.keys import ServiceKeys
 from ..wire.messages import ServerStatus, SessionAck, SessionOpen
+from ..wire.text import printable
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +117,14 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
         if reply.ok is None:
             continue
         try:
-            found.append(decode(ServerStatus, reply.ok.payload.to_bytes()))
+            status = decode(ServerStatus, reply.ok.payload.to_bytes())
         except WireError as exc:
             logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
+            continue
+        if not key_vouches_for(status, str(reply.ok.key_expr)):
+            logger.warning("Ignoring a status reply on %s that claims replica %s", reply.ok.key_expr, printable(status.replica, 80))
+            continue
+        found.append(status)
     if not found:
         raise HandshakeError(namespace_hint(keys, key), fatal=False, code=Refusal.NO_SERVER)
     return found
@@ -125,12 +132,15 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
 
 def ask_session(session, keys: ServiceKeys, replica: str, request: SessionOpen, timeout_s: float) -> SessionAck | str:
     """One session-open query over Zenoh: the ack, or why there is none."""
-    for reply in list(session.get(keys.server(replica, "session"), payload=encode(request), timeout=timeout_s)):
+    for reply in list(session.get(keys.session(replica, request.client_uuid), payload=encode(request), timeout=timeout_s)):
         if reply.ok is not None:
             try:
-                return decode(SessionAck, reply.ok.payload.to_bytes())
+                ack = decode(SessionAck, reply.ok.payload.to_bytes())
             except WireError as exc:
                 return f"replica {replica} sent a malformed session ack: {exc}"
+            if ack.replica != replica:  # only the replica asked may bind this robot
+                return f"replica {replica}'s session ack names replica {printable(ack.replica, 80)}: ignored"
+            return ack
     return f"replica {replica} did not answer the session open within {timeout_s:g}s"
 
 

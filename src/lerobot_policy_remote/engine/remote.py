@@ -31,6 +31,7 @@ from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys
 from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
+from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
 from . import identity, request, startup
 from .config import RemoteInferenceConfig
@@ -380,7 +381,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if event is not None:
             self._handle_event(event, header, now)
         else:
-            self._handle_chunk(payload, header)
+            self._handle_chunk(payload, header, now)
 
     def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None:
         self.counters[f"event_{ev.event}"] += 1
@@ -389,6 +390,10 @@ class RemoteInferenceEngine(InferenceEngine):
                 self._lose_link(now, "server does not know this session (it restarted?)")
                 self.reconnect.retry_now(now)
         elif ev.event == EventKind.DRAINING:
+            if ev.session_id != self.session_id:  # only our own replica knows our session id
+                self.counters["foreign_event"] += 1
+                logger.warning("Ignored a draining event for session %s (ours is %s)", printable(ev.session_id, 40), self.session_id)
+                return
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
             self._lose_link(now, f"replica {self.replica} draining")
             self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
@@ -399,7 +404,7 @@ class RemoteInferenceEngine(InferenceEngine):
                 self.requests.fail(f"event:{ev.event}")
         self.requests.last_outcome = f"event:{ev.event}"
 
-    def _handle_chunk(self, payload: bytes, header: Header) -> None:
+    def _handle_chunk(self, payload: bytes, header: Header, now: float) -> None:
         out = self.requests.awaited()  # in flight, or the latest one after its timeout (a late reply to it is merged)
         if out is None or not answers(header, out, self.session_epoch, self.episode_id):
             self.counters["late_dropped"] += 1
@@ -412,7 +417,13 @@ class RemoteInferenceEngine(InferenceEngine):
                 self.requests.fail("bad_chunk")
             return
         late = out is not self.requests.current
-        msg, problem = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
+        msg, problem, foreign = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
+        if foreign:
+            self.counters["foreign_session"] += 1
+            logger.error("Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking", out.seq_id, problem)
+            self._lose_link(now, "the server answered with another session's chunk")
+            self.reconnect.retry_now(now)
+            return
         if msg is None:
             self.requests.fail("bad_chunk")
             self.counters["bad_chunk"] += 1

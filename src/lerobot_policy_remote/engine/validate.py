@@ -64,11 +64,16 @@ def read_inbound(payload: bytes, attachment: bytes | None) -> tuple[Header, Even
         raise InboundError("bad_event", f"malformed event: {exc}") from None
 
 
-def read_chunk(payload: bytes, *, session_id: str, action_dim: int, outstanding: Outstanding) -> tuple[ActionChunkMsg | None, str]:
-    """Decode + check a chunk that answers `outstanding`: (chunk, "") or (None, why it is refused)."""
+def read_chunk(payload: bytes, *, session_id: str, action_dim: int,
+               outstanding: Outstanding) -> tuple[ActionChunkMsg | None, str, bool]:
+    """Decode + check a chunk that answers `outstanding`: (chunk, "", False) or (None, why it is refused, foreign).
+
+    `foreign` is True when the chunk is well formed but names another session: the server no longer holds
+    ours (replaced, restarted), so the caller re-handshakes at once instead of waiting on a dead session.
+    """
     try:
         msg = decode_chunk(payload)
     except WireError as exc:
-        return None, str(exc)
+        return None, str(exc), False
     problem = chunk_problem(msg, session_id=session_id, action_dim=action_dim, outstanding=outstanding)
-    return (None, problem) if problem else (msg, "")
+    return (None, problem, msg.session_id != session_id) if problem else (msg, "", False)

@@ -108,7 +108,7 @@ class ZenohLink:
         self._publisher.put(body, attachment=header.pack())
 
     def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
-        for reply in self._session.get(self.keys.server(self._replica, "reset"), payload=encode(request), timeout=timeout_s):
+        for reply in self._session.get(self.keys.reset(self._replica, self.client_uuid), payload=encode(request), timeout=timeout_s):
             if reply.ok is not None:
                 return decode(ResetAck, reply.ok.payload.to_bytes())
         return None

@@ -50,7 +50,7 @@ class Housekeeper:
         self.session_grace_s = session_grace_s
         self.drain_timeout_s = drain_timeout_s
         self.progress = progress
-        self.unknown: collections.deque[str] = collections.deque(maxlen=256)
+        self.unknown: collections.deque[tuple[str, int]] = collections.deque(maxlen=256)  # (robot, its obs' session epoch)
         self._unknown_last: dict[str, float] = {}
         self._alive: set[str] = set()
         self._alive_lock = threading.Lock()
@@ -93,14 +93,14 @@ class Housekeeper:
     def _reply_unknown(self) -> None:
         now = time.monotonic()
         while self.unknown:
-            client = self.unknown.popleft()
+            client, epoch = self.unknown.popleft()
             self.metrics.unknown.inc()
             if now - self._unknown_last.get(client, -1e9) < UNKNOWN_REPLY_INTERVAL_S:
                 continue
             if len(self._unknown_last) > 4096:
                 self._unknown_last.clear()
             self._unknown_last[client] = now
-            h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 0)
+            h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, epoch)  # the robot acts on its own session's epoch only
             self.publish(self.keys.robot(client, "action"),
                          encode(EventMsg(EventKind.UNKNOWN_SESSION, "no session for this robot on this replica: re-handshake")), h.pack())
 

@@ -24,6 +24,7 @@ import zenoh
 from ..wire.codec import decode, encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.errors import Reason, WireError
+from ..wire.header import peek_epoch
 from ..wire.keys import check_id, parse_key
 from ..wire.limits import WireLimits
 from ..wire.messages import (
@@ -35,6 +36,7 @@ from ..wire.messages import (
     SessionAck,
     SessionOpen,
 )
+from ..wire.text import printable
 from ..zenoh_config import ZenohSettings, open_session
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
@@ -123,8 +125,8 @@ class PolicyServer:
         k, r = self.keys, self.replica
         self._decls += [
             self.z.declare_queryable(k.server(r, "status"), self._on_status),
-            self.z.declare_queryable(k.server(r, "session"), self._on_session),
-            self.z.declare_queryable(k.server(r, "reset"), self._on_reset),
+            self.z.declare_queryable(k.session(r, "*"), self._on_session),
+            self.z.declare_queryable(k.reset(r, "*"), self._on_reset),
             self.z.declare_queryable(k.server(r, "drain"), self._on_drain),
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
             self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
@@ -263,10 +265,24 @@ class PolicyServer:
         with query:
             query.reply(self.keys.server(self.replica, "status"), encode(self.status()))
 
+    def _key_robot(self, query: Any) -> str:
+        """The robot a session/reset query speaks for: the id in its key (the router's ACL vouches for it)."""
+        robot = parse_key(str(query.key_expr)).robot
+        if robot is None:
+            raise WireError("key", f"{query.key_expr} names no robot")
+        return robot
+
     def _on_session(self, query: Any) -> None:
         with query:
+            reply_key = self.keys.session(self.replica, "*")
             try:
-                ack = self.open_session(decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None))
+                robot = self._key_robot(query)
+                reply_key = self.keys.session(self.replica, robot)
+                req = decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None)
+                if req.client_uuid != robot:
+                    ack = self._identity_refusal(robot, req.client_uuid)
+                else:
+                    ack = self.open_session(req)
             except WireError as exc:
                 self.metrics.errors.labels(Reason.BAD_SESSION_OPEN.value).inc()
                 self.metrics.rejected.labels(Refusal.BAD_REQUEST).inc()
@@ -274,7 +290,17 @@ class PolicyServer:
             except Exception as exc:  # never let a callback die silently
                 log.exception("session open failed")
                 ack = SessionAck(False, Refusal.BAD_REQUEST, f"session open failed: {exc}", replica=self.replica)
-            query.reply(self.keys.server(self.replica, "session"), encode(ack))
+            query.reply(reply_key, encode(ack))
+
+    def _identity_refusal(self, key_robot: str, body_robot: str) -> SessionAck:
+        """A session open for another robot than the key it came on: refused, counted, the other robot untouched."""
+        self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
+        self.metrics.rejected.labels(Refusal.IDENTITY_MISMATCH).inc()
+        log.warning("session open on robot %s's key names client_uuid %s: refused (one robot cannot open a session for another)",
+                    key_robot, printable(body_robot, 80))
+        return SessionAck(False, Refusal.IDENTITY_MISMATCH,
+                          f"this session open came on robot {key_robot}'s key but names client_uuid {printable(body_robot, 80)}",
+                          replica=self.replica)
 
     def open_session(self, req: SessionOpen) -> SessionAck:
         """Validate (pure CPU) and register; re-open by the same client replaces its session."""
@@ -313,9 +339,16 @@ class PolicyServer:
 
     def _on_reset(self, query: Any) -> None:
         with query:
+            reply_key = self.keys.reset(self.replica, "*")
             try:
+                robot = self._key_robot(query)
+                reply_key = self.keys.reset(self.replica, robot)
                 req = decode(ResetRequest, query.payload.to_bytes() if query.payload is not None else None)
                 s = self.registry.by_session_id(req.session_id)
+                if s is not None and s.client_uuid != robot:  # another robot's session id: act as if unknown
+                    self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
+                    log.warning("reset on robot %s's key names a session of %s: refused", robot, s.client_uuid)
+                    s = None
                 if s is None:
                     ack = ResetAck(False, req.episode_id, "unknown session: re-open the session")
                 else:
@@ -326,7 +359,7 @@ class PolicyServer:
             except WireError as exc:
                 self.metrics.errors.labels(Reason.BAD_RESET.value).inc()
                 ack = ResetAck(False, 0, f"malformed reset: {exc}")
-            query.reply(self.keys.server(self.replica, "reset"), encode(ack))
+            query.reply(reply_key, encode(ack))
 
     def _on_drain(self, query: Any) -> None:
         with query:
@@ -347,7 +380,7 @@ class PolicyServer:
             return  # cannot happen under our own obs wildcard; never let a callback raise
         session = self.registry.get(client)
         if session is None or session.closed:
-            self.housekeeper.unknown.append(client)
+            self.housekeeper.unknown.append((client, peek_epoch(sample.attachment)))
             return
         size = len(sample.payload)
         payload = sample.payload.to_bytes() if size <= self.manifest.max_obs_bytes else b""

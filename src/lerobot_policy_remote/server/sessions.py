@@ -80,7 +80,8 @@ class Session:
     pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
 
     def info(self) -> SessionInfo:
-        return SessionInfo(self.session_id, self.client_uuid, self.episode_id, self.requests,
+        """For status replies, which any robot may read: the id's first 8 hex digits name it, never act for it."""
+        return SessionInfo(self.session_id[:SESSION_ID_SHOWN], self.client_uuid, self.episode_id, self.requests,
                            self.mailbox.superseded_total, self.errors, dict(self.tags))
 
     def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
@@ -92,6 +93,9 @@ class Session:
             self.pub.put(encode(EventMsg(event, message, self.session_id, h.seq_id)), attachment=h.pack())
         except Exception:
             log.debug("event publish failed (session closed?)", exc_info=True)
+
+
+SESSION_ID_SHOWN = 8
 
 
 def new_session_id() -> str:

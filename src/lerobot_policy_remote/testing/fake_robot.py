@@ -99,8 +99,9 @@ class FakeRobot:
                           default_features() if features is None else features, rtc=RtcSettings(enabled=rtc), **{"fps": 30.0, **kw})
         return self.open_raw(replica, encode(req), timeout)
 
-    def open_raw(self, replica: str, payload: bytes, timeout: float = 5.0) -> SessionAck:
-        replies = list(self.z.get(self.keys.server(replica, "session"), payload=payload, timeout=timeout))
+    def open_raw(self, replica: str, payload: bytes, timeout: float = 5.0, as_robot: str = "") -> SessionAck:
+        """Send `payload` as a session open on `as_robot`'s key (default: this robot's own)."""
+        replies = list(self.z.get(self.keys.session(replica, as_robot or self.uuid), payload=payload, timeout=timeout))
         assert replies and replies[0].ok is not None, f"no session reply: {[r.err and r.err.payload.to_bytes() for r in replies]}"
         ack = decode(SessionAck, replies[0].ok.payload.to_bytes())
         if ack.ok:
@@ -148,7 +149,7 @@ class FakeRobot:
         """Acked episode reset on the session's replica."""
         self.episode = episode
         req = ResetRequest(self.ack.session_id if self.ack else "", episode)
-        replies = list(self.z.get(self.keys.server(self.replica, "reset"), payload=encode(req), timeout=timeout))
+        replies = list(self.z.get(self.keys.reset(self.replica, self.uuid), payload=encode(req), timeout=timeout))
         assert replies and replies[0].ok is not None, f"{self.uuid}: no reset reply from {self.replica}"
         return decode(ResetAck, replies[0].ok.payload.to_bytes())
 

@@ -157,8 +157,8 @@ class FakeServer:
         s = session
         self._decls = [
             s.declare_queryable(keys.server(replica, "status"), self._on_status),
-            s.declare_queryable(keys.server(replica, "session"), self._on_open),
-            s.declare_queryable(keys.server(replica, "reset"), self._on_reset),
+            s.declare_queryable(keys.session(replica, "*"), self._on_open),
+            s.declare_queryable(keys.reset(replica, "*"), self._on_reset),
             s.declare_queryable(keys.server(replica, "drain"), self._on_drain),
             s.liveliness().declare_token(keys.server(replica, "alive")),
         ]
@@ -243,13 +243,13 @@ class FakeServer:
                     sid = self.add_session(req.client_uuid)
                     ack = SessionAck(ok=True, session_id=sid, replica=self.replica, model=self.model(), action_names=req.action_names,
                                      chunk_size=self.chunk, supports_rtc=self.rtc, rtc_active=self.rtc and req.rtc.enabled, warmed_up=True)
-            query.reply(self.keys.server(self.replica, "session"), encode(ack))
+            query.reply(str(query.key_expr), encode(ack))
 
     def _on_reset(self, query: Any) -> None:
         with query:
             with self._lock:
                 self.stats.resets += 1
-            query.reply(self.keys.server(self.replica, "reset"), encode(ResetAck(ok=True)))
+            query.reply(str(query.key_expr), encode(ResetAck(ok=True)))
 
     def _on_drain(self, query: Any) -> None:
         with query:

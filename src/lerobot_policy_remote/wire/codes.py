@@ -27,6 +27,7 @@ class Refusal(StrEnum):
     TASK_MISMATCH = "task_mismatch"
     FPS_MISMATCH = "fps_mismatch"
     BAD_REQUEST = "bad_request"  # the session open itself was malformed
+    IDENTITY_MISMATCH = "identity_mismatch"  # the body's client_uuid is not the robot id in the key it came on
     # Robot-side outcomes of a handshake (never sent by a server).
     NO_SERVER = "no_server"  # no replica answered the status query
     REFUSED = "refused"  # every replica was tried; `HandshakeError.last` says why the last one said no
@@ -43,6 +44,7 @@ class Refusal(StrEnum):
 CONTRACT_REFUSALS: frozenset[Refusal] = frozenset({
     Refusal.ACTION_MISMATCH, Refusal.ACTION_ORDER_UNCHECKED, Refusal.CAMERA_MISMATCH, Refusal.STATE_DIM_MISMATCH, Refusal.SCHEMA_MISMATCH,
     Refusal.MODEL_MISMATCH, Refusal.TASK_MISMATCH, Refusal.FPS_MISMATCH, Refusal.BAD_REQUEST,
+    Refusal.IDENTITY_MISMATCH,
 })
 """Refusals that no other replica of the same service would lift: the rollout cannot go on."""
 

@@ -23,6 +23,7 @@ class Reason(StrEnum):
     PUBLISH_FAILED = "publish_failed"
     BAD_SESSION_OPEN = "bad_session_open"
     BAD_RESET = "bad_reset"
+    IDENTITY_MISMATCH = "identity_mismatch"  # a body names another robot than the key it arrived on
 
 
 class WireError(ValueError):

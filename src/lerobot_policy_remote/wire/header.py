@@ -61,3 +61,13 @@ class Header:
         if expect is not None and msg_type is not expect:
             raise WireError("header.msg_type", f"expected {expect.name}, got {msg_type.name}", Reason.BAD_HEADER)
         return cls(version, msg_type, seq, episode, mono, epoch)
+
+
+def peek_epoch(attachment: object) -> int:
+    """The session epoch of a zenoh attachment, 0 when it is missing or malformed (a cheap read for callbacks)."""
+    if attachment is None:
+        return 0
+    data = attachment.to_bytes() if hasattr(attachment, "to_bytes") else attachment
+    if not isinstance(data, bytes | bytearray | memoryview) or len(data) != HEADER_SIZE:
+        return 0
+    return int(_LAYOUT.unpack(data)[5])

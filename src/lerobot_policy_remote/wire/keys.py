@@ -3,8 +3,8 @@
 Layout (every segment after the root is user-derived and sanitised)::
 
     @lerobot/<model>/<revision>/<service>/server/<replica>/status      queryable: capabilities + load
-    @lerobot/<model>/<revision>/<service>/server/<replica>/session     queryable: open a session
-    @lerobot/<model>/<revision>/<service>/server/<replica>/reset       queryable: acked episode reset
+    @lerobot/<model>/<revision>/<service>/server/<replica>/session/<robot>  queryable: open a session
+    @lerobot/<model>/<revision>/<service>/server/<replica>/reset/<robot>    queryable: acked episode reset
     @lerobot/<model>/<revision>/<service>/server/<replica>/drain       queryable: operator drain
     @lerobot/<model>/<revision>/<service>/server/<replica>/alive       liveliness token
     @lerobot/<model>/<revision>/<service>/server/<replica>/audit       audit lines (JSON)
@@ -13,6 +13,9 @@ Layout (every segment after the root is user-derived and sanitised)::
     @lerobot/<model>/<revision>/<service>/robot/<robot>/alive          liveliness token
     @lerobot/<model>/<revision>/<service>/robot/<robot>/telemetry      link state for the console
     @lerobot/<model>/<revision>/<service>/robot/<robot>/episode_reset  queryable: operator reset
+
+The robot's id is in every key a robot sends on (obs, session, reset): the router's ACL lets robot R
+use only its own, and the server trusts the key, never an id inside a payload.
 
 Free text (model ids, revisions, task-derived service names) is percent-escaped, which is
 injective: two different strings can never share a key. Identifiers (robot uuids, replica ids)
@@ -35,7 +38,8 @@ _SAFE = "-._~"  # RFC 3986 unreserved besides alphanumerics: never escaped
 _FORBIDDEN = set("*$?#/")
 MAX_SEGMENT_LEN = 200
 
-SERVER_LEAVES = ("status", "session", "reset", "drain", "alive", "audit")
+SERVER_LEAVES = ("status", "drain", "alive", "audit")
+ROBOT_SCOPED_SERVER_LEAVES = ("obs", "session", "reset")  # server/<replica>/<leaf>/<robot>
 ROBOT_LEAVES = ("action", "alive", "telemetry", "episode_reset")
 
 
@@ -114,7 +118,18 @@ class ServiceKeys:
         return f"{self.base}/server/{_id_or_wild(replica, 'replica')}/{leaf}"
 
     def obs(self, replica: str, robot: str) -> str:
-        return f"{self.base}/server/{_id_or_wild(replica, 'replica')}/obs/{_id_or_wild(robot, 'client_uuid')}"
+        return self._robot_scoped(replica, "obs", robot)
+
+    def session(self, replica: str, robot: str) -> str:
+        """Where robot `robot` opens its session on `replica` (the server answers on this exact key)."""
+        return self._robot_scoped(replica, "session", robot)
+
+    def reset(self, replica: str, robot: str) -> str:
+        """Where robot `robot` resets its episode on `replica`."""
+        return self._robot_scoped(replica, "reset", robot)
+
+    def _robot_scoped(self, replica: str, leaf: str, robot: str) -> str:
+        return f"{self.base}/server/{_id_or_wild(replica, 'replica')}/{leaf}/{_id_or_wild(robot, 'client_uuid')}"
 
     def robot(self, robot: str, leaf: str) -> str:
         if leaf not in ROBOT_LEAVES:
@@ -176,7 +191,7 @@ def parse_key(key: str) -> ParsedKey:
     robot = None
     if role == "server":
         check_id(ident, "replica")
-        if leaf == "obs" and len(rest) == 1:
+        if leaf in ROBOT_SCOPED_SERVER_LEAVES and len(rest) == 1:
             robot = check_id(rest[0], "client_uuid")
         elif leaf not in SERVER_LEAVES or rest:
             raise WireError("key", f"unknown server key {key!r}")
