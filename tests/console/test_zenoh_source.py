@@ -149,24 +149,32 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
     assert snap.server(REPLICA).session_robots == ROBOTS
 
 
-def test_status_query_sees_every_replica_even_on_the_wildcard_key(zenoh_client):
-    """Replicas that reply on the query's (wildcard) key would be collapsed to one by zenoh's default
-    consolidation; the console asks with consolidation NONE so each replica still shows."""
+def test_status_replies_are_believed_only_for_the_replica_their_key_names(zenoh_client):
+    """A status reply counts only when the key it came on names the replica its body claims (the router's ACL
+    lets only that replica answer there): one on the query's wildcard key, or on another replica's key, is dropped."""
     from lerobot_fleet.sources.zenoh_source import query_statuses
 
     keys = ServiceKeys.for_service("org/consolidation", "main", "task")
-    def replier(body: bytes):
+
+    def replier(body: bytes, on_wildcard: bool = False):
         def handle(query) -> None:
             with query:
-                query.reply(query.key_expr, body)  # the wildcard key, not the replica's own
+                query.reply(query.key_expr if on_wildcard else keys.server("rep-0", "status"), body)
 
         return handle
 
-    decls = []
-    for i in range(2):
-        status = ServerStatus(replica=f"rep-{i}", model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task")
-        decls.append(zenoh_client().declare_queryable(keys.server(f"rep-{i}", "status"), replier(encode(status))))
+    def status(replica: str) -> bytes:
+        return encode(ServerStatus(replica=replica, model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task"))
+
+    decls = [
+        zenoh_client().declare_queryable(keys.server("rep-0", "status"), replier(status("rep-0"))),  # honest
+        zenoh_client().declare_queryable(keys.server("rep-1", "status"), replier(status("rep-1"), on_wildcard=True)),
+        zenoh_client().declare_queryable(keys.server("rep-2", "status"), replier(status("rep-9"))),  # claims another replica
+    ]
     console = zenoh_client()
     got = wait_until(lambda: (found := {s.replica: ns for s, ns in query_statuses(console, 2.0) if s.model.repo_or_path == "org/consolidation"})
-                     and len(found) == 2 and found, timeout=15, message="both replicas")
-    assert got["rep-0"] == ("org/consolidation", "main", "task")
+                     and found, timeout=15, message="the honest replica")
+    assert_never(lambda: set({s.replica for s, _ in query_statuses(console, 1.0) if s.model.repo_or_path == "org/consolidation"}) - {"rep-0"},
+                 1.0, message="a reply whose key does not vouch for its replica")
+    assert set(got) == {"rep-0"} and got["rep-0"] == ("org/consolidation", "main", "task")
+    assert decls

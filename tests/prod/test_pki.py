@@ -56,7 +56,7 @@ def test_init_and_issue(tmp_path, capsys):
 def test_openssl_agrees_the_chain_is_valid(tmp_path):
     d = tmp_path / "pki"
     main(["pki", "init", str(d)])
-    main(["pki", "issue", str(d), "rep-1", "--role", "server"])
+    main(["pki", "issue", str(d), "rep-1", "--role", "server", "--namespace", "model=lab/act,service=pick"])
     res = subprocess.run(["openssl", "verify", "-CAfile", str(d / "ca.crt"), "-purpose", "sslclient", str(d / "rep-1.crt")],
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stdout + res.stderr
