@@ -303,3 +303,14 @@ def test_operator_resets_and_drains(fleet):
     assert drain.returncode == 0, drain.stdout + drain.stderr
     assert json.loads(drain.stdout)["ok"] is True
     fleet["server"].wait_for("Draining", timeout=15)
+
+
+def test_only_operators_read_the_router_list(fleet):
+    """Issue 19: the admin space (sessions and links of the mesh) is for routers and operators; a viewer's
+    router list is empty, which the console words as unknown."""
+    from lerobot_fleet.sources.routers import routers_line
+
+    assert status(fleet, "alice")["routers"] != []
+    assert status(fleet, "wall")["routers"] == []
+    assert routers_line(()).startswith("routers: unknown")
+    assert "ACL refused: CN=wall query (ingress) on @/" in router_log(fleet)
