@@ -4,16 +4,29 @@ Zenoh 1.10 reports each ACL decision only at TRACE level, allowed and refused al
 points its stdout at a filter process that keeps every other line as is, drops the "is authorized" lines, and
 prints refusals as `ACL refused: CN=arm-a put (ingress) on <key>`, at most once per key every `window_s`
 seconds with a count, so a client hammering a denied key cannot flood the log.
+
+Hostile clients choose the keys: the filter's memory is bounded (at most `MAX_KEYS` remembered keys and
+`MAX_NAMES` certificate names, oldest forgotten first), its refusal lines share one global rate
+(`MAX_LINES_PER_S`, the excess summed up in one line), and a full output never blocks it, so the router
+that writes into its pipe never waits on a slow reader (lines that do not fit are counted and reported).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import select
 import subprocess
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+
+MAX_KEYS = 4096  # (who, what, flow, key) tuples remembered for the per-key window
+MAX_NAMES = 4096  # zid -> CN, address -> CN, unknown zids
+MAX_LINES_PER_S = 20.0  # refusal lines, all keys together
+BURST_LINES = 100
+MAX_LINE_BYTES = 4000  # below PIPE_BUF: a line is written whole or not at all
 
 TRACE_FILTER = ("zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
                 "zenoh_transport::unicast::establishment::accept=debug")  # the last two: which zid has which certificate
@@ -33,13 +46,35 @@ class RefusalLog:
     def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.window_s = window_s
         self.clock = clock
-        self._last: dict[tuple[str, str, str, str], tuple[float, int]] = {}
+        self._last: OrderedDict[tuple[str, str, str, str], tuple[float, int]] = OrderedDict()
+        self._tokens = float(BURST_LINES)
+        self._refill_at = clock()
+        self.rate_dropped = 0  # refusal lines over the global rate, told in the next line that goes out
         # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
         self._caching: tuple[str, str, str | None] | None = None
         # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only the zid
-        self.names: dict[str, str] = {}
-        self._by_addr: dict[str, str] = {}  # peer address -> CN, from the TLS accept line (before the zid is known)
-        self._unknown: set[str] = set()  # zids that matched no inventory subject, told once their CN is known
+        self.names: OrderedDict[str, str] = OrderedDict()
+        self._by_addr: OrderedDict[str, str] = OrderedDict()  # peer address -> CN, from the TLS accept line
+        self._unknown: OrderedDict[str, None] = OrderedDict()  # zids that matched no inventory subject
+
+    @staticmethod
+    def _remember(table: OrderedDict, key, value, cap: int = MAX_NAMES) -> None:
+        """Insert as newest; forget the oldest beyond `cap` (a client inventing names cannot grow us)."""
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > cap:
+            table.popitem(last=False)
+
+    def _rate_ok(self) -> bool:
+        """One global token bucket for refusal lines, whatever key they name."""
+        now = self.clock()
+        self._tokens = min(float(BURST_LINES), self._tokens + (now - self._refill_at) * MAX_LINES_PER_S)
+        self._refill_at = now
+        if self._tokens < 1.0:
+            self.rate_dropped += 1
+            return False
+        self._tokens -= 1.0
+        return True
 
     @property
     def idle(self) -> bool:
@@ -58,18 +93,18 @@ class RefusalLog:
     def _identity(self, plain: str) -> str | None:
         """The lines that tie a zid to its certificate: remembered, never printed (None: not one of them)."""
         if (t := _TLS_ACCEPTED.search(plain)) is not None:
-            self._by_addr[t["addr"]] = t["cn"]
+            self._remember(self._by_addr, t["addr"], t["cn"])
             return ""
         if (n := _NO_SUBJECT.search(plain)) is not None:
-            self._unknown.add(n["zid"])
+            self._remember(self._unknown, n["zid"], None)
             return ""
         if (a := _LINK_ACCEPTED.search(plain)) is not None:
             cn = self._by_addr.pop(a["addr"], None)
             if cn is None:
                 return ""
-            self.names[a["zid"]] = cn
+            self._remember(self.names, a["zid"], cn)
             if a["zid"] in self._unknown:
-                self._unknown.discard(a["zid"])
+                del self._unknown[a["zid"]]
                 return (f"ACL refused: CN={cn} is in no role of the inventory: every message it sends is refused (issue it "
                         "with `lerobot-fleet pki issue DIR NAME --role ROLE`, or give the client a certificate that is)")
             return ""
@@ -94,7 +129,7 @@ class RefusalLog:
             return line.rstrip("\n")
         cn = _CN.search(m["subject"] or "")
         if cn is not None:
-            self.names[m["zid"]] = cn.group(1)
+            self._remember(self.names, m["zid"], cn.group(1))
         if not m["cached"] and self._caching is not None and self._caching[:2] == (m["flow"], m["key"]) \
                 and self._caching[2] in (None, m["zid"]):
             self._caching = (m["flow"], m["key"], m["zid"])
@@ -111,9 +146,17 @@ class RefusalLog:
         if now - last < self.window_s:
             self._last[key] = (last, suppressed + 1)
             return None
-        self._last[key] = (now, 0)
+        if not self._rate_ok():
+            if key in self._last:  # counted for its next line; a new key over the rate is only counted globally
+                self._last[key] = (last, suppressed + 1)
+            return None
+        self._remember(self._last, key, (now, 0), MAX_KEYS)
         more = f" (and {suppressed} more time(s) in the last {self.window_s:.0f} s)" if suppressed else ""
-        return f"ACL refused: {who} {what} ({m['flow']}) on {m['key']}{more}"
+        line = f"ACL refused: {who} {what} ({m['flow']}) on {m['key']}{more}"
+        if self.rate_dropped:
+            line += f" [{self.rate_dropped} other refusal line(s) not printed: over {MAX_LINES_PER_S:.0f} lines/s]"
+            self.rate_dropped = 0
+        return line
 
 
 def install(window_s: float = 10.0) -> Callable[[], None]:
@@ -159,7 +202,7 @@ def _main(argv: list[str]) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     filt = RefusalLog(float(argv[0]) if argv else 10.0)
-    out = sys.stdout
+    out = LineWriter(sys.stdout.fileno())
     for raw in sys.stdin.buffer:
         # fast path: most lines are "is authorized" verdicts, dropped without decoding or regex (outside a
         # permission-caching block, where dropping one changes nothing the filter remembers)
@@ -167,9 +210,36 @@ def _main(argv: list[str]) -> int:
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:
-            out.write(line + "\n")
-            out.flush()
+            out.write(line)
     return 0
+
+
+class LineWriter:
+    """Writes whole lines to a fd without ever blocking: a line that does not fit now is dropped and counted
+    (the count goes out with the next line that fits), so the filter keeps draining the router's pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.dropped = 0
+
+    def write(self, line: str) -> bool:
+        data = line.encode("utf-8", "replace")[:MAX_LINE_BYTES]
+        if self.dropped:
+            data = f"[acl log: {self.dropped} line(s) dropped, output full]\n".encode() + data[:MAX_LINE_BYTES - 80]
+        try:
+            _, writable, _ = select.select([], [self.fd], [], 0)
+            if not writable:
+                raise BlockingIOError
+            written = os.write(self.fd, data + b"\n")
+        except (BlockingIOError, InterruptedError):
+            self.dropped += 1
+            return False
+        except OSError:  # the reader is gone: nothing more to tell anyone
+            self.dropped += 1
+            return False
+        if written == len(data) + 1:
+            self.dropped = 0
+        return True
 
 
 if __name__ == "__main__":

@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fleet inventory: generate and enforce the access control (default deny, by certificate CN; needs mTLS)")
     router.add_argument("--connect", action="append", default=None, metavar="ENDPOINT",
                         help="another router to mesh with (repeatable), e.g. tls/router-b:7447")
+    router.add_argument("--insecure", action="store_true",
+                        help="allow a non-loopback --listen without --inventory (no access control: any client may act as any "
+                             "robot or server); warns at start and every minute")
     router.add_argument("--print-acl", action="store_true", help="print the access_control config generated from --inventory and exit")
 
     pki = sub.add_parser("pki", help="a development PKI: CA, certificates, inventory", description="Make a CA and "
@@ -150,10 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace):  # -> ZenohSettings
-    from lerobot_policy_remote.zenoh_config import ZenohSettings
+    from lerobot_policy_remote.zenoh_config import CONSOLE_MAX_MESSAGE_BYTES, ZenohSettings
 
     settings = ZenohSettings(
         mode="client",
+        max_message_bytes=CONSOLE_MAX_MESSAGE_BYTES,  # status, telemetry, audit: nothing the console reads is larger
         connect_endpoints=args.router or [DEFAULT_ROUTER],
         tls_root_ca_certificate=args.tls_ca,
         tls_connect_certificate=args.tls_cert,
@@ -202,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "router":
-            from .router import acl_or_none, router_settings, run_router
+            from .router import acl_or_none, check_exposure, router_settings, run_router
 
             acl = acl_or_none(args.inventory)
             if args.print_acl:
@@ -210,9 +214,11 @@ def main(argv: list[str] | None = None) -> int:
 
                 print(json.dumps(acl or {}, indent=2))
                 return 0
-            settings = router_settings(args.listen or ["tcp/127.0.0.1:7447"], args.config, args.tls_cert, args.tls_key, args.tls_ca,
+            listen = args.listen or ["tcp/127.0.0.1:7447"]
+            warning = check_exposure(listen, args.inventory, args.insecure)
+            settings = router_settings(listen, args.config, args.tls_cert, args.tls_key, args.tls_ca,
                                        connect=args.connect, acl=acl)
-            return run_router(settings, inventory=args.inventory)
+            return run_router(settings, inventory=args.inventory, insecure_warning=warning)
         if args.command == "pki":
             from .pki_cli import run_pki
 

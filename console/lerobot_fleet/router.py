@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lerobot_policy_remote.zenoh_config import ZenohConfigError, ZenohSettings, load_json5, open_session
+from lerobot_policy_remote.zenoh_config import ROUTER_MAX_MESSAGE_BYTES, ZenohConfigError, ZenohSettings, load_json5, open_session
 
 
 def acl_or_none(inventory: str | None) -> dict[str, Any] | None:
@@ -56,6 +56,7 @@ def router_settings(
         # mesh links dial out with the router's own certificate (its CN is in the inventory as a router)
         tls_connect_certificate=tls_cert if connect and tls_cert else None,
         tls_connect_private_key=tls_key if connect and tls_cert else None,
+        max_message_bytes=ROUTER_MAX_MESSAGE_BYTES,
         extra_json5=extra,
     )
 
@@ -74,8 +75,42 @@ def _log_refusals() -> Callable[[], None]:
     return finish
 
 
-def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inventory: str | None = None) -> int:
-    """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests."""
+INSECURE_REPEAT_S = 60.0
+_LOOPBACK_HOSTS = ("localhost", "::1")
+
+
+def exposed_endpoints(listen: list[str]) -> list[str]:
+    """The listen endpoints reachable from another machine (anything but 127.0.0.0/8, ::1 and localhost)."""
+    out = []
+    for endpoint in listen:
+        locator = endpoint.split("#", 1)[0]
+        _, _, where = locator.partition("/")
+        host = where.rsplit(":", 1)[0] if ":" in where else where
+        host = host.strip("[]").lower()
+        if not (host.startswith("127.") or host in _LOOPBACK_HOSTS):
+            out.append(endpoint)
+    return out
+
+
+def check_exposure(listen: list[str], inventory: str | None, insecure: bool) -> str | None:
+    """A router others can reach enforces the inventory's access control; without it, refuse unless --insecure.
+
+    Returns the warning to repeat while it runs open (None when it is not open to the network)."""
+    exposed = exposed_endpoints(listen)
+    if inventory or not exposed:
+        return None
+    what = (f"listening on {', '.join(exposed)} without --inventory: no access control, any client that reaches it "
+            "may act as any robot or policy server")
+    if not insecure:
+        raise ZenohConfigError(f"refusing to start: {what}. Give --inventory FLEET.yaml with --tls-cert/--tls-key/--tls-ca "
+                               "(docs/security.md), listen on tcp/127.0.0.1 only, or add --insecure for a trusted lab network")
+    return f"WARNING: insecure router: {what} (--insecure)"
+
+
+def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inventory: str | None = None,
+               insecure_warning: str | None = None) -> int:
+    """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests.
+    `insecure_warning` is printed at start and every minute while it runs."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -84,9 +119,12 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
     session = open_session(settings)
     mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
     acl = f"; access control from {inventory} (default deny)" if inventory else ""
+    if insecure_warning:
+        _say(insecure_warning)
     _say(f"Zenoh router up: listening on {', '.join(settings.listen_endpoints)} (zid {session.zid()}){mesh}{acl}")
     try:
-        stop.wait()
+        while not stop.wait(INSECURE_REPEAT_S if insecure_warning else None):
+            _say(insecure_warning or "")
     finally:
         session.close()
     _say("Zenoh router stopped")

@@ -16,6 +16,13 @@ from typing import Any
 
 MODES = ("client", "peer", "router")
 
+# The largest message a session accepts (zenoh's rx.max_message_size, default 1 GiB): a peer cannot make it
+# reassemble more. Routers forward observations, so theirs covers the default `max_obs_bytes` (16 MiB) plus
+# the header and fragmentation slack; a server sets its own from its manifest, the console needs far less.
+OBS_SLACK_BYTES = 64 * 1024
+ROUTER_MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + OBS_SLACK_BYTES
+CONSOLE_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
 
 # The settings' field names, as each program spells the flag that sets them (messages name our flags, never zenoh's).
 SERVER_FLAGS = {name: f"--zenoh.{name}" for name in (
@@ -74,6 +81,8 @@ class ZenohSettings:
     # TX queue (in batches) of the INTERACTIVE_HIGH priority that chunks and events use; 0 keeps zenoh's default (2).
     # A batching server sends one chunk per robot back to back: a deeper queue keeps the burst from being dropped.
     tx_queue_interactive_high: int = 0
+    # rx.max_message_size (bytes): 0 keeps zenoh's 1 GiB; routers, servers and the console set theirs (see above)
+    max_message_bytes: int = 0
     extra_json5: str | None = None  # a JSON5 file path or inline JSON5 text, merged key by key last
 
     def validate(self) -> None:
@@ -121,6 +130,8 @@ class ZenohSettings:
                 "shared_memory": {"enabled": self.shared_memory},
             },
         }
+        if self.max_message_bytes:
+            conf["transport"]["link"]["rx"] = {"max_message_size": self.max_message_bytes}
         if self.tx_queue_interactive_high:
             conf["transport"]["link"]["tx"]["queue"] = {"size": {"interactive_high": self.tx_queue_interactive_high}}
         if self.connect_endpoints:
@@ -159,6 +170,8 @@ class ZenohSettings:
             mtls = bool(self.tls_connect_certificate) or (bool(self.tls_listen_certificate) and bool(self.tls_root_ca_certificate))
         if tls and mtls:
             tls["enable_mtls"] = True
+        if tls:
+            tls["close_link_on_expiration"] = True  # an expired certificate loses its link, not just its next one
         return tls
 
     def build(self) -> Any:

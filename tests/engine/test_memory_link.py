@@ -105,7 +105,7 @@ def test_unsafe_replies_are_never_executed(fault):
         link.deliver(b"", None)
     e.step()
     assert e.counters["chunks"] == 0 and e.get_action() is None
-    if fault == "foreign_session":  # our session is gone on the server: a lost link, re-handshaken at once
+    if fault == "foreign_session":  # the server no longer holds our session: a lost link, re-handshake at once
         assert e.counters["foreign_session"] == 1 and e.counters["bad_chunk"] == 0
     else:
         assert e.counters["bad_chunk"] + e.counters["bad_header"] == 1
@@ -348,3 +348,18 @@ def test_a_new_session_requests_at_once_and_its_chunk_replaces_the_old_tail():
     e.step()
     assert len(link.requests) == sent + 1  # back to the buffer rule once the session has merged a chunk
     e.stop()
+
+
+def test_a_draining_event_for_another_session_is_ignored():
+    """Issue 19: only our own replica knows our session id; a draining event naming another session (a rogue
+    server in our namespace) never moves the robot, and an honest one still does."""
+    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    e.step()
+    first = e.replica
+    link.event("draining", epoch=e.session_epoch, session_id="f" * 32)
+    e.step()
+    assert e.replica == first and e.state is not LinkState.CONNECTING and e.counters["foreign_event"] == 1
+    link.event("draining", epoch=e.session_epoch)  # the honest path
+    e.step()
+    assert e.replica != first

@@ -8,17 +8,22 @@ Order matters: the operator's drain runs last.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 
 import httpx
 import pytest
-from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
+from fleet_pki import ROGUE_SERVICE, acl_router, fleet_tls, make_pki, robot_tls, server_tls
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port, policy_server
 from lerobot_policy_remote.testing.waiting import assert_never, wait_until
 from lerobot_policy_remote.wire import ServiceKeys
+from lerobot_policy_remote.wire.codec import decode, encode
+from lerobot_policy_remote.wire.codes import EventKind
+from lerobot_policy_remote.wire.header import Header, MsgType
+from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, EventMsg, ResetAck, ResetRequest, SessionAck, SessionOpen
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 pytestmark = pytest.mark.slow
@@ -86,6 +91,27 @@ def router_log(fleet) -> str:
     return fleet["router"].proc.output()
 
 
+def labelled(fleet, name: str, label: str) -> float:
+    """One labelled sample of the server's /metrics (0 when absent)."""
+    text = httpx.get(f"http://127.0.0.1:{fleet['health']}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"lerobot_policy_server_{name}{{")
+               and f'"{label}"' in line)
+
+
+def b_session(fleet) -> str:
+    """The full session id robot arm-b executes under (from its own provenance log)."""
+    return re.findall(r"executing session_id=([0-9a-f]+)", fleet["rollout"].output())[-1]
+
+
+def b_keeps_streaming(fleet, session_id: str, more: int = 15) -> None:
+    """arm-b executes `more` further chunks, still under `session_id`: the attack never reached it."""
+    out = fleet["rollout"].output
+    before = out().count("executing session_id=")
+    wait_until(lambda: out().count("executing session_id=") >= before + more, timeout=30,
+               message=f"arm-b executing {more} more chunks after the attack")
+    assert b_session(fleet) == session_id, "arm-b's session was replaced"
+
+
 def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
     before = fleet["rollout"].output().count("executing session_id=")
     wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 20, timeout=30,
@@ -96,6 +122,10 @@ def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
     assert [s["replica"] for s in snap["servers"]] == ["rep-1"]
     log = router_log(fleet)
     assert "ACL refused: CN=arm-b" not in log and "ACL refused: CN=rep-1" not in log, log[-3000:]
+    # the honest path trips none of the identity checks (issue 19)
+    assert labelled(fleet, "errors_total", "identity_mismatch") == 0
+    assert labelled(fleet, "sessions_rejected_total", "identity_mismatch") == 0
+    assert "foreign" not in fleet["rollout"].output() and "Ignored a draining event" not in fleet["rollout"].output()
 
 
 def test_robot_a_cannot_publish_as_robot_b(fleet):
@@ -166,6 +196,103 @@ def test_unknown_common_name_gets_nothing(fleet):
         s.close()
 
 
+def _open_for(client: str, fleet) -> bytes:
+    return encode(SessionOpen(client_uuid=client, action_names=["j0"], model_id=fleet["keys"].model, service=fleet["keys"].service))
+
+
+def test_robot_a_cannot_open_or_replace_b_session(fleet):
+    """Issue 19: A's certificate asks for a session as B, on B's key (the ACL) and on its own key (the server)."""
+    keys, sid = fleet["keys"], b_session(fleet)
+    a = session_as(fleet, "arm-a")
+    try:
+        replies = [r for r in a.get(keys.session("rep-1", "arm-b"), payload=_open_for("arm-b", fleet), timeout=2) if r.ok is not None]
+        assert replies == []  # the router never forwards it: B's session key is B's alone
+        assert f"ACL refused: CN=arm-a query (ingress) on {keys.session('rep-1', 'arm-b')}" in router_log(fleet)
+        # on its own key, naming B in the body: the server answers (positive control: the query did get through) and refuses
+        acks = [decode(SessionAck, r.ok.payload.to_bytes())
+                for r in a.get(keys.session("rep-1", "arm-a"), payload=_open_for("arm-b", fleet), timeout=5) if r.ok is not None]
+        assert len(acks) == 1 and not acks[0].ok and acks[0].code == "identity_mismatch", acks
+        assert "arm-a" in acks[0].message and "arm-b" in acks[0].message
+    finally:
+        a.close()
+    assert labelled(fleet, "sessions_rejected_total", "identity_mismatch") >= 1
+    b_keeps_streaming(fleet, sid)
+
+
+def test_made_up_ids_cannot_fill_the_replica(fleet):
+    keys = fleet["keys"]
+    sessions_before = status(fleet, "wall")["servers"][0]
+    a = session_as(fleet, "arm-a")
+    try:
+        for i in range(20):
+            ghost = f"ghost-{i}"
+            assert [r for r in a.get(keys.session("rep-1", ghost), payload=_open_for(ghost, fleet), timeout=0.5) if r.ok] == []
+    finally:
+        a.close()
+    after = status(fleet, "wall")["servers"][0]
+    assert after["active_sessions"] == sessions_before["active_sessions"]
+    assert "ACL refused: CN=arm-a query (ingress) on " + keys.session("rep-1", "ghost-") in router_log(fleet)
+
+
+def test_robot_a_cannot_reset_b_episode_even_knowing_its_session_id(fleet):
+    keys, sid = fleet["keys"], b_session(fleet)
+    ep_before = next(r for r in status(fleet, "wall")["robots"] if r["robot_id"] == "arm-b")["episode_id"]
+    errors0 = labelled(fleet, "errors_total", "identity_mismatch")
+    a = session_as(fleet, "arm-a")
+    try:
+        req = encode(ResetRequest(sid, ep_before + 1))
+        assert [r for r in a.get(keys.reset("rep-1", "arm-b"), payload=req, timeout=2) if r.ok is not None] == []
+        acks = [decode(ResetAck, r.ok.payload.to_bytes()) for r in a.get(keys.reset("rep-1", "arm-a"), payload=req, timeout=5)
+                if r.ok is not None]
+        assert len(acks) == 1 and not acks[0].ok and "unknown session" in acks[0].message
+    finally:
+        a.close()
+    assert labelled(fleet, "errors_total", "identity_mismatch") == errors0 + 1
+    assert f"ACL refused: CN=arm-a query (ingress) on {keys.reset('rep-1', 'arm-b')}" in router_log(fleet)
+    assert next(r for r in status(fleet, "wall")["robots"] if r["robot_id"] == "arm-b")["episode_id"] == ep_before
+    b_keeps_streaming(fleet, sid)
+
+
+def test_status_replies_do_not_hand_out_session_ids(fleet):
+    sid = b_session(fleet)
+    a = session_as(fleet, "arm-a")
+    try:
+        raw = b"".join(r.ok.payload.to_bytes() for r in a.get(fleet["keys"].server("*", "status"), timeout=3) if r.ok is not None)
+    finally:
+        a.close()
+    assert sid[:8].encode() in raw and sid.encode() not in raw  # a name to tell sessions apart, never the id that acts
+
+
+def test_a_rogue_server_cannot_drain_the_fleet_nor_answer_outside_its_namespace(fleet):
+    """Server certificate `rogue` is bound to service ROGUE_SERVICE: in the fleet's namespace it can neither announce
+    itself, answer discovery, nor send arm-b a draining event; in its own namespace it works (positive control)."""
+    keys, sid = fleet["keys"], b_session(fleet)
+    own = ServiceKeys(keys.model, keys.revision, ServiceKeys.for_service("m", "main", ROGUE_SERVICE).service)
+    rogue, wall = session_as(fleet, "rogue"), session_as(fleet, "wall")
+    decls = []
+    try:
+        for k in (keys, own):
+            decls.append(rogue.declare_queryable(k.server("rogue", "status"), lambda q: q.reply(str(q.key_expr), b"rogue-status")))
+            decls.append(rogue.liveliness().declare_token(k.server("rogue", "alive")))
+        wait_until(lambda: [r for r in wall.get(own.server("rogue", "status"), timeout=1) if r.ok is not None] != [], timeout=10,
+                   message="the rogue server answering in its own namespace")
+        assert [r for r in wall.get(keys.server("rogue", "status"), timeout=1.5) if r.ok is not None] == []
+        assert [r for r in wall.liveliness().get(keys.server("rogue", "alive"), timeout=1.5) if r.ok is not None] == []
+        header = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 1).pack()
+        for _ in range(10):
+            rogue.put(keys.robot("arm-b", "action"), encode(EventMsg(EventKind.DRAINING, "come to me", session_id=sid)), attachment=header)
+        b_keeps_streaming(fleet, sid)
+        assert "draining" not in fleet["rollout"].output().lower()
+        log = router_log(fleet)
+        assert f"ACL refused: CN=rogue put (ingress) on {keys.robot('arm-b', 'action')}" in log
+        assert "ACL refused: CN=rogue declare_queryable (ingress) on " + keys.server("rogue", "status") in log
+    finally:
+        for d in decls:
+            d.undeclare()
+        rogue.close()
+        wall.close()
+
+
 def test_operator_resets_and_drains(fleet):
     ep_before = next(r for r in status(fleet, "alice")["robots"] if r["robot_id"] == "arm-b")["episode_id"]
     reset = fleet_cmd(fleet, "alice", "reset", "arm-b", "--json")
@@ -176,3 +303,14 @@ def test_operator_resets_and_drains(fleet):
     assert drain.returncode == 0, drain.stdout + drain.stderr
     assert json.loads(drain.stdout)["ok"] is True
     fleet["server"].wait_for("Draining", timeout=15)
+
+
+def test_only_operators_read_the_router_list(fleet):
+    """Issue 19: the admin space (sessions and links of the mesh) is for routers and operators; a viewer's
+    router list is empty, which the console words as unknown."""
+    from lerobot_fleet.sources.routers import routers_line
+
+    assert status(fleet, "alice")["routers"] != []
+    assert status(fleet, "wall")["routers"] == []
+    assert routers_line(()).startswith("routers: unknown")
+    assert "ACL refused: CN=wall query (ingress) on @/" in router_log(fleet)

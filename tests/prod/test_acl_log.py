@@ -96,3 +96,56 @@ def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_l
     assert log.feed(line(f"Using cached result: {z} is unauthorized to Query (ingress) on @lerobot/a/b/c/server/*/status")) == \
         "ACL refused: CN=mallory query (ingress) on @lerobot/a/b/c/server/*/status"
     assert log.feed(dbg + "zenoh_transport::unicast::manager: New transport opened between a and b\n") is None
+
+
+def test_memory_is_bounded_and_the_global_line_rate_holds_whatever_keys_a_client_invents():
+    """Issue 19: a client refused on ever new keys (and ever new zids) cannot grow the filter nor flood the log."""
+    from lerobot_fleet.acl_log import BURST_LINES, MAX_KEYS, MAX_LINES_PER_S, MAX_NAMES
+
+    t = [0.0]
+    log = RefusalLog(window_s=10, clock=lambda: t[0])
+    printed = []
+    for i in range(3 * MAX_KEYS):
+        z = f"{i:032x}"
+        out = log.feed(line(SUBJ.format(z=z, cn=f"arm-{i}") + f" is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/x{i}"))
+        if out:
+            printed.append(out)
+    assert len(printed) == BURST_LINES  # one instant: the burst, then nothing
+    assert len(log._last) <= MAX_KEYS and len(log.names) <= MAX_NAMES
+    t[0] = 1.0
+    out = log.feed(line(SUBJ.format(z=Z, cn="arm-a") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/late"))
+    assert out is not None and f"{3 * MAX_KEYS - BURST_LINES} other refusal line(s) not printed" in out
+    # a second later the rate allows about MAX_LINES_PER_S lines again, never the whole flood
+    n = sum(log.feed(line(SUBJ.format(z=Z, cn="arm-a") + f" is unauthorized to Put (ingress) on @lerobot/m/r/s/k{i}")) is not None
+            for i in range(500))
+    assert n <= MAX_LINES_PER_S
+
+
+def test_a_full_output_never_blocks_the_filter():
+    """The router writes into the filter's pipe: if the filter's own output is full, it drops lines, never waits."""
+    import os
+    import time
+
+    from lerobot_fleet.acl_log import LineWriter
+
+    r, w = os.pipe()
+    try:
+        out = LineWriter(w)
+        start = time.monotonic()
+        results = [out.write("ACL refused: CN=arm-a put (ingress) on @lerobot/" + "x" * 200) for _ in range(5000)]
+        assert time.monotonic() - start < 5.0  # 5000 lines into a pipe nobody reads, and no wait
+        assert results[0] and not results[-1] and out.dropped > 0
+        while os.read(r, 65536 if True else 0):  # the reader catches up: the next line says what was lost
+            try:
+                import select
+
+                if not select.select([r], [], [], 0)[0]:
+                    break
+            except OSError:
+                break
+        assert out.write("ACL refused: next")
+        tail = os.read(r, 65536).decode()
+        assert "line(s) dropped, output full]" in tail and tail.endswith("ACL refused: next\n")
+    finally:
+        os.close(r)
+        os.close(w)

@@ -65,7 +65,7 @@ def test_kubernetes_schema(doc):
 
 def test_the_validator_rejects_a_broken_object():
     """Proves the check above can fail (and that it runs offline against the pinned schema)."""
-    bad = copy.deepcopy(find("StatefulSet", "policy-server"))
+    bad = copy.deepcopy(find("StatefulSet", "policy-server-0"))
     bad["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["pathh"] = "/healthz"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
@@ -81,8 +81,9 @@ def test_two_router_mesh_with_a_service_each():
     assert b_args[b_args.index("--connect") + 1].startswith("tls/router-a.")
 
 
-def test_policy_servers_drain_before_they_are_killed():
-    sts = find("StatefulSet", "policy-server")
+@pytest.mark.parametrize("replica", ["policy-server-0", "policy-server-1"])
+def test_policy_servers_drain_before_they_are_killed(replica):
+    sts = find("StatefulSet", replica)
     pod = sts["spec"]["template"]
     c = pod["spec"]["containers"][0]
     cfg = yaml.safe_load(find("ConfigMap", "policy-server")["data"]["server.yaml"])
@@ -96,7 +97,27 @@ def test_policy_servers_drain_before_they_are_killed():
     assert ann["prometheus.io/scrape"] == "true" and int(ann["prometheus.io/port"]) == cfg["health_port"]
     pdb = find("PodDisruptionBudget", "policy-server")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-    assert "--replica_id=$(POD_NAME)" in c["args"] and any("$(POD_NAME).crt" in a for a in c["args"])
+    assert f"--replica_id={replica}" in c["args"] and sts["spec"]["replicas"] == 1
+
+
+def test_each_policy_server_pod_sees_only_its_own_key():
+    """Issue 19: no pod mounts another replica's private key (one Secret per replica, one pod per Secret)."""
+    mounted: dict[str, set[str]] = {}
+    for d in k8s_docs():
+        if d["kind"] == "StatefulSet" and d["metadata"]["name"].startswith("policy-server"):
+            vols = d["spec"]["template"]["spec"]["volumes"]
+            mounted[d["metadata"]["name"]] = {v["secret"]["secretName"] for v in vols if "secret" in v}
+            assert d["spec"]["replicas"] == 1
+    assert mounted == {f"policy-server-{n}": {"fleet-ca", f"policy-server-{n}-tls"} for n in (0, 1)}
+    for d in k8s_docs():
+        if d["kind"] == "Secret" and d["metadata"]["name"].startswith("policy-server-"):
+            assert set(d["stringData"]) == {"tls.crt", "tls.key"}, "a server Secret holds one replica's key"
+
+
+def test_the_fleet_image_default_is_mtls_with_the_inventory():
+    text = (ROOT / "manifests" / "docker" / "Dockerfile.fleet").read_text()
+    cmd = next(line for line in text.splitlines() if line.startswith("CMD"))
+    assert "tls/0.0.0.0:7447" in cmd and "--inventory" in text.split("CMD", 1)[1] and "tcp/0.0.0.0" not in text.split("CMD", 1)[1]
 
 
 def test_server_config_map_is_a_valid_server_manifest(tmp_path):

@@ -83,3 +83,17 @@ def test_help_lists_the_new_flags(argv):
     res = subprocess.run([sys.executable, "-m", "lerobot_fleet.cli", *argv], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
     assert ("issue" in res.stdout) if argv[0] == "pki" else ("--inventory" in res.stdout and "--connect" in res.stdout)
+
+
+def test_a_server_certificate_names_its_namespaces(tmp_path, capsys):
+    """Issue 19: a server may act only in the namespaces the inventory gives it; `pki issue` insists on them."""
+    d = tmp_path / "pki"
+    main(["pki", "init", str(d)])
+    assert main(["pki", "issue", str(d), "gpu-0", "--role", "server"]) == 2
+    assert "--namespace model=MODEL,service=SERVICE" in capsys.readouterr().err
+    assert not (d / "gpu-0.crt").exists()
+    assert main(["pki", "issue", str(d), "gpu-0", "--role", "server", "--namespace", "model=lab/act,service=pick up the cube",
+                 "--namespace", "model=lab/act,revision=v2,service=place"]) == 0
+    grants = load_inventory(d / "inventory.yaml").get("gpu-0").namespaces
+    assert [(g.model, g.revision, g.service) for g in grants] == [("lab/act", "*", "pick up the cube"), ("lab/act", "v2", "place")]
+    assert main(["pki", "issue", str(d), "gpu-1", "--role", "server", "--namespace", "bogus"]) == 2

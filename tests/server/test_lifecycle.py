@@ -234,13 +234,13 @@ def _housekeeper(**kw: Any) -> tuple[Housekeeper, dict[str, Any]]:
 
 def test_housekeeper_replies_to_unknown_robots_at_most_once_a_second():
     h, p = _housekeeper()
-    h.unknown.extend([("ghost", 3), ("ghost", 3), ("other", 1)])
+    h.unknown.extend([("ghost", 3), ("ghost", 3), ("other", 7)])
     h.tick()
     keys = [k for k, _, _ in p["sent"]]
     assert keys == [p["keys"].robot("ghost", "action"), p["keys"].robot("other", "action")]
     assert decode(EventMsg, p["sent"][0][1]).event == "unknown_session"
-    # each event carries the session epoch of the robot's own observation: a robot acts only on its current session's
-    assert [Header.unpack(att).session_epoch for _, _, att in p["sent"]] == [3, 1]
+    # the event carries the epoch of the robot's own observation: the robot acts on it (epoch 0 it would ignore)
+    assert [Header.unpack(att).session_epoch for _, _, att in p["sent"]] == [3, 7]
     assert p["metrics"].value("dropped_unknown_client_total") == 3.0
 
 

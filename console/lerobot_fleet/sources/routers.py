@@ -2,7 +2,7 @@
 
 Each router answers `@/<zid>/router` with JSON (`zid`, `locators`, `sessions`); in a mesh the query reaches
 every router. Needs `adminspace` on the routers (`lerobot-fleet router` enables it) and, under the ACL, an
-operator or viewer certificate (robots and servers may not read the admin space).
+operator certificate (robots, servers and viewers may not read the admin space: their list says unknown).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def query_routers(session: Any, timeout: float = 1.0) -> tuple[RouterInfo, ...]:
 def routers_line(routers: tuple[RouterInfo, ...]) -> str:
     """One header line: `routers 2: via 3f2a… (tls/10.0.0.5:7447); also 9b1c…`."""
     if not routers:
-        return "routers: none visible (admin space off, or this certificate may not read it)"
+        return "routers: unknown (admin space off, or this certificate may not read it: only operators may)"
     via = [r for r in routers if r.connected]
     others = [r for r in routers if not r.connected]
     parts = [f"via {r.zid[:8]}… ({', '.join(r.locators) or '?'})" for r in via] or ["via ?"]

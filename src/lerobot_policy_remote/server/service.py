@@ -24,7 +24,7 @@ import zenoh
 from ..wire.codec import decode, encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.errors import Reason, WireError
-from ..wire.header import peek_epoch
+from ..wire.header import HEADER_SIZE, peek_epoch
 from ..wire.keys import check_id, parse_key
 from ..wire.limits import WireLimits
 from ..wire.messages import (
@@ -37,7 +37,7 @@ from ..wire.messages import (
     SessionOpen,
 )
 from ..wire.text import printable
-from ..zenoh_config import ZenohSettings, open_session
+from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
@@ -170,8 +170,11 @@ class PolicyServer:
         return bool(self._threads) and self._threads[0].is_alive()
 
     def _zenoh_settings(self) -> ZenohSettings:
-        """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set)."""
+        """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set).
+        No message larger than an observation `max_obs_bytes` allows is reassembled (unless set)."""
         z = self.manifest.zenoh_settings()
+        if not z.max_message_bytes:
+            z = dataclasses.replace(z, max_message_bytes=self.manifest.max_obs_bytes + OBS_SLACK_BYTES)
         if self.batch_limit > 1 and not z.tx_queue_interactive_high:
             return dataclasses.replace(z, tx_queue_interactive_high=16)
         return z
@@ -278,7 +281,7 @@ class PolicyServer:
             try:
                 robot = self._key_robot(query)
                 reply_key = self.keys.session(self.replica, robot)
-                req = decode(SessionOpen, query.payload.to_bytes() if query.payload is not None else None)
+                req = decode(SessionOpen, query_bytes(query))
                 if req.client_uuid != robot:
                     ack = self._identity_refusal(robot, req.client_uuid)
                 else:
@@ -343,7 +346,7 @@ class PolicyServer:
             try:
                 robot = self._key_robot(query)
                 reply_key = self.keys.reset(self.replica, robot)
-                req = decode(ResetRequest, query.payload.to_bytes() if query.payload is not None else None)
+                req = decode(ResetRequest, query_bytes(query))
                 s = self.registry.by_session_id(req.session_id)
                 if s is not None and s.client_uuid != robot:  # another robot's session id: act as if unknown
                     self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
@@ -364,7 +367,7 @@ class PolicyServer:
     def _on_drain(self, query: Any) -> None:
         with query:
             try:
-                req = decode(DrainRequest, query.payload.to_bytes() if query.payload is not None else b"\x80")
+                req = decode(DrainRequest, query_bytes(query) if query.payload is not None else b"\x80")
                 ack = self.drain(f"{req.reason} (by {req.requested_by or 'operator'})")
             except WireError as exc:
                 ack = DrainAck(False, f"malformed drain request: {exc}")
@@ -384,7 +387,8 @@ class PolicyServer:
             return
         size = len(sample.payload)
         payload = sample.payload.to_bytes() if size <= self.manifest.max_obs_bytes else b""
-        att = sample.attachment.to_bytes() if sample.attachment is not None else None
+        att = sample.attachment
+        att = att.to_bytes() if att is not None and len(att) == HEADER_SIZE else None  # sized before any copy
         mail = Mail(payload, att, time.perf_counter(), size)
         if session.mailbox.deposit(mail):
             self.metrics.superseded.labels(client).inc()
@@ -407,3 +411,17 @@ class PolicyServer:
             except Exception:
                 pass
         log.info("session %s of %s closed (%s)", s.session_id, s.client_uuid, reason)
+
+
+MAX_CONTROL_BYTES = 256 * 1024  # a session open, reset or drain request is a few KiB; never copy more
+
+
+def query_bytes(query: Any) -> bytes | None:
+    """A control query's payload, sized before it is copied (a hostile peer cannot make us copy a huge body)."""
+    payload = query.payload
+    if payload is None:
+        return None
+    if len(payload) > MAX_CONTROL_BYTES:
+        raise WireError("payload", f"{len(payload)} bytes is over the {MAX_CONTROL_BYTES}-byte limit for a control message",
+                        Reason.OVERSIZE)
+    return payload.to_bytes()

@@ -205,12 +205,14 @@ class MemoryLink:
         att = header or Header(request.schema_version, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
         self.deliver(encode_chunk(msg), att.pack())
 
-    def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None) -> None:
-        """A server event on the robot's action key (answering `request` when given)."""
+    def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None,
+              session_id: str | None = None) -> None:
+        """A server event on the robot's action key (answering `request` when given; `session_id`: default the bound one)."""
         seq = request.seq_id if request else 0
         ep = epoch if epoch is not None else (request.session_epoch if request else 0)
         att = Header(SCHEMA_VERSION, MsgType.EVENT, seq, request.episode_id if request else 0, 0, ep)
-        self.deliver(encode(EventMsg(event=event, message=message, session_id=self.session_id(), seq_id=seq)), att.pack())
+        self.deliver(encode(EventMsg(event=event, message=message, session_id=self.session_id() if session_id is None else session_id,
+                                    seq_id=seq)), att.pack())
 
     def deliver(self, payload: bytes, attachment: bytes | None) -> None:
         """Raw bytes on the robot's action key (hostile input included)."""

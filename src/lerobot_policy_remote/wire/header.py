@@ -65,7 +65,7 @@ class Header:
 
 def peek_epoch(attachment: object) -> int:
     """The session epoch of a zenoh attachment, 0 when it is missing or malformed (a cheap read for callbacks)."""
-    if attachment is None:
+    if attachment is None or len(attachment) != HEADER_SIZE:  # type: ignore[arg-type]  # sized before any copy
         return 0
     data = attachment.to_bytes() if hasattr(attachment, "to_bytes") else attachment
     if not isinstance(data, bytes | bytearray | memoryview) or len(data) != HEADER_SIZE:
