@@ -15,6 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from lerobot_policy_remote.wire.text import printable
+
 TRACE_FILTER = ("zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
                 "zenoh_transport::unicast::establishment::accept=debug")  # the last two: which zid has which certificate
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -167,7 +169,7 @@ def _main(argv: list[str]) -> int:
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:
-            out.write(line + "\n")
+            out.write(printable(_ANSI.sub("", line), 2000) + "\n")  # keys and names in it are the client's
             out.flush()
     return 0
 
