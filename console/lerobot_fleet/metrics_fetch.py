@@ -59,16 +59,17 @@ class MetricsTargets:
         self._pinned: dict[str, tuple[str, int]] = {}  # replica -> (host, port) of its first accepted URL
 
     def offer(self, replica: str, url: str) -> str:
-        """Record `replica`'s announced URL; "" when accepted, else why it is refused (and not scraped)."""
+        """Record `replica`'s announced URL; "" when accepted, else why it is refused (and no longer scraped)."""
         host, port, why = check_metrics_url(url)
-        if why:
-            return f"metrics URL refused: {why}"
         with self._lock:
             pin = self._pinned.get(replica)
-            if pin is not None and pin[0] != host:
-                return f"metrics URL refused: host {host} is not the advertised host {pin[0]}"
-            if any(r != replica and p == (host, port) for r, p in self._pinned.items()):
-                return f"metrics URL refused: {host}:{port} is another replica's"
+            if not why and pin is not None and pin[0] != host:
+                why = f"host {host} is not the advertised host {pin[0]}"
+            if not why and any(r != replica and p == (host, port) for r, p in self._pinned.items()):
+                why = f"{host}:{port} is another replica's"
+            if why:
+                self._urls.pop(replica, None)  # the pin stays: moving elsewhere needs the token to go first
+                return f"metrics URL refused: {why}"
             self._pinned[replica] = (host, port)
             self._urls[replica] = url
         return ""
