@@ -8,6 +8,7 @@ name another replica or robot.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from lerobot_fleet.model import RobotState
@@ -102,3 +103,30 @@ def test_a_lying_publisher_never_overwrites_another_replica_or_robot(router, zen
         victim.close()
         liar_robot.close()
         honest.close()
+
+
+@pytest.mark.slow
+def test_a_robot_in_many_namespaces_cannot_grow_the_console_without_bound(router, zenoh_client):
+    """One robot publishing telemetry in more namespaces than the cap: the first MAX_NAMESPACES are shown,
+    the rest dropped, counted and noted."""
+    from lerobot_fleet.admission import MAX_NAMESPACES
+
+    s = zenoh_client()
+    n = MAX_NAMESPACES + 44
+    store = FleetStore()
+    source = _source(router.endpoint)
+    source.start(store)
+    try:
+        wait_until(lambda: store.snapshot().connection == "connected", timeout=15, message="connected")
+        time.sleep(0.5)  # subscribers declared at the router
+        body = encode(RobotTelemetry(client_uuid="r-sprawl", state="STREAMING"))
+        for i in range(n):
+            s.put(ServiceKeys.for_service(f"org/sprawl-{i}", "main", "t").robot("r-sprawl", "telemetry"), body)
+        wait_until(lambda: source.received >= n, timeout=15, message="every sample decoded")
+        wait_until(lambda: source.admission.refused >= n - MAX_NAMESPACES, timeout=5, message="the overflow refused")
+        snap = store.snapshot()
+        sprawl = [r for r in snap.robots if r.robot_id == "r-sprawl"]
+        assert len(sprawl) <= MAX_NAMESPACES
+        assert any("namespace cap reached" in note for note in snap.notes), snap.notes
+    finally:
+        source.stop()

@@ -51,6 +51,27 @@ def test_wire_markup_is_shown_as_literal_text():
     assert "[link=http://x]y[/link]" in summary
 
 
+def test_replayed_recordings_and_notes_are_cleaned_too(tmp_path):
+    """A recording holds what the fleet sent; replaying it shows the same cleaned picture, and notes (which
+    quote keys and peers' errors) are printable wherever they come from."""
+    from lerobot_fleet.sources.replay import ReplaySource
+
+    base = "@lerobot/m/main/t%1B%5B2J"  # a service name holding ESC [2J, percent-escaped in the key
+    rec = tmp_path / "hostile.jsonl"
+    rec.write_text("\n".join(json.dumps(ev) for ev in (
+        {"t": 0.0, "kind": "alive", "key": f"{base}/robot/r1/alive", "alive": True},
+        {"t": 0.1, "kind": "telemetry", "key": f"{base}/robot/r1/telemetry",
+         "data": {"client_uuid": "r1", "state": "DEGRADED", "last_outcome": HOSTILE}},
+        {"t": 0.2, "kind": "bogus\x1b[2J", "key": f"{base}/robot/r1/telemetry"},
+    )))
+    store = FleetStore()
+    ReplaySource(rec, speed=0).start(store)
+    snap = store.snapshot()
+    row = snap.robots[0]
+    assert row.service.startswith("t?[2J") and row.last_outcome.startswith("ok?[2J")
+    assert snap.notes and not any(UNSAFE.search(n) for n in snap.notes), snap.notes
+
+
 def test_csv_export_neutralises_formula_cells(tmp_path):
     store = FleetStore()
     ns = Namespace("org/m", "main", "task")

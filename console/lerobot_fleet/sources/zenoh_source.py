@@ -56,8 +56,8 @@ class ZenohSource:
         self._store: FleetStore | None = None
         self._ns: dict[tuple[str, str], Namespace] = {}  # (role, id) -> namespace, for actions
         self._targets = MetricsTargets()
-        self._lock = threading.Lock()  # guards _admission (decoder thread and poller)
-        self._admission = Admission()
+        self._lock = threading.Lock()  # guards admission (decoder thread and poller)
+        self.admission = Admission()
         self.received = 0
         self.coalesced = 0
         self.mismatched = 0  # samples whose payload names another robot or replica than their key: dropped
@@ -206,9 +206,9 @@ class ZenohSource:
 
     def _admit(self, store: FleetStore, role: str, ident: str, ns: Namespace) -> bool:
         with self._lock:
-            why = self._admission.admit(role, ident, ns)
+            why = self.admission.admit(role, ident, ns)
         if why:
-            store.note(f"{why} ({self._admission.refused} dropped)")
+            store.note(f"{why} ({self.admission.refused} dropped)")
         return not why
 
     def _mismatch(self, store: FleetStore, kind: str, key: str, claimed: str) -> None:
