@@ -22,6 +22,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from lerobot_policy_remote.wire.text import printable
+
 MAX_KEYS = 4096  # (who, what, flow, key) tuples remembered for the per-key window
 MAX_NAMES = 4096  # zid -> CN, address -> CN, unknown zids
 MAX_LINES_PER_S = 20.0  # refusal lines, all keys together
@@ -210,7 +212,7 @@ def _main(argv: list[str]) -> int:
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:
-            out.write(line)
+            out.write(printable(_ANSI.sub('', line), 2000))  # keys and names in it are the client's
     return 0
 
 

@@ -22,6 +22,19 @@ def record(row: Any) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A spreadsheet opens a cell starting with `= + - @` (or tab/CR) as a formula: prefix such text with `'`.
+
+    Numbers stay numbers (a negative float is not text); every string a robot or server chose is neutralised.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
 def write(tables: dict[str, list[dict[str, Any]]], directory: Path, stem: str, fmt: str) -> list[Path]:
     """JSON: one file holding every table. CSV: one file per table. Returns the paths written."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -37,6 +50,6 @@ def write(tables: dict[str, list[dict[str, Any]]], directory: Path, stem: str, f
             w = csv.DictWriter(f, fieldnames=columns)
             w.writeheader()
             for r in rows:
-                w.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in r.items()})
+                w.writerow({k: csv_cell(json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in r.items()})
         paths.append(path)
     return paths

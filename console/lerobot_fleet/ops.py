@@ -23,7 +23,9 @@ from lerobot_policy_remote.wire.messages import (
     EpisodeResetCommand,
     ServerStatus,
 )
+from lerobot_policy_remote.wire.text import printable
 
+from .sanitize import clean
 from .sources.base import ActionResult
 
 ANY = ServiceKeys.any()
@@ -39,7 +41,7 @@ def operator_name() -> str:
 
 def _reply_error(reply: Any) -> str:
     try:
-        return reply.err.payload.to_bytes().decode("utf-8", "replace")
+        return printable(reply.err.payload.to_bytes().decode("utf-8", "replace"), 300)
     except Exception:
         return "error reply"
 
@@ -76,7 +78,7 @@ def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, 
             results.append(ActionResult(False, target, action, _reply_error(reply)))
             continue
         try:
-            results.append(result(decode(ack_cls, reply.ok.payload.to_bytes())))
+            results.append(result(clean(decode(ack_cls, reply.ok.payload.to_bytes()))))
         except WireError as exc:
             results.append(ActionResult(False, target, action, f"bad reply: {exc}"))
     if not results:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
+from lerobot_policy_remote.wire.text import printable
 
 from .model import (
     AuditEntry,
@@ -125,7 +126,9 @@ class FleetStore:
             self._routers = tuple(sorted(routers, key=lambda r: (not r.connected, r.zid)))
 
     def note(self, text: str) -> None:
-        """A short operator-facing message from a source (e.g. a failed scrape); newest last."""
+        """A short operator-facing message from a source (e.g. a failed scrape); newest last. Notes quote keys
+        and peers' errors, so they are made printable here, the one place they all pass."""
+        text = printable(text, 200)
         with self._lock:
             if not self._notes or self._notes[-1] != text:
                 self._notes.append(text)

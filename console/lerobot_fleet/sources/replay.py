@@ -26,6 +26,7 @@ from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import Namespace, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 
+from ..sanitize import clean, clean_namespace
 from ..store import FleetStore
 from .base import ActionResult
 
@@ -86,7 +87,7 @@ def apply_event(store: FleetStore, ev: dict[str, Any]) -> None:
         store.on_metrics(str(ev["replica"]), {str(k): float(v) for k, v in dict(ev.get("data", {})).items()})
         return
     p = parse_key(str(ev["key"]))
-    ns = p.namespace
+    ns = clean_namespace(p.namespace)  # a recording holds what the fleet sent: cleaned as live samples are
     if kind == "alive":
         alive = bool(ev.get("alive", True))
         if p.role == "server":
@@ -94,11 +95,11 @@ def apply_event(store: FleetStore, ev: dict[str, Any]) -> None:
         else:
             store.on_robot_alive(p.ident, alive, ns)
     elif kind == "telemetry":
-        store.on_telemetry(from_dict(RobotTelemetry, ev["data"], "RobotTelemetry"), ns)
+        store.on_telemetry(clean(from_dict(RobotTelemetry, ev["data"], "RobotTelemetry")), ns)
     elif kind == "audit":
-        store.on_audit(from_dict(AuditLine, ev["data"], "AuditLine"), p.ident, ns)
+        store.on_audit(clean(from_dict(AuditLine, ev["data"], "AuditLine")), p.ident, ns)
     elif kind == "status":
-        store.on_status(from_dict(ServerStatus, ev["data"], "ServerStatus"), ns)
+        store.on_status(clean(from_dict(ServerStatus, ev["data"], "ServerStatus")), ns)
     else:
         raise ValueError(f"unknown replay event kind {kind!r}")
 

@@ -19,10 +19,12 @@ from lerobot_policy_remote.wire.keys import Namespace, ParsedKey, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
+from ..admission import Admission
+from ..metrics_fetch import MetricsTargets, Scraper
 from ..ops import ANY, operator_name, query_statuses, send_drain, send_episode_reset
+from ..sanitize import clean, clean_namespace
 from ..store import FleetStore
 from .base import ActionResult
-from .prometheus import scrape
 from .replay import Recorder
 from .routers import query_routers
 
@@ -53,10 +55,12 @@ class ZenohSource:
         self._threads: list[threading.Thread] = []
         self._store: FleetStore | None = None
         self._ns: dict[tuple[str, str], Namespace] = {}  # (role, id) -> namespace, for actions
-        self._metrics_urls: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self._targets = MetricsTargets()
+        self._lock = threading.Lock()  # guards admission (decoder thread and poller)
+        self.admission = Admission()
         self.received = 0
         self.coalesced = 0
+        self.mismatched = 0  # samples whose payload names another robot or replica than their key: dropped
         self._recorder = Recorder(record_path) if record_path else None
         self._keys: dict[str, ParsedKey] = {}
 
@@ -200,11 +204,26 @@ class ZenohSource:
             self._keys[key] = p
         return p
 
+    def _admit(self, store: FleetStore, role: str, ident: str, ns: Namespace) -> bool:
+        with self._lock:
+            why = self.admission.admit(role, ident, ns)
+        if why:
+            store.note(f"{why} ({self.admission.refused} dropped)")
+        return not why
+
+    def _mismatch(self, store: FleetStore, kind: str, key: str, claimed: str) -> None:
+        """A payload that names someone other than its key: dropped, counted, shown (the key is what the ACL checked)."""
+        self.mismatched += 1
+        store.note(clean(f"dropped {kind} on {key}: it names {claimed} ({self.mismatched} dropped)")[:200])
+
     def _apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
         p = self._parse(key)
         ns = p.namespace
         if self._recorder is not None:
             self._recorder.raw(kind, key, payload)
+        if not self._admit(store, p.role, p.ident, ns):
+            return
+        shown = clean_namespace(ns)  # what the store shows; `ns` stays exact for the keys of actions
         if kind in ("alive+", "alive-"):
             alive = kind == "alive+"
             if not alive and not self._linked():
@@ -213,18 +232,25 @@ class ZenohSource:
                 store.set_connection("disconnected")
             if p.role == "server":
                 self._ns[("server", p.ident)] = ns
-                store.on_server_alive(p.ident, alive, ns)
+                if not alive:
+                    self._targets.forget(p.ident)
+                store.on_server_alive(p.ident, alive, shown)
             else:
                 self._ns[("robot", p.ident)] = ns
-                store.on_robot_alive(p.ident, alive, ns)
+                store.on_robot_alive(p.ident, alive, shown)
         elif kind == "telemetry":
             tel = decode(RobotTelemetry, payload)
-            if tel.client_uuid != p.ident:
-                tel.client_uuid = p.ident  # the key is authoritative: a robot cannot speak for another
+            if tel.client_uuid != p.ident:  # the key is authoritative: a robot cannot speak for another
+                self._mismatch(store, kind, key, f"robot {tel.client_uuid}")
+                return
             self._ns[("robot", p.ident)] = ns
-            store.on_telemetry(tel, ns)
+            store.on_telemetry(clean(tel), shown)
         elif kind == "audit":
-            store.on_audit(decode_json(AuditLine, payload), p.ident, ns)
+            line = decode_json(AuditLine, payload)
+            if line.replica and line.replica != p.ident:  # a server's audit speaks for its own replica only
+                self._mismatch(store, kind, key, f"replica {line.replica}")
+                return
+            store.on_audit(clean(line), p.ident, shown)
 
     def _poll_status(self) -> None:
         store = self._store
@@ -234,33 +260,39 @@ class ZenohSource:
         except Exception as exc:
             store.note(f"status query failed: {exc}"[:200])
             return
-        for status, ns in statuses:
+        for status, ns in statuses:  # only replies whose key names the replica they claim (discovery.key_vouches_for)
             if self._recorder is not None:
                 self._recorder.event({"kind": "status", "key": ns.keys.server(status.replica, "status"), "data": to_dict(status)})
+            if not self._admit(store, "server", status.replica, ns):
+                continue
             self._ns[("server", status.replica)] = ns
+            status = clean(status)
             if status.metrics_url:
-                with self._lock:
-                    self._metrics_urls[status.replica] = status.metrics_url
-            store.on_status(status, ns)
+                refused = self._targets.offer(status.replica, status.metrics_url)
+                if refused:
+                    store.on_metrics(status.replica, None, refused)
+            store.on_status(status, clean_namespace(ns))
         try:
             store.set_routers(query_routers(self.session, timeout=min(1.0, self.status_period_s)))
         except Exception as exc:  # the router list is informative; never let it stop the status poll
             store.note(f"router list query failed: {exc}"[:200])
 
     def _scrape_loop(self) -> None:
-        import httpx
-
+        """Start a round of scrapes each period; each replica's fetch is bounded and runs on its own pool thread."""
         store = self._store
         assert store is not None
-        with httpx.Client(timeout=1.0) as client:
+
+        def report(replica: str, values: dict[str, float] | None, error: str) -> None:
+            if self._recorder is not None and values is not None:
+                self._recorder.event({"kind": "metrics", "replica": replica, "data": values})
+            store.on_metrics(replica, values, clean(error))
+
+        scraper = Scraper(self._targets, report)
+        try:
             while not self._stop.wait(self.scrape_period_s):
-                with self._lock:
-                    urls = dict(self._metrics_urls)
-                for replica, url in urls.items():
-                    values, error = scrape(client, url)
-                    if self._recorder is not None and values is not None:
-                        self._recorder.event({"kind": "metrics", "replica": replica, "data": values})
-                    store.on_metrics(replica, values, error)
+                scraper.round()
+        finally:
+            scraper.close()
 
     # ------------------------------------------------------------ actions (called from a worker thread)
 

@@ -119,7 +119,7 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
         try:
             status = decode(ServerStatus, reply.ok.payload.to_bytes())
         except WireError as exc:
-            logger.warning("Ignoring a malformed status reply on %s: %s", key, exc)
+            logger.warning("Ignoring a malformed status reply on %s: %s", key, printable(exc, 300))
             continue
         if not key_vouches_for(status, str(reply.ok.key_expr)):
             logger.warning("Ignoring a status reply on %s that claims replica %s", reply.ok.key_expr, printable(status.replica, 80))

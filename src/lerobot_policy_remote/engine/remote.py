@@ -258,7 +258,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if self._failed.is_set():
             return
         reason = self.states.dead_reason or "unknown"
-        logger.error("Remote inference is DEAD: %s. Stopping the rollout.", reason)
+        logger.error("Remote inference is DEAD: %s. Stopping the rollout.", printable(reason, 300))
         self._failed.set()
         self._ready.set()
         self._maybe_telemetry(force=True)
@@ -289,7 +289,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
             if not (self.session.action_order_checked is False and "could not be verified" in w):
-                logger.warning("Server: %s", w)
+                logger.warning("Server: %s", printable(w, 500))
         if self.session.action_order_checked is False:
             logger.warning(
                 "Action order NOT checked: the server's policy names no actions, so only the action dimension (%d) was "
@@ -301,7 +301,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self._episode_start = True
         self.states.on_handshake_ok(time.monotonic())
         self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
-        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d)", self.session_id, self.replica,
+        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d)", printable(self.session_id, 80), self.replica,
                     self.session_epoch, self.rtc_active, self.session.chunk_size)
 
     def _try_reconnect(self, now: float) -> None:
@@ -398,7 +398,7 @@ class RemoteInferenceEngine(InferenceEngine):
             self._lose_link(now, f"replica {self.replica} draining")
             self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
         else:
-            logger.warning("Server %s for seq=%d: %s", ev.event, ev.seq_id, ev.message)
+            logger.warning("Server %s for seq=%d: %s", printable(ev.event, 40), ev.seq_id, printable(ev.message, 300))
             out = self.requests.current
             if out is not None and header.seq_id == out.seq_id and header.session_epoch == self.session_epoch:
                 self.requests.fail(f"event:{ev.event}")
@@ -420,14 +420,15 @@ class RemoteInferenceEngine(InferenceEngine):
         msg, problem, foreign = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
         if foreign:
             self.counters["foreign_session"] += 1
-            logger.error("Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking", out.seq_id, problem)
+            logger.error("Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking", out.seq_id,
+                         printable(problem, 300))
             self._lose_link(now, "the server answered with another session's chunk")
             self.reconnect.retry_now(now)
             return
         if msg is None:
             self.requests.fail("bad_chunk")
             self.counters["bad_chunk"] += 1
-            logger.error("Refused a chunk for seq=%d: %s", out.seq_id, problem)
+            logger.error("Refused a chunk for seq=%d: %s", out.seq_id, printable(problem, 300))
             return
         rtt = max(0.0, (self._clock_ns() - out.mono_ns) / 1e9)
         new_delay = math.ceil(rtt / self._dt)
@@ -446,7 +447,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.counters["superseded"] += msg.superseded_seqs
         self.states.on_merge(time.monotonic())
         chunk_logger.info("chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
-                          "network=%.1fms delay=%d trimmed=%d queue=%d%s", self.session_id, out.seq_id, out.episode_id, self.replica,
+                          "network=%.1fms delay=%d trimmed=%d queue=%d%s", printable(self.session_id, 80), out.seq_id, out.episode_id, self.replica,
                           rtt * 1000, msg.queue_wait_ms, msg.inference_ms, network_ms, new_delay, trimmed, self.queue.qsize(),
                           " late" if late else "")
 
@@ -462,7 +463,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if ack is None:
             logger.warning("Episode reset was not acknowledged within %gs (continuing: requests are stateless)", _RESET_TIMEOUT_S)
         elif not ack.ok:
-            logger.warning("Server refused the episode reset: %s", ack.message)
+            logger.warning("Server refused the episode reset: %s", printable(ack.message, 300))
 
     def _apply_operator_resets(self) -> None:
         for query in self.transport.reset_queries():

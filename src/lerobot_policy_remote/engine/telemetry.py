@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from ..wire.messages import RobotTelemetry
+from ..wire.text import printable
 from .link import LinkState
 from .provenance import Provenance
 
@@ -74,7 +75,7 @@ class ProvenanceLog:
             if key != self._last:
                 self._last = key
                 prov_logger.info("executing session_id=%s seq_id=%d episode_id=%d replica=%s age=%.3fs",
-                                 meta.session_id, meta.seq_id, meta.episode_id, meta.replica, age)
+                                 printable(meta.session_id, 80), meta.seq_id, meta.episode_id, meta.replica, age)
 
 
 @dataclass(frozen=True)

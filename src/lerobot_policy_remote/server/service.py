@@ -317,7 +317,7 @@ class PolicyServer:
                         serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions)
             if not verdict.ok:
                 self.metrics.rejected.labels(verdict.code).inc()
-                log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, verdict.message)
+                log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))
                 return SessionAck(False, verdict.code, verdict.message, warnings=verdict.warnings,
                                   active_sessions=self.registry.count(), **base)
             if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close

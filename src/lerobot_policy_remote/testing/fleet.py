@@ -2,7 +2,8 @@
 
 Robots are :class:`FakeRobot` s without an action subscriber (token + telemetry); replicas are
 :class:`FakeServer` s without an observation subscriber (token, status/drain queryables, audit lines),
-each with a Prometheus-style `/metrics` endpoint on one shared local HTTP server. Telemetry `seq` carries
+each with a Prometheus-style `/metrics` endpoint on its own local port (the console scrapes only
+`http://host:port/metrics`, one host:port per replica). Telemetry `seq` carries
 the publisher's CLOCK_MONOTONIC in ms, so a console on the same host can measure delivery lag.
 
 Run as a process (what `bench/console.py` does)::
@@ -41,11 +42,10 @@ class FleetPublisher:
         self.robot_ids = [f"bench-robot-{i:03d}" for i in range(robots)]
         self.owner = {rid: self.replicas[i % servers] for i, rid in enumerate(self.robot_ids)}
         self.requests = dict.fromkeys(self.replicas, 0)  # what each replica's /metrics reports
-        self._httpd = _metrics_server(self.requests)
-        port = self._httpd.server_address[1]
+        self._httpds = {rep: _metrics_server(self.requests, rep) for rep in self.replicas}
         self.servers = {
             rep: FakeServer(self.session, self.keys, replica=rep, chunk=chunk, max_sessions=max_sessions, inference_ms=20.0,
-                            metrics_url=f"http://127.0.0.1:{port}/{rep}/metrics", serve_obs=False)
+                            metrics_url=f"http://127.0.0.1:{self._httpds[rep].server_address[1]}/metrics", serve_obs=False)
             for rep in self.replicas
         }
         for rid in self.robot_ids:
@@ -88,16 +88,17 @@ class FleetPublisher:
             robot.close()
         for server in self.servers.values():
             server.close()
-        self._httpd.shutdown()
+        for httpd in self._httpds.values():
+            httpd.shutdown()
+            httpd.server_close()
         self.session.close()
 
 
-def _metrics_server(requests: dict[str, int]) -> http.server.ThreadingHTTPServer:
-    """`GET /<replica>/metrics` -> that replica's request counter in Prometheus text format, on a free port."""
+def _metrics_server(requests: dict[str, int], rep: str) -> http.server.ThreadingHTTPServer:
+    """`GET /metrics` -> replica `rep`'s request counter in Prometheus text format, on a free port."""
 
     class Metrics(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802  (http.server's naming)
-            rep = self.path.strip("/").split("/")[0]
             body = (
                 "# TYPE lerobot_policy_server_requests_total counter\n"
                 f"lerobot_policy_server_requests_total {requests.get(rep, 0)}\n"

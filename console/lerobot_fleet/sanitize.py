@@ -1,0 +1,54 @@
+"""Wire strings made safe before the console stores, shows, prints or exports them.
+
+Everything a robot or a server controls (telemetry, audit lines, status replies, acks, the free-text parts of
+a key) goes through `clean` on its way into the console, so no row, detail, event, note, `lerobot-fleet
+status` line or export can carry a terminal escape. The one sanitiser is `wire.text.printable`; this module
+only walks the decoded messages. (Rich markup is not a risk: the console builds `Text` with `append`, never
+markup; see render.py.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, TypeVar
+
+from lerobot_policy_remote.wire.keys import Namespace
+from lerobot_policy_remote.wire.text import printable
+
+T = TypeVar("T")
+FIELD_LIMIT = 500  # characters kept of one free-text field (an error message, a task)
+
+
+def clean_text(text: str, limit: int = FIELD_LIMIT) -> str:
+    return printable(text, limit)
+
+
+def clean(obj: T) -> T:
+    """`obj` with every string in it (nested dataclasses, lists, dicts) made printable; in place for dataclasses."""
+    return _clean(obj)  # type: ignore[no-any-return]
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, str):
+        return printable(v, FIELD_LIMIT)
+    if isinstance(v, Namespace):
+        return clean_namespace(v)
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        for f in dataclasses.fields(v):
+            cur = getattr(v, f.name)
+            new = _clean(cur)
+            if new is not cur:
+                object.__setattr__(v, f.name, new)
+        return v
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_clean(x) for x in v)
+    if isinstance(v, dict):
+        return {_clean(k): _clean(x) for k, x in v.items()}
+    return v
+
+
+def clean_namespace(ns: Namespace) -> Namespace:
+    """The namespace as shown: its decoded segments may hold anything percent-escaping allows."""
+    return Namespace(*(printable(s, FIELD_LIMIT) for s in ns))
