@@ -33,7 +33,7 @@ from ..wire.keys import ServiceKeys
 from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
-from . import identity, request, startup
+from . import identity, provenance, request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .fallback import zero_warning
@@ -110,6 +110,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
         self.on_start_failed: Callable[[], None] | None = None
+        self.on_operator_reset: Callable[[int], None] | None = None  # recording: end the dataset episode too
         if warning := zero_warning(config.fallback, self.action_names):
             logger.warning(warning)
 
@@ -189,6 +190,7 @@ class RemoteInferenceEngine(InferenceEngine):
     def pause(self) -> None:
         """Stop publishing observations; the queue stays intact (parity with RTC)."""
         self._active.clear()
+        provenance.publish(None)  # what the robot executes now (dagger: the leader) is not a remote action
 
     def resume(self) -> None:
         self.states.restart_offline_clock(time.monotonic())
@@ -470,6 +472,8 @@ class RemoteInferenceEngine(InferenceEngine):
                 self._local_reset()
             self._server_reset()
             logger.info("Operator episode reset applied: episode %d", self.episode_id)
+            if self.on_operator_reset is not None:
+                self.on_operator_reset(self.episode_id)  # deposits only (a key press / an Event)
             query.answer(EpisodeResetAck(ok=True, message="episode reset", episode_id=self.episode_id))
 
     # -- observability

@@ -1,0 +1,72 @@
+"""Recorded datasets with the remote backend: the per-frame `remote.degraded` mark and operator resets.
+
+Why: a fleet records data while a shared policy drives it; a user must be able to drop the frames
+taken while the link was not healthy, and an operator's episode reset from the console must end the
+dataset episode too, not only the server-side one.
+
+- `remote.degraded` (bool, shape (1,), lerobot's convention for per-frame flags like dagger's
+  `intervention`) is added to every dataset the rollout *creates*, and filled on each `add_frame`
+  from the tick's action: True when it was executed while the link was not STREAMING (DEGRADED,
+  STALLED, CONNECTING after a reconnect, RECONNECTING) or was a fallback (`engine.provenance`).
+  A resumed dataset without the feature is recorded as before.
+- An operator reset (`lerobot-fleet reset`, the robot's `episode_reset` queryable) ends the dataset
+  episode: in `episodic` by the "right" key through the strategy's own key path (`keypress`: the
+  episode is saved, the reset phase runs, the next episode starts); in `sentry` and `dagger` (which
+  have no such key) the episode in progress is saved before the next frame is added.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import keypress, provenance
+
+logger = logging.getLogger(__name__)
+
+FEATURE = "remote.degraded"
+SPEC = {"dtype": "bool", "shape": (1,), "names": None}
+
+
+class DatasetFactory:
+    """Stands in for `LeRobotDataset` inside `build_rollout_context`: `create` adds our feature."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def create(self, repo_id: str, fps: int, *args: Any, features: dict, **kwargs: Any) -> Any:
+        return self.real.create(repo_id, fps, *args, features={**features, FEATURE: dict(SPEC)}, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:  # resume, and anything else, unchanged
+        return getattr(self.real, name)
+
+
+def attach(dataset: Any, engine: Any, strategy_type: str) -> None:
+    """Fill `remote.degraded` on every frame and make operator resets end the dataset episode."""
+    marks = FEATURE in getattr(dataset, "features", {})
+    save_pending = threading.Event()
+    add_frame = dataset.add_frame
+
+    def add_frame_marked(frame: dict) -> None:
+        if save_pending.is_set():
+            save_pending.clear()
+            if dataset.has_pending_frames():
+                dataset.save_episode()
+                logger.info("Operator reset: dataset episode %d saved, the next one begins", dataset.num_episodes - 1)
+        if marks and FEATURE not in frame:
+            frame = {**frame, FEATURE: np.array([provenance.degraded()], dtype=bool)}
+        add_frame(frame)
+
+    dataset.add_frame = add_frame_marked
+
+    def on_operator_reset(episode_id: int) -> None:
+        if strategy_type == "episodic":
+            keypress.press("right")  # exactly what lerobot's keyboard listener would do
+        else:
+            save_pending.set()
+
+    if strategy_type in ("episodic", "sentry", "dagger"):  # highlight: its save key defines episodes
+        engine.on_operator_reset = on_operator_reset
