@@ -154,7 +154,7 @@ def test_highlight_saves_the_ring_buffer_on_the_save_key(served, router, tmp_pat
     """The leader presses `s` (save: ring buffer + live) then `s` (stop): one episode, a contiguous run of the executed actions."""
     _, _, server = served
     proc, root, cmds = rollout(served, router, tmp_path, ["--strategy.type=highlight", "--strategy.ring_buffer_seconds=1"],
-                               "--teleop.type=sim_leader", "--teleop.key_script=2.0:s,3.0:s", duration=5)
+                               "--teleop.type=sim_leader", "--teleop.key_script=2.0:s,3.0:s,3.5:esc", duration=0)
     ds, cols = load(root, tmp_path)
     recs = records(cmds)
     rows, executed = cols["action"], as_rows(recs)
@@ -165,19 +165,22 @@ def test_highlight_saves_the_ring_buffer_on_the_save_key(served, router, tmp_pat
 
 
 def test_dagger_corrections_are_the_leaders_actions(served, router, tmp_path):
-    """record_autonomous: space pauses, tab starts a correction (the leader drives), tab ends it, space resumes."""
+    """record_autonomous: space pauses, tab starts a correction (the leader drives), tab ends it, space resumes, esc stops."""
     _, _, server = served
     lead = tmp_path / "leader.jsonl"
     proc, root, cmds = rollout(served, router, tmp_path, ["--strategy.type=dagger", "--strategy.record_autonomous=true"],
                                "--teleop.type=sim_leader", f"--teleop.record_path={lead}",
-                               "--teleop.key_script=1.0:space,1.2:tab,2.5:tab,2.7:space", duration=5)
+                               "--teleop.key_script=1.0:space,1.2:tab,3.5:tab,3.7:space,4.7:esc", duration=0)
     ds, cols = load(root, tmp_path)
     recs, leader = records(cmds), records(lead)
     inter = cols["intervention"].reshape(-1)
     assert ds.meta.total_episodes == 1 and inter.any() and (~inter).any()
     idx = np.flatnonzero(inter)
     assert (np.diff(idx) == 1).all(), "one correction window"
-    np.testing.assert_array_equal(cols["action"][inter], as_rows(leader))
+    assert idx.size >= FPS, "over a second of correction frames (after lerobot's 1 s follower handover)"
+    # the leader's first reading is lerobot's handover target (the follower slides to it, unrecorded)
+    np.testing.assert_array_equal(cols["action"][inter], as_rows(leader)[-idx.size:])
+    assert len(leader) == idx.size + 1
     remote = [r for r in recs if r["provenance"]]
     np.testing.assert_array_equal(cols["action"][~inter], as_rows(remote))
     assert_remote(remote, server)
