@@ -185,3 +185,49 @@ def test_dagger_corrections_are_the_leaders_actions(served, router, tmp_path):
     np.testing.assert_array_equal(cols["action"][~inter], as_rows(remote))
     assert_remote(remote, server)
     assert not cols["remote.degraded"].any()
+
+
+def audit_lines(server: Proc) -> list[dict]:
+    return [json.loads(line[line.index("{"):]) for line in server.output().splitlines() if "lerobot.policy_server.audit" in line]
+
+
+def console_reset(router, robot: str) -> dict:
+    verb = Proc([str(VENV_BIN / "lerobot-fleet"), "reset", robot, f"--router={router.endpoint}", "--json"], name="reset", max_seconds=30)
+    try:
+        assert verb.popen.wait(timeout=25) == 0, verb.output()
+    finally:
+        verb.stop()
+    return json.loads(verb.output().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("strategy", ["episodic", "sentry"])
+def test_console_reset_ends_the_dataset_episode(served, router, tmp_path, strategy):
+    """`lerobot-fleet reset ROBOT` mid-episode: the episode is saved, the next one is a fresh server episode
+    (the one the acknowledgement names, in the server's audit lines), the boundary is the reset."""
+    _, _, server = served
+    robot = f"rec-{strategy}-{uuid.uuid4().hex[:6]}"
+    extra = (["--strategy.type=episodic", "--strategy.reset_to_initial_position=false"] if strategy == "episodic"
+             else ["--strategy.type=sentry"])
+    proc, root, cmds = rollout(served, router, tmp_path, extra, f"--inference.client_uuid={robot}", "--dataset.num_episodes=2",
+                               "--dataset.episode_time_s=3", "--dataset.reset_time_s=0.3", duration=0 if strategy == "episodic" else 4.5,
+                               wait=False)
+    proc.wait_for("executing session_id=", timeout=60)
+    time.sleep(1.0)  # a second of episode 0 (a scenario step)
+    t_reset = time.monotonic()
+    ack = console_reset(router, robot)
+    t_acked = time.monotonic()
+    finish(proc)
+    ds, cols = load(root, tmp_path)
+    recs = records(cmds)
+    assert ack["ok"] and ds.meta.total_episodes == 2, (ack, ds.meta.total_episodes)
+    np.testing.assert_array_equal(cols["action"], as_rows(recs))
+    ep = cols["episode_index"].reshape(-1)
+    t = np.array([r["t"] for r in recs])
+    assert (t[ep == 0] <= t_acked).all() and (t[ep == 1] >= t_reset).all(), "the dataset boundary is the reset"
+    assert (ep == 0).sum() < 2.5 * FPS, "episode 0 ended early, at the reset"
+    server_eps = [{r["provenance"]["episode_id"] for r, e in zip(recs, ep, strict=True) if e == k and r["provenance"]} for k in (0, 1)]
+    assert server_eps[1] == {ack["episode_id"]} and len(server_eps[0]) == 1 and server_eps[0] != server_eps[1], (server_eps, ack)
+    session = recs[-1]["provenance"]["session_id"]
+    audited_eps = {a["episode_id"] for a in audit_lines(server) if a.get("session_id") == session}
+    assert server_eps[0] | server_eps[1] <= audited_eps, audited_eps
+    assert_remote([r for r in recs if r["provenance"]], server)

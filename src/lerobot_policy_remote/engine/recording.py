@@ -11,14 +11,15 @@ dataset episode too, not only the server-side one.
   A resumed dataset without the feature is recorded as before.
 - An operator reset (`lerobot-fleet reset`, the robot's `episode_reset` queryable) ends the dataset
   episode: in `episodic` by the "right" key through the strategy's own key path (`keypress`: the
-  episode is saved, the reset phase runs, the next episode starts); in `sentry` and `dagger` (which
-  have no such key) the episode in progress is saved before the next frame is added.
+  episode is saved, the reset phase runs, and the strategy's own `engine.reset()` starts the next
+  server episode, whose id the operator's acknowledgement already names); in `sentry` and `dagger`
+  (which have no such key) the engine resets at once and the episode in progress is saved before the
+  first frame of the new server episode is added.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import numpy as np
@@ -47,26 +48,30 @@ class DatasetFactory:
 def attach(dataset: Any, engine: Any, strategy_type: str) -> None:
     """Fill `remote.degraded` on every frame and make operator resets end the dataset episode."""
     marks = FEATURE in getattr(dataset, "features", {})
-    save_pending = threading.Event()
+    pending: list[int] = []  # the server episode the next dataset episode starts with (sentry, dagger)
     add_frame = dataset.add_frame
 
     def add_frame_marked(frame: dict) -> None:
-        if save_pending.is_set():
-            save_pending.clear()
-            if dataset.has_pending_frames():
-                dataset.save_episode()
-                logger.info("Operator reset: dataset episode %d saved, the next one begins", dataset.num_episodes - 1)
+        if pending:
+            prov = provenance.latest()
+            if prov is None or prov.episode_id >= pending[0]:  # the first frame of the new server episode
+                pending.clear()
+                if dataset.has_pending_frames():
+                    dataset.save_episode()
+                    logger.info("Operator reset: dataset episode %d saved", dataset.num_episodes - 1)
         if marks and FEATURE not in frame:
             frame = {**frame, FEATURE: np.array([provenance.degraded()], dtype=bool)}
         add_frame(frame)
 
     dataset.add_frame = add_frame_marked
 
-    def on_operator_reset(episode_id: int) -> None:
+    def on_operator_reset(next_episode_id: int) -> bool:
+        """Worker thread: deposits only. True: episodic ends the episode and resets the engine itself."""
         if strategy_type == "episodic":
             keypress.press("right")  # exactly what lerobot's keyboard listener would do
-        else:
-            save_pending.set()
+            return True
+        pending[:] = [next_episode_id]
+        return False
 
     if strategy_type in ("episodic", "sentry", "dagger"):  # highlight: its save key defines episodes
         engine.on_operator_reset = on_operator_reset

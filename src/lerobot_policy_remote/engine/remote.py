@@ -110,7 +110,9 @@ class RemoteInferenceEngine(InferenceEngine):
         self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
         self.on_start_failed: Callable[[], None] | None = None
-        self.on_operator_reset: Callable[[int], None] | None = None  # recording: end the dataset episode too
+        # recording (engine/recording.py): told of an operator reset before it applies, with the next episode id;
+        # True means the strategy itself resets the engine when it starts that episode (episodic)
+        self.on_operator_reset: Callable[[int], bool] | None = None
         if warning := zero_warning(config.fallback, self.action_names):
             logger.warning(warning)
 
@@ -468,12 +470,15 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _apply_operator_resets(self) -> None:
         for query in self.transport.reset_queries():
+            if self.on_operator_reset is not None and self.on_operator_reset(self.episode_id + 1):
+                logger.info("Operator episode reset handed to the recording strategy: episode %d next", self.episode_id + 1)
+                query.answer(EpisodeResetAck(ok=True, message="episode reset: the recording ends this episode",
+                                             episode_id=self.episode_id + 1))
+                continue
             with self._reset_lock:
                 self._local_reset()
             self._server_reset()
             logger.info("Operator episode reset applied: episode %d", self.episode_id)
-            if self.on_operator_reset is not None:
-                self.on_operator_reset(self.episode_id)  # deposits only (a key press / an Event)
             query.answer(EpisodeResetAck(ok=True, message="episode reset", episode_id=self.episode_id))
 
     # -- observability
