@@ -40,3 +40,26 @@ def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
         demo.stop(timeout=40)
     assert demo.popen.returncode == 0, demo.output()
     assert "stopped; logs kept" in demo.output()
+
+
+def test_demo_record_dir_records_each_robots_episodes(tmp_path):
+    """`lerobot-fleet demo --record-dir DIR`: each simulated robot records a local dataset (sentry) that
+    lerobot's LeRobotDataset loads, with the `remote.degraded` mark, ending cleanly with the demo."""
+    port, records = free_port(), tmp_path / "datasets"
+    demo = Proc(
+        [str(VENV_BIN / "lerobot-fleet"), "demo", "--no-console", "--robots", "2", "--port", str(port),
+         "--duration", "6", "--workdir", str(tmp_path / "work"), "--record-dir", str(records)],
+        name="demo-record",
+        max_seconds=300,
+    )
+    try:
+        assert demo.popen.wait(timeout=280) == 0, demo.output()
+    finally:
+        demo.stop(timeout=40)
+    assert f"datasets in {records}" in demo.output()
+    from lerobot.datasets import LeRobotDataset
+
+    for robot in ("sim-arm-01", "sim-arm-02"):
+        ds = LeRobotDataset(f"local/rollout_{robot.replace('-', '_')}", root=records / robot)
+        assert ds.meta.total_episodes >= 1 and ds.num_frames > 0, robot
+        assert "remote.degraded" in ds.features and "action" in ds.features

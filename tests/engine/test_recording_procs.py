@@ -11,7 +11,6 @@ own key path; `remote.degraded` marks only the frames of a SIGSTOP window.
 from __future__ import annotations
 
 import json
-import re
 import signal
 import time
 import uuid
