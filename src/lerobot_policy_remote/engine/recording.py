@@ -15,6 +15,8 @@ dataset episode too, not only the server-side one.
   server episode, whose id the operator's acknowledgement already names); in `sentry` and `dagger`
   (which have no such key) the engine resets at once and the episode in progress is saved before the
   first frame of the new server episode is added.
+- An episode without a single frame (the server never answered in time) is skipped with a warning
+  instead of ending the recording with lerobot's "add one or several frames" error.
 """
 
 from __future__ import annotations
@@ -64,6 +66,17 @@ def attach(dataset: Any, engine: Any, strategy_type: str) -> None:
         add_frame(frame)
 
     dataset.add_frame = add_frame_marked
+    save_episode = dataset.save_episode
+
+    def save_episode_if_any(*args: Any, **kwargs: Any) -> Any:
+        """An episode in which the robot executed nothing (no chunk came: the link's fault, not the data's)
+        is skipped with a warning; lerobot's episodic loop would otherwise end the whole recording on it."""
+        if dataset.has_pending_frames():
+            return save_episode(*args, **kwargs)
+        logger.warning("Dataset episode %d has no frame (the robot executed no action in it): not saved", dataset.num_episodes)
+        return None
+
+    dataset.save_episode = save_episode_if_any
 
     def on_operator_reset(next_episode_id: int) -> bool:
         """Worker thread: deposits only. True: episodic ends the episode and resets the engine itself."""
