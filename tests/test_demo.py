@@ -40,3 +40,34 @@ def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
         demo.stop(timeout=40)
     assert demo.popen.returncode == 0, demo.output()
     assert "stopped; logs kept" in demo.output()
+
+
+def test_demo_record_dir_records_each_robots_episodes(tmp_path):
+    """`lerobot-fleet demo --record-dir DIR`: each simulated robot records a local dataset (sentry) that
+    lerobot's LeRobotDataset loads, with the `remote.degraded` mark; stopping the demo saves the episodes."""
+    port, records, work = free_port(), tmp_path / "datasets", tmp_path / "work"
+    robots = ("sim-arm-01", "sim-arm-02")
+    demo = Proc(
+        [str(VENV_BIN / "lerobot-fleet"), "demo", "--no-console", "--robots", "2", "--port", str(port),
+         "--duration", "120", "--workdir", str(work), "--record-dir", str(records)],
+        name="demo-record",
+        max_seconds=300,
+    )
+    try:
+        demo.wait_for("fleet is up", timeout=240)
+
+        def executing() -> bool:
+            logs = [work / f"{r}.log" for r in robots]
+            return all(p.exists() and p.read_text(errors="replace").count("executing session_id=") >= 2 for p in logs)
+
+        wait_until(executing, timeout=120, interval=0.5, message="both demo robots executing remote actions")
+    finally:
+        demo.stop(timeout=60)
+    assert demo.popen.returncode == 0, demo.output()
+    assert f"datasets in {records}" in demo.output()
+    from lerobot.datasets import LeRobotDataset
+
+    for robot in robots:
+        ds = LeRobotDataset(f"local/rollout_{robot.replace('-', '_')}", root=records / robot)
+        assert ds.meta.total_episodes >= 1 and ds.num_frames > 0, robot
+        assert "remote.degraded" in ds.features and "action" in ds.features

@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--duration", type=float, default=3600, help="seconds the robots run (default 3600)")
     demo.add_argument("--no-console", action="store_true", help="keep the fleet running without the console (Ctrl-C stops it)")
     demo.add_argument("--workdir", default=None, help="where the policy and the logs go (default: a new temp dir)")
+    demo.add_argument("--record-dir", default=None, help="each robot records its episodes (sentry) as a local dataset in DIR/<robot>")
     return parser
 
 
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir)
+            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir)
         if args.command == "doctor":
             from .doctor import run_doctor
 

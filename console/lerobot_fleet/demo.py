@@ -37,8 +37,19 @@ class Fleet:
         stop_all(reversed(self.children), timeout=15)
 
 
-def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print) -> str:
-    """Bring the fleet up; returns the router endpoint."""
+def recording_flags(record_dir: Path | None, robot: str) -> list[str]:
+    """`sentry` into `<record_dir>/<robot>` (a local LeRobotDataset, never pushed); base without a record dir.
+
+    sentry records every executed action with its `remote.degraded` mark; an operator's episode reset from
+    the console saves the episode in progress and starts the next (docs/robot.md, Recording)."""
+    if record_dir is None:
+        return ["--strategy.type=base"]
+    return ["--strategy.type=sentry", f"--dataset.repo_id=local/rollout_{robot.replace('-', '_')}",
+            f"--dataset.root={record_dir / robot}", "--dataset.push_to_hub=false", f"--dataset.single_task={TASK}"]
+
+
+def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None) -> str:
+    """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there."""
     endpoint = f"tcp/127.0.0.1:{port}"
     policy = fleet.workdir / "policy"
     say(f"[demo] building a small RTC-capable policy (random weights) in {policy} ...")
@@ -78,7 +89,7 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
             uuid,
             [
                 tool("lerobot-rollout"),
-                "--strategy.type=base",
+                *recording_flags(record_dir, uuid),
                 "--inference.type=remote",
                 f"--inference.connect_endpoint={endpoint}",
                 f"--inference.client_uuid={uuid}",
@@ -109,13 +120,19 @@ def port_taken(port: int, host: str = "127.0.0.1") -> str:
     return ""
 
 
-def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None) -> int:
+def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None,
+             record_dir: str | None = None) -> int:
     taken = port_taken(port)
     if taken:  # before building anything: said at once, exit 2 like every usage error
         print(f"lerobot-fleet demo: {taken}", file=sys.stderr)
         return 2
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="lerobot-fleet-demo-"))
     work.mkdir(parents=True, exist_ok=True)
+    records = Path(record_dir).resolve() if record_dir else None
+    if records is not None and records.exists() and any(records.iterdir()):
+        print(f"lerobot-fleet demo: --record-dir {records} is not empty: each robot creates a new dataset there; "
+              "pick an empty or new directory", file=sys.stderr)
+        return 2
     fleet = Fleet(work)
     stop = {"now": False}
 
@@ -124,8 +141,8 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        endpoint = start_fleet(fleet, robots, port, duration)
-        print(f"[demo] fleet is up: router {endpoint}, logs in {work}")
+        endpoint = start_fleet(fleet, robots, port, duration, record_dir=records)
+        print(f"[demo] fleet is up: router {endpoint}, logs in {work}" + (f", datasets in {records}" if records else ""))
         if console:
             from lerobot_policy_remote.zenoh_config import ZenohSettings
 
@@ -149,4 +166,4 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
         fleet.stop()
         for sig, handler in old.items():
             signal.signal(sig, handler)
-        print(f"[demo] stopped; logs kept in {work}")
+        print(f"[demo] stopped; logs kept in {work}" + (f", datasets in {records}" if records else ""))

@@ -16,7 +16,7 @@ def register() -> None:
         return
     from .engine import hook
     from .engine.config import RemoteInferenceConfig  # noqa: F401  (registers "remote")
-    from .sim import RtcToyConfig, SimArmConfig, SimBaseConfig  # noqa: F401  (registers sim robots + rtc_toy)
+    from .sim import RtcToyConfig, SimArmConfig, SimBaseConfig, SimLeaderConfig  # noqa: F401  (sim robots, sim_leader, rtc_toy)
 
     hook.install()
     _done = True

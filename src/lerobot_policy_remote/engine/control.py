@@ -10,7 +10,7 @@ import torch
 from . import provenance
 from .config import FallbackBehavior, RemoteInferenceConfig
 from .fallback import fallback_action
-from .link import LinkStateMachine
+from .link import LinkState, LinkStateMachine
 from .queue import StampedActionQueue
 from .telemetry import ProvenanceLog
 
@@ -57,9 +57,9 @@ class ControlSide:
             self.executed_count += 1
             age = now - src_t
             self.prov_log.executed.append((meta, age))
-            provenance.publish(meta, age)
+            provenance.publish(meta, age, self.states.state is not LinkState.STREAMING)
             return action
-        provenance.publish(None)
+        provenance.publish(None, degraded=True)
         # Queue dry or only stale actions left: STALLED (the worker publishes the change).
         self.states.evaluate(now, 0, self.streaming_began, paused=not self.active.is_set())
         measured = self._measured() if self.last_action is None and self.cfg.fallback is FallbackBehavior.ZERO else None

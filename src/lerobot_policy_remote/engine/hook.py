@@ -61,6 +61,9 @@ def install() -> None:
     from .startup import install_excepthook
 
     install_excepthook()  # a remote start failure ends lerobot-rollout with its advice, not a traceback
+    from . import keypress
+
+    keypress.install()  # strategy keys reachable by scripted sources (sim_leader) and operator resets
     if getattr(context.build_rollout_context, "_remote_wrapped", False):
         return
     original = context.build_rollout_context
@@ -82,6 +85,11 @@ def install() -> None:
                 hardware.initial_position = None
 
             engine.on_start_failed = never_moved
+        dataset = getattr(getattr(ctx, "data", None), "dataset", None)
+        if engine is not None and dataset is not None:
+            from . import recording
+
+            recording.attach(dataset, engine, getattr(cfg.strategy, "type", ""))
         return ctx
 
     build_rollout_context._remote_wrapped = True  # type: ignore[attr-defined]
@@ -132,6 +140,7 @@ def _weightless_cfg(cfg: Any) -> Any:
 
 @contextmanager
 def _swapped(context: Any, cfg: Any):
+    from .recording import DatasetFactory
     from .remote import RemoteInferenceEngine
 
     def load_policy(policy_config: Any) -> WeightlessPolicy:
@@ -151,7 +160,8 @@ def _swapped(context: Any, cfg: Any):
         )
 
     with _lock:
-        saved = {name: getattr(context, name) for name in _HOOK_POINTS[1:]}
+        saved = {name: getattr(context, name) for name in (*_HOOK_POINTS[1:], "LeRobotDataset")}
+        context.LeRobotDataset = DatasetFactory(saved["LeRobotDataset"])  # adds `remote.degraded`
         context._load_pretrained_policy = load_policy
         context.make_pre_post_processors = no_processors
         context.create_inference_engine = make_engine

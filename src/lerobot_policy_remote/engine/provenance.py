@@ -25,12 +25,22 @@ class Provenance:
 # One module global, replaced (never mutated) by a single assignment: atomic under the GIL, so the
 # control thread publishes without a lock or an allocation beyond the tuple.
 _latest: tuple[Provenance, float] | None = None
+_degraded = False  # the last handed action was taken while the link was not STREAMING, or was a fallback
 
 
-def publish(p: Provenance | None, age_s: float = 0.0) -> None:
-    """Hot path: stash the chunk's stamp and the action's age; the aged copy is built lazily."""
-    global _latest
+def publish(p: Provenance | None, age_s: float = 0.0, degraded: bool = False) -> None:
+    """Hot path: stash the chunk's stamp and the action's age; the aged copy is built lazily.
+
+    `degraded` marks the tick for recorded datasets (`remote.degraded`): an action executed while the
+    link was DEGRADED/STALLED/RECONNECTING, or a fallback (published with `p=None, degraded=True`).
+    """
+    global _latest, _degraded
     _latest = (p, age_s) if p is not None else None
+    _degraded = degraded
+
+
+def degraded() -> bool:
+    return _degraded
 
 
 def latest() -> Provenance | None:

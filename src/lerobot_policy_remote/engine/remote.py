@@ -33,7 +33,7 @@ from ..wire.keys import ServiceKeys
 from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
-from . import identity, request, startup
+from . import identity, provenance, request, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .fallback import zero_warning
@@ -110,6 +110,9 @@ class RemoteInferenceEngine(InferenceEngine):
         self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
         self.on_start_failed: Callable[[], None] | None = None
+        # recording (engine/recording.py): told of an operator reset before it applies, with the next episode id;
+        # True means the strategy itself resets the engine when it starts that episode (episodic)
+        self.on_operator_reset: Callable[[int], bool] | None = None
         if warning := zero_warning(config.fallback, self.action_names):
             logger.warning(warning)
 
@@ -189,6 +192,7 @@ class RemoteInferenceEngine(InferenceEngine):
     def pause(self) -> None:
         """Stop publishing observations; the queue stays intact (parity with RTC)."""
         self._active.clear()
+        provenance.publish(None)  # what the robot executes now (dagger: the leader) is not a remote action
 
     def resume(self) -> None:
         self.states.restart_offline_clock(time.monotonic())
@@ -467,6 +471,11 @@ class RemoteInferenceEngine(InferenceEngine):
 
     def _apply_operator_resets(self) -> None:
         for query in self.transport.reset_queries():
+            if self.on_operator_reset is not None and self.on_operator_reset(self.episode_id + 1):
+                logger.info("Operator episode reset handed to the recording strategy: episode %d next", self.episode_id + 1)
+                query.answer(EpisodeResetAck(ok=True, message="episode reset: the recording ends this episode",
+                                             episode_id=self.episode_id + 1))
+                continue
             with self._reset_lock:
                 self._local_reset()
             self._server_reset()

@@ -2,5 +2,6 @@
 
 from .configuration_rtc_toy import RtcToyConfig
 from .robot import SimArm, SimArmConfig, SimBase, SimBaseConfig, SimCameraConfig
+from .teleop import SimLeader, SimLeaderConfig
 
-__all__ = ["RtcToyConfig", "SimArm", "SimArmConfig", "SimBase", "SimBaseConfig", "SimCameraConfig"]
+__all__ = ["RtcToyConfig", "SimArm", "SimArmConfig", "SimBase", "SimBaseConfig", "SimCameraConfig", "SimLeader", "SimLeaderConfig"]

@@ -127,7 +127,7 @@ class _SimRobot(Robot):
         return obs
 
     def send_action(self, action: dict[str, Any]) -> dict[str, Any]:
-        from ..engine.provenance import latest
+        from ..engine.provenance import degraded, latest
 
         cmd = {k: float(action[k]) for k in self._motor_keys if k in action}
         with self._lock:
@@ -136,7 +136,8 @@ class _SimRobot(Robot):
                 if k in cmd and math.isfinite(cmd[k]):
                     self.target[i] = cmd[k]
             prov = latest()
-            rec = {"t": time.monotonic(), "action": cmd, "provenance": prov.as_dict() if prov else None}
+            rec = {"t": time.monotonic(), "action": cmd, "provenance": prov.as_dict() if prov else None,
+                   "degraded": degraded()}
             if len(self.commands) < self.config.max_records:
                 self.commands.append(rec)
             if self._record_file is not None:
