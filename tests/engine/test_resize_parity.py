@@ -79,3 +79,17 @@ def test_resize_only_shrinks_and_leaves_other_cameras():
     assert out[CAM].shape == (120, 160, 3)
     assert out["observation.images.wrist"] is other  # the model told us nothing about it
     assert out["observation.images.low"] is tiny  # already smaller than trained: the server upsamples, fewer bytes sent
+
+
+def test_flags_parse_like_lerobots():
+    import draccus
+
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+
+    default = draccus.parse(RemoteInferenceConfig, args=[])
+    assert (default.resize_on_robot, default.reply_dtype, default.reply_max_error) == (True, "float16", 0.05)
+    cfg = draccus.parse(RemoteInferenceConfig, args=["--resize_on_robot=false", "--reply_dtype=float32"])
+    assert cfg.resize_on_robot is False and cfg.reply_dtype == "float32"
+    assert cfg.zenoh_settings().block_wait_before_close_ms == int(cfg.request_timeout_s * 1000)
+    with pytest.raises(ValueError, match="reply_dtype"):
+        RemoteInferenceConfig(reply_dtype="bfloat16")
