@@ -83,6 +83,9 @@ class ZenohSettings:
     tx_queue_interactive_high: int = 0
     # rx.max_message_size (bytes): 0 keeps zenoh's 1 GiB; routers, servers and the console set theirs (see above)
     max_message_bytes: int = 0
+    # How long a BLOCK put may wait for room in the tx queue before zenoh closes the link (ms); 0 keeps
+    # zenoh's default (5 s). The robot sets its request timeout: a large observation waits no longer.
+    block_wait_before_close_ms: int = 0
     extra_json5: str | None = None  # a JSON5 file path or inline JSON5 text, merged key by key last
 
     def validate(self) -> None:
@@ -134,6 +137,9 @@ class ZenohSettings:
             conf["transport"]["link"]["rx"] = {"max_message_size": self.max_message_bytes}
         if self.tx_queue_interactive_high:
             conf["transport"]["link"]["tx"]["queue"] = {"size": {"interactive_high": self.tx_queue_interactive_high}}
+        if self.block_wait_before_close_ms > 0:
+            queue = conf["transport"]["link"]["tx"].setdefault("queue", {})
+            queue["congestion_control"] = {"block": {"wait_before_close": int(self.block_wait_before_close_ms) * 1000}}
         if self.connect_endpoints:
             conf["connect"] = {
                 "endpoints": list(self.connect_endpoints),

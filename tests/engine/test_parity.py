@@ -168,8 +168,9 @@ def test_remote_merged_queue_equals_local_rtc_engine(router, tmp_path, monkeypat
     local = LocalRig(path, rtc_cfg, hw, clock, monkeypatch)
     if relative:
         assert local.engine._relative_step is not None, "the toy pipeline lost its relative step"
+    # Exact parity is a float32 property: float16 replies (bounded by reply_max_error) are checked in test_reply_size.py.
     cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, rtc=RTCConfig(enabled=True, execution_horizon=H), jpeg_quality=0,
-                                max_action_age_s=600.0, request_timeout_s=30.0, max_offline_s=600.0, buffer_time_s=600.0)
+                                reply_dtype="float32", max_action_age_s=600.0, request_timeout_s=30.0, max_offline_s=600.0, buffer_time_s=600.0)
     remote = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(SIM_ARM_ACTIONS), task=task, fps=FPS,
                                    model_id=str(path), policy_type="rtc_toy", request_clock_ns=clock.monotonic_ns)
     try:

@@ -66,6 +66,15 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     client_uuid: str = ""
     # JPEG quality of the camera frames sent to the server (0..100); 0 sends raw frames (LAN/debug).
     jpeg_quality: int = 90
+    # Shrink each camera frame to the model's trained input size (from the session ack) before encoding
+    # (area interpolation): a 480x640 camera feeding a 120x160 model sends 16x fewer pixels. false sends
+    # full frames and the server resizes them (docs/wire.md: parity of the two).
+    resize_on_robot: bool = True
+    # Reply precision asked of the server: float16 (each chunk whose every value survives float16 within
+    # --inference.reply_max_error goes as float16, the others float32) or float32 (always).
+    reply_dtype: str = "float16"
+    # Largest absolute error, in action units, a float16 reply may carry (docs/wire.md says how to choose it).
+    reply_max_error: float = 0.05
     # Send the next observation when the queued actions cover this many seconds or less.
     buffer_time_s: float = 0.5
     # Never execute an action whose source observation is older than this (the robot holds instead).
@@ -110,6 +119,10 @@ class RemoteInferenceConfig(InferenceEngineConfig):
             self.fallback = FallbackBehavior(self.fallback)
         if not 0 <= self.jpeg_quality <= 100:
             raise ValueError(f"--inference.jpeg_quality must be 0..100 (0 = raw), got {self.jpeg_quality}")
+        if self.reply_dtype not in ("float16", "float32"):
+            raise ValueError(f"--inference.reply_dtype must be float16 or float32, got {self.reply_dtype!r}")
+        if not 0 <= self.reply_max_error < 1e4:
+            raise ValueError(f"--inference.reply_max_error must be >= 0, got {self.reply_max_error}")
         for name in ("buffer_time_s", "max_action_age_s", "degraded_after_s", "request_timeout_s",
                      "reconnect_initial_backoff_s", "reconnect_max_backoff_s", "max_offline_s"):
             if getattr(self, name) <= 0:
@@ -138,4 +151,5 @@ class RemoteInferenceConfig(InferenceEngineConfig):
             connect_timeout_ms=int(self.connect_timeout_s * 1000),
             retry_period_init_ms=100,
             retry_period_max_ms=500,
+            block_wait_before_close_ms=int(self.request_timeout_s * 1000),
         )

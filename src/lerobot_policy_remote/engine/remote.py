@@ -33,7 +33,7 @@ from ..wire.keys import ServiceKeys
 from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
-from . import identity, provenance, request, startup
+from . import identity, provenance, request, resend, startup
 from .config import RemoteInferenceConfig
 from .control import ControlSide
 from .fallback import zero_warning
@@ -107,6 +107,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.session = RemoteSession()
         self.requests = RequestTracker()
         self.rtt = RttWindow()
+        self._sent: tuple[int, bytes, Header, float] | None = None  # the request in flight as published (re-sends)
         self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s)
         self.on_start_failed: Callable[[], None] | None = None
@@ -251,6 +252,8 @@ class RemoteInferenceEngine(InferenceEngine):
             self._try_reconnect(now)
         elif self._active.is_set() and self.requests.current is None and self._should_send(now):
             self._send_request(now)
+        else:
+            self._maybe_resend(now)
         now = time.monotonic()
         self.states.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
                              paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
@@ -276,7 +279,7 @@ class RemoteInferenceEngine(InferenceEngine):
             client_uuid=self.client_uuid, action_names=self.action_names, hw_features=self._hw_features, model_id=self.model_id,
             revision=self.cfg.service_revision or "main", service=self.cfg.service_task or self._task, policy_type=self._policy_type,
             fps=self.fps, task=self._task, rtc=self.cfg.rtc, tags=self.cfg.tags, expect_fingerprint=self.fingerprint,
-            rename_map=self.rename_map,
+            rename_map=self.rename_map, reply_dtype=self.cfg.reply_dtype, reply_max_error=self.cfg.reply_max_error,
         )
 
     def _handshake(self) -> None:
@@ -361,6 +364,8 @@ class RemoteInferenceEngine(InferenceEngine):
             prefix = request.rtc_prefix(self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon))
         msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.latency.delay_steps(self._dt),
                                         episode_start=self._episode_start, prefix=prefix, rename_map=self.rename_map)
+        if self.cfg.resize_on_robot and self.session.image_sizes:
+            msg.images = request.resize_for_model(msg.images, self.session.image_sizes)
         try:
             body = encode_observation(msg, self.cfg.jpeg_quality)
         except WireError as exc:
@@ -371,8 +376,21 @@ class RemoteInferenceEngine(InferenceEngine):
                                   episode_id=self.episode_id, epoch=self.session_epoch)
         header = Header(self.session.schema_version, MsgType.OBS, out.seq_id, out.episode_id, out.mono_ns, out.epoch)
         self.transport.publish_observation(body, header)
+        self._sent = (out.seq_id, body, header, time.monotonic())
         self._episode_start = False
         self.counters["requests"] += 1
+
+    def _maybe_resend(self, now: float) -> None:
+        """A small observation possibly dropped in a full queue goes again, identical (engine/resend.py)."""
+        out, sent = self.requests.current, self._sent
+        if out is None or sent is None or sent[0] != out.seq_id:
+            return
+        p50_ms = self.rtt.percentile(0.5)
+        if resend.resend_due(body_bytes=len(sent[1]), age_s=now - out.t_send, since_last_send_s=now - sent[3],
+                             rtt_p50_s=p50_ms / 1000.0 if p50_ms > 0 else None):
+            self.transport.publish_observation(sent[1], sent[2])
+            self._sent = (sent[0], sent[1], sent[2], time.monotonic())
+            self.counters["resent"] += 1
 
     # -- replies
     def _on_inbound(self, payload: bytes, attachment: bytes | None, now: float) -> None:

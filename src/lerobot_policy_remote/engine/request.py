@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
@@ -97,6 +98,24 @@ def build_observation(
                           prefix_model=prefix[0], prefix_robot=prefix[1], episode_start=bool(episode_start))
 
 
+def resize_for_model(images: dict[str, np.ndarray], sizes: dict[str, tuple[int, int]]) -> dict[str, np.ndarray]:
+    """Each camera frame shrunk to its trained (h, w) before encoding (issue 22: send what the model eats).
+
+    Area interpolation on uint8, stretched to the target like the server's own resize (no crop, no pad), so
+    the aspect ratio is handled exactly as before. Only ever shrinks: a frame already at (or below) the
+    trained size goes as it is and the server resizes it (docs/wire.md, parity in tests/engine).
+    """
+    out = dict(images)
+    for key, img in images.items():
+        want = sizes.get(key)
+        if want is None or img.ndim != 3:
+            continue
+        h, w = want
+        if (img.shape[0], img.shape[1]) != (h, w) and h <= img.shape[0] and w <= img.shape[1]:
+            out[key] = cv2.resize(np.ascontiguousarray(img), (w, h), interpolation=cv2.INTER_AREA)
+    return out
+
+
 def session_open(
     *,
     client_uuid: str,
@@ -112,7 +131,10 @@ def session_open(
     tags: dict[str, str],
     expect_fingerprint: str,
     rename_map: dict[str, str] | None = None,
+    reply_dtype: str = "float32",
+    reply_max_error: float = 0.0,
 ) -> SessionOpen:
     return SessionOpen(client_uuid=client_uuid, action_names=list(action_names), features=feature_specs(hw_features, rename_map),
                        model_id=model_id, revision=revision, service=service, policy_type=policy_type, fps=fps, task=task,
-                       rtc=rtc_settings(rtc), tags=dict(tags), expect_fingerprint=expect_fingerprint)
+                       rtc=rtc_settings(rtc), tags=dict(tags), expect_fingerprint=expect_fingerprint,
+                       reply_dtype=reply_dtype, reply_max_error=float(reply_max_error), reply_robot_only=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..wire.codes import Refusal
 from ..wire.messages import SCHEMA_MAX, SCHEMA_MIN, SCHEMA_VERSION
@@ -19,6 +19,7 @@ class RemoteSession:
     chunk_size: int = 0
     schema_version: int = SCHEMA_VERSION  # negotiated at session open: stamped on every request, required of every chunk
     action_order_checked: bool | None = None  # None before a session: did the server compare our action names + order?
+    image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # trained (h, w) per camera, from the ack
 
     def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool) -> None:
         """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
@@ -42,3 +43,5 @@ class RemoteSession:
         self.schema_version = ack.schema_version
         # Older servers send no flag; their ack names the actions exactly when they checked them.
         self.action_order_checked = bool(ack.action_names_checked or ack.action_names)
+        self.image_sizes = {k: (int(v[0]), int(v[1])) for k, v in ack.image_sizes.items()
+                            if len(v) == 2 and all(0 < int(x) <= 65535 for x in v)}

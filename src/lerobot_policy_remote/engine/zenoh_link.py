@@ -23,6 +23,7 @@ from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTeleme
 from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session, probe_router
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
+from .resend import is_large
 from .transport import Inbound, ServerChange
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class ZenohLink:
         self._objs: list[Any] = []
         self._replica_objs: list[Any] = []
         self._publisher: Any = None
+        self._publisher_block: Any = None
         self._telemetry_pub: Any = None
         self._replica = ""
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
@@ -76,7 +78,7 @@ class ZenohLink:
         for obj in self._replica_objs + self._objs:
             _undeclare(obj)
         self._replica_objs, self._objs = [], []
-        self._publisher = self._telemetry_pub = None
+        self._publisher = self._publisher_block = self._telemetry_pub = None
         if self._session is not None:
             try:
                 self._session.close()
@@ -102,10 +104,19 @@ class ZenohLink:
             priority=zenoh.Priority.DATA,
             express=False,
         )
-        self._replica_objs.append(self._publisher)
+        # Large observations are never silently dropped (engine/resend.py): same key, BLOCK.
+        self._publisher_block = s.declare_publisher(
+            self.keys.obs(replica, self.client_uuid),
+            congestion_control=zenoh.CongestionControl.BLOCK,
+            priority=zenoh.Priority.DATA,
+            express=False,
+        )
+        self._replica_objs += [self._publisher, self._publisher_block]
 
     def publish_observation(self, body: bytes, header: Header) -> None:
-        self._publisher.put(body, attachment=header.pack())
+        """Called by the engine's network worker only: a BLOCK put may wait for room in the tx queue."""
+        pub = self._publisher_block if is_large(len(body)) else self._publisher
+        pub.put(body, attachment=header.pack())
 
     def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
         for reply in self._session.get(self.keys.reset(self._replica, self.client_uuid), payload=encode(request), timeout=timeout_s):

@@ -47,7 +47,7 @@ from .load import LoadGauge
 from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
 from .scheduler import Scheduler, scheduler_for
-from .sessions import Mail, Registry, Session, new_session_id
+from .sessions import Mail, Registry, Session, new_session_id, reply_terms
 from .worker import Worker
 
 log = logging.getLogger("lerobot.policy_server")
@@ -314,7 +314,8 @@ class PolicyServer:
             verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
             base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
                         chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
-                        serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions)
+                        serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions,
+                        image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2})
             if not verdict.ok:
                 self.metrics.rejected.labels(verdict.code).inc()
                 log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))
@@ -329,6 +330,7 @@ class PolicyServer:
             session.pub = self.z.declare_publisher(
                 self.keys.robot(req.client_uuid, "action"), congestion_control=zenoh.CongestionControl.DROP,
                 priority=zenoh.Priority.INTERACTIVE_HIGH, express=True, reliability=zenoh.Reliability.RELIABLE)
+            session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(req, session.rtc is not None)
             self.backend.on_session_open(session.state)
             old = self.registry.add(session)
         if old is not None:
@@ -338,7 +340,8 @@ class PolicyServer:
         log.info("session %s opened for %s (rtc=%s)", session.session_id, req.client_uuid, bool(session.rtc))
         return SessionAck(True, Refusal.OK, "", session.session_id, rtc_active=session.rtc is not None,
                           schema_version=verdict.schema_version, warnings=verdict.warnings,
-                          active_sessions=self.registry.count(), action_names_checked=verdict.names_checked, **base)
+                          active_sessions=self.registry.count(), action_names_checked=verdict.names_checked,
+                          reply_dtype=session.reply_dtype, reply_model_space=session.reply_model_space, **base)
 
     def _on_reset(self, query: Any) -> None:
         with query:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import uuid
@@ -12,7 +13,7 @@ from typing import Any
 from ..wire.codec import encode
 from ..wire.codes import EventKind
 from ..wire.header import Header, MsgType
-from ..wire.messages import EventMsg, RtcSettings, SessionInfo
+from ..wire.messages import EventMsg, RtcSettings, SessionInfo, SessionOpen
 
 log = logging.getLogger("lerobot.policy_server")
 
@@ -78,6 +79,10 @@ class Session:
     closed: bool = False
     pub: Any = None  # the zenoh publisher on this robot's action key (QoS of spec 6.3)
     pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
+    # The reply negotiated at open (issue 22): float16 when a chunk fits within reply_max_error, model space or not.
+    reply_dtype: str = "float32"
+    reply_max_error: float = 0.0
+    reply_model_space: bool = True
 
     def info(self) -> SessionInfo:
         """For status replies, which any robot may read: the id's first 8 hex digits name it, never act for it."""
@@ -166,3 +171,14 @@ class Registry:
         with self.lock:
             if session.client_uuid in self._by_client:
                 self._cursor = (self._ring.index(session.client_uuid) + 1) % len(self._ring)
+
+
+def reply_terms(req: SessionOpen, rtc_active: bool) -> tuple[str, float, bool]:
+    """The reply a robot gets (issue 22): (dtype, max float16 error, model space included).
+
+    float16 only when the robot asked for it with a positive error bound (each chunk is still checked
+    against that bound and goes as float32 when it does not fit); model space is left out only for a
+    robot that accepts it and a session without RTC (its merge never reads model space).
+    """
+    f16 = req.reply_dtype == "float16" and req.reply_max_error > 0 and math.isfinite(req.reply_max_error)
+    return ("float16" if f16 else "float32"), (float(req.reply_max_error) if f16 else 0.0), not (req.reply_robot_only and not rtc_active)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..wire.codes import EventKind
-from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
+from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk, float16_fits
 from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
@@ -251,7 +251,9 @@ class Worker:
         msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
                              queue_wait * 1e3, infer_s * 1e3, r.superseded, self.load.value)
         reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
-        payload, attachment = encode_chunk(msg), reply.pack()
+        dtype = "float16" if s.reply_dtype == "float16" and float16_fits(chunk_robot, s.reply_max_error) and (
+            not s.reply_model_space or float16_fits(chunk_model, s.reply_max_error)) else "float32"
+        payload, attachment = encode_chunk(msg, dtype=dtype, model_space=s.reply_model_space), reply.pack()
         # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
         s.requests += 1
         self.metrics.requests.labels(s.client_uuid).inc()

@@ -79,7 +79,8 @@ def decode_observation(data: bytes | bytearray | memoryview | None, limits: Wire
 
 @dataclass
 class ActionChunkMsg:
-    """Server -> robot. Both spaces are returned because the client's merge needs both."""
+    """Server -> robot. Both spaces when the robot merges with RTC (its prefix is model space); robot space only
+    otherwise (negotiated in the session: `SessionAck.reply_model_space`)."""
 
     chunk_model: np.ndarray
     chunk_robot: np.ndarray
@@ -103,21 +104,40 @@ _CHUNK_SCALARS: dict[str, type] = {
 }
 
 
-def encode_chunk(msg: ActionChunkMsg) -> bytes:
-    body: dict[str, Any] = {
-        "chunk_model": encode_tensor(np.asarray(msg.chunk_model, dtype=np.float32)),
-        "chunk_robot": encode_tensor(np.asarray(msg.chunk_robot, dtype=np.float32)),
-    }
+REPLY_DTYPES = ("float32", "float16")
+
+
+def float16_fits(array: np.ndarray, max_error: float) -> bool:
+    """True when `array` survives float16 with every value finite and within `max_error` (absolute)."""
+    arr = np.asarray(array, dtype=np.float32)
+    if not np.isfinite(arr).all() or (arr.size and float(np.abs(arr).max()) > 65504.0):
+        return False
+    back = arr.astype(np.float16).astype(np.float32)
+    return bool(np.isfinite(back).all()) and (arr.size == 0 or float(np.abs(back - arr).max()) <= max_error)
+
+
+def encode_chunk(msg: ActionChunkMsg, *, dtype: str = "float32", model_space: bool = True) -> bytes:
+    """`dtype` float16 halves the reply (the caller checks `float16_fits`); `model_space=False` leaves out
+    `chunk_model` (a robot that merges without RTC executes only `chunk_robot`, docs/wire.md)."""
+    if dtype not in REPLY_DTYPES:
+        raise ValueError(f"reply dtype must be one of {REPLY_DTYPES}, got {dtype!r}")
+    np_dtype = np.float16 if dtype == "float16" else np.float32
+    body: dict[str, Any] = {"chunk_robot": encode_tensor(np.asarray(msg.chunk_robot, dtype=np.float32).astype(np_dtype))}
+    if model_space:
+        body["chunk_model"] = encode_tensor(np.asarray(msg.chunk_model, dtype=np.float32).astype(np_dtype))
     for name, tp in _CHUNK_SCALARS.items():
         body[name] = tp(getattr(msg, name))
     return pack(body)
 
 
 def decode_chunk(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS) -> ActionChunkMsg:
-    """Refuses NaN/Inf, wrong dtypes and ragged shapes: a robot never executes such a chunk."""
+    """Refuses NaN/Inf, wrong dtypes and ragged shapes: a robot never executes such a chunk.
+
+    Tensors may be float16 or float32 (always float32 after decoding, finiteness checked after widening);
+    a chunk without `chunk_model` (robot space only) gets `chunk_model = chunk_robot`."""
     body = unpack_map(data, "ActionChunkMsg", limits, CONTROL_MAX_BYTES * 16)
-    model = decode_tensor(body.get("chunk_model"), "chunk_model", limits, finite=True, dtype="float32", ndim=2)
-    robot = decode_tensor(body.get("chunk_robot"), "chunk_robot", limits, finite=True, dtype="float32", ndim=2)
+    robot = _chunk_tensor(body.get("chunk_robot"), "chunk_robot", limits)
+    model = robot if body.get("chunk_model") is None else _chunk_tensor(body.get("chunk_model"), "chunk_model", limits)
     if model.shape[0] != robot.shape[0] or model.shape[0] == 0:
         raise WireError("chunk_robot.shape", f"chunk lengths differ or are empty: {model.shape} vs {robot.shape}")
     scalars: dict[str, Any] = {}
@@ -130,6 +150,13 @@ def decode_chunk(data: bytes | bytearray | memoryview | None, limits: WireLimits
             raise WireError(name, f"expected {tp.__name__}, got {type(value).__name__}")
         scalars[name] = tp(value)
     return ActionChunkMsg(chunk_model=model, chunk_robot=robot, **scalars)
+
+
+def _chunk_tensor(value: Any, name: str, limits: WireLimits) -> np.ndarray:
+    dtype = value.get("dtype") if isinstance(value, dict) else None
+    want = dtype if dtype in REPLY_DTYPES else "float32"
+    arr = decode_tensor(value, name, limits, finite=True, dtype=want, ndim=2)
+    return arr if arr.dtype == np.float32 else arr.astype(np.float32)
 
 
 def _map(value: Any, field_name: str, limits: WireLimits) -> dict[str, Any]:

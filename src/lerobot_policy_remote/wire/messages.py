@@ -77,6 +77,12 @@ class SessionOpen:
     tags: dict[str, str] = field(default_factory=dict)
     expect_fingerprint: str = ""
     dry_run: bool = False  # run every check and answer, but open no session (`lerobot-fleet doctor`)
+    # Reply shape the robot asks for (issue 22; old servers ignore both and send float32, both spaces):
+    # "float16" replies when every value survives within `reply_max_error` (action units), else float32.
+    reply_dtype: str = "float32"
+    reply_max_error: float = 0.0
+    # True: the robot accepts robot-space-only chunks when the session runs without RTC.
+    reply_robot_only: bool = False
 
 
 @dataclass
@@ -101,6 +107,13 @@ class SessionAck:
     # True when the robot's action names and order were compared with the policy's; False when only the
     # action dimension could be checked (the policy names no actions). Additive: old servers omit it.
     action_names_checked: bool = False
+    # Issue 22 (additive). Each camera's trained input size {feature key: [height, width]}: a robot may
+    # resize to it before encoding (the server then skips its own resize).
+    image_sizes: dict[str, list[int]] = field(default_factory=dict)
+    # The reply the server will send: "float16" (chunks within SessionOpen.reply_max_error go as float16,
+    # the others float32) or "float32"; `reply_model_space` false = `chunk_model` left out.
+    reply_dtype: str = "float32"
+    reply_model_space: bool = True
 
 
 @dataclass
