@@ -1,4 +1,5 @@
-"""Cross-robot micro-batching benchmark: batching off vs on (and on with a wait window), N = 1..16 robots.
+"""Cross-robot micro-batching benchmark: batching off vs on (the default derived wait window) vs opportunistic
+(max_wait_ms 0, never wait), N = 1..16 robots.
 
 The real PolicyServer worker, scheduler, checks and backends, driven in-process: each robot is a thread
 that deposits an encoded observation (JPEG images, as on the wire) into its session's mailbox and sends
@@ -8,7 +9,7 @@ the next one as soon as its chunk is published, so the scheduler and the model a
   (b) a small real ACT on CPU (two 96x128 cameras, 6-dim state, chunk 50, random weights).
 The model bound at N is min(N, max_batch) / t(min(N, max_batch)), with t measured in the same run by
 calling the backend directly. Prints one table per model; the last line is
-`batching speedup at N=8: <x> (model bound <y>)` for the real ACT.
+`batching speedup at N=8: <x> (model bound <y>, <x/y> of it)` for the real ACT with the default window.
 
 Run: `.venv/bin/python bench/batching.py` or `--quick` (cells last at least 6 passes at B=8, so a slow
 box makes the run longer).
@@ -155,9 +156,8 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: d
     }
 
 
-def table(name: str, backend: Any, seconds: float, reps: int, cameras: dict[str, tuple[int, int]],
-          wait_ms: float) -> dict[int, tuple[float, float, float]]:
-    """Prints one model's table; returns {N: (speedup on/off, speedup on+wait/off, bound(N)/bound(1))}."""
+def table(name: str, backend: Any, seconds: float, reps: int, cameras: dict[str, tuple[int, int]]) -> dict[int, tuple[float, float, float]]:
+    """Prints one model's table; returns {N: (speedup on/off, speedup opportunistic/off, bound(N)/bound(1))}."""
     obs = observation(np.random.default_rng(0), cameras)
     t = {b: model_time(backend, b, obs, reps) for b in sorted({min(n, MAX_BATCH) for n in NS})}
     # A cell spans many passes even when the shared box slows the model down.
@@ -168,14 +168,14 @@ def table(name: str, backend: Any, seconds: float, reps: int, cameras: dict[str,
     out = {}
     for n in NS:
         rows = {}
-        for mode, spec in (("off", BatchingSpec(1)), ("on", BatchingSpec(MAX_BATCH)), ("wait", BatchingSpec(MAX_BATCH, wait_ms))):
+        for mode, spec in (("off", BatchingSpec(1)), ("on", BatchingSpec(MAX_BATCH)), ("opp", BatchingSpec(MAX_BATCH, 0.0))):
             b = min(n, spec.max_batch)
             bound = b / t[b]
             r = rows[mode] = run(backend, n, spec, cell, cameras, settle)
             print(f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} {r['p50_ms']:>8.1f} "
                   f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}")
         off = rows["off"]["chunks_s"]
-        out[n] = (rows["on"]["chunks_s"] / off, rows["wait"]["chunks_s"] / off, (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1])
+        out[n] = (rows["on"]["chunks_s"] / off, rows["opp"]["chunks_s"] / off, (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1])
     return out
 
 
@@ -183,18 +183,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs (about 1 min in all)")
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
-    ap.add_argument("--wait-ms", type=float, default=10.0, help="max_wait_ms of the 'wait' mode")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
     ap.add_argument("--stub-a", type=float, default=0.010, help="stub pass time a + b*B: a (s)")
     ap.add_argument("--stub-b", type=float, default=0.010, help="stub pass time a + b*B: b (s)")
     args = ap.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     reps = 5 if args.quick else 15
-    print(f"batching bench: N={list(NS)}; off = max_batch 1; on = max_batch {MAX_BATCH}, max_wait_ms 0 (opportunistic); "
-          f"wait = max_batch {MAX_BATCH}, max_wait_ms {args.wait_ms:g}; "
+    print(f"batching bench: N={list(NS)}; off = max_batch 1; on = max_batch {MAX_BATCH}, default window (up to half a "
+          f"pass while fewer robots are ready than active); opp = max_batch {MAX_BATCH}, max_wait_ms 0 (opportunistic); "
           f">= {seconds:.1f} s per cell, torch threads {args.threads}")
     stub = StubBackend(args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b)
-    table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, {}, args.wait_ms)
+    table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, {})
 
     import torch
 
@@ -207,10 +206,10 @@ def main() -> None:
         manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="bench", max_sessions=max(NS), health_port=0)
         act = LerobotBackend(manifest, progress=lambda s: None)
         act.warmup(3, lambda s: None)
-        res = table("ACT (2x 96x128 cameras, chunk 50) on CPU", act, seconds, reps, CAMERAS, args.wait_ms)
-    speedup, speedup_wait, bound = res[8]
-    print(f"with max_wait_ms {args.wait_ms:g}: speedup at N=8: {speedup_wait:.2f}")
-    print(f"batching speedup at N=8: {speedup:.2f} (model bound {bound:.2f})")
+        res = table("ACT (2x 96x128 cameras, chunk 50) on CPU", act, seconds, reps, CAMERAS)
+    speedup, speedup_opp, bound = res[8]
+    print(f"with max_wait_ms 0 (opportunistic): speedup at N=8: {speedup_opp:.2f}")
+    print(f"batching speedup at N=8: {speedup:.2f} (model bound {bound:.2f}, {speedup / bound:.2f} of it)")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,11 @@ a 50x14 chunk (model + robot space) down. For JPEG the floor is `cv2.imencode`/`
 same two frames; our overhead is everything beyond that (colour conversion, header check, msgpack,
 tensor validation). Repeats R rounds of N requests and reports medians and spread.
 
+Then the codec candidates, side by side (medians, microseconds per frame, quality 90, 4:2:0): cv2,
+simplejpeg and PyTurboJPEG (when libturbojpeg is installed) encoding and decoding 480x640, 240x320 and
+96x128 RGB frames, and decoding a 480x640 frame straight to 1/4 scale in the DCT domain (what the server
+does when the model eats 120x160 or less). The product's codec (wire/images.py) is the fastest of these.
+
     .venv/bin/python bench/codec.py [--rounds 5] [--n 200]
 """
 
@@ -16,6 +21,7 @@ import time
 
 import cv2
 import numpy as np
+import simplejpeg
 
 from lerobot_policy_remote.wire.data import (
     ActionChunkMsg,
@@ -42,6 +48,50 @@ def timed(fn, n: int) -> float:
     for _ in range(n):
         fn()
     return (time.perf_counter() - t0) / n * 1e6
+
+
+def turbojpeg_or_none():
+    """PyTurboJPEG needs the system libturbojpeg (apt libturbojpeg0): measured only where both are present."""
+    try:
+        from turbojpeg import TJPF_RGB, TJSAMP_420, TurboJPEG
+
+        return TurboJPEG(), TJPF_RGB, TJSAMP_420
+    except Exception as exc:  # not installed, or the shared library is missing
+        print(f"(PyTurboJPEG not measured: {type(exc).__name__}: {exc})")
+        return None
+
+
+def candidates(rounds: int, n: int) -> None:
+    """Encode/decode medians per library and frame size; the DCT-domain downscale row for a 1/4-size target."""
+    tj = turbojpeg_or_none()
+    jpeg, pf, samp = tj if tj is not None else (None, 0, 0)
+    rows: dict[str, list[float]] = {}
+    for h, w in ((480, 640), (240, 320), (96, 128)):
+        rgb = cv2.resize(scene(0), (w, h), interpolation=cv2.INTER_AREA)
+        data = simplejpeg.encode_jpeg(rgb, quality=90, colorspace="RGB", colorsubsampling="420")
+        arr = np.frombuffer(data, np.uint8)
+        cases = {
+            f"cv2 encode {h}x{w}": lambda rgb=rgb: cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90]),
+            f"simplejpeg encode {h}x{w}": lambda rgb=rgb: simplejpeg.encode_jpeg(rgb, quality=90, colorspace="RGB", colorsubsampling="420"),
+            f"cv2 decode {h}x{w}": lambda arr=arr: cv2.imdecode(arr, cv2.IMREAD_COLOR_RGB),
+            f"simplejpeg decode {h}x{w}": lambda data=data: simplejpeg.decode_jpeg(data, colorspace="RGB"),
+        }
+        if jpeg is not None:
+            cases[f"turbojpeg encode {h}x{w}"] = lambda rgb=rgb: jpeg.encode(rgb, quality=90, pixel_format=pf, jpeg_subsample=samp)
+            cases[f"turbojpeg decode {h}x{w}"] = lambda data=data: jpeg.decode(data, pixel_format=pf)
+        if h == 480:
+            cases["cv2 decode 480x640 at 1/4 (IMREAD_REDUCED)"] = lambda arr=arr: cv2.imdecode(arr, cv2.IMREAD_REDUCED_COLOR_4)
+            cases["simplejpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=120, min_width=160)
+            if jpeg is not None:
+                cases["turbojpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: jpeg.decode(data, pixel_format=pf, scaling_factor=(1, 4))
+        for _ in range(rounds):
+            for name, fn in cases.items():
+                fn()
+                rows.setdefault(name, []).append(timed(fn, n))
+    print(f"\ncodec candidates (quality 90, 4:2:0; {rounds} rounds x {n} calls)")
+    print(f"{'case':44} {'median us':>10} {'min':>9} {'max':>9}")
+    for name, vals in rows.items():
+        print(f"{name:44} {statistics.median(vals):10.1f} {min(vals):9.1f} {max(vals):9.1f}")
 
 
 def main() -> None:
@@ -130,6 +180,7 @@ def main() -> None:
     )
     raw_rt = med["ours: encode obs (raw)"] + med["ours: decode obs (raw)"]
     print(f"raw obs encode+decode: {raw_rt / 1000:.2f} ms")
+    candidates(args.rounds, args.n)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-ARMS = ["ours-jpeg", "ours-raw", "legacy-grpc", "openpi-ws", "gr00t-zmq"]
+ARMS = ["ours-jpeg", "ours-raw", "legacy-grpc", "openpi-ws", "openpi-ws-224", "gr00t-zmq"]
 RAW_BYTES = 2 * 640 * 480 * 3
 
 
@@ -38,6 +38,7 @@ def test_peers_quick_run(tmp_path: Path) -> None:
     for arm in ("ours-raw", "legacy-grpc", "openpi-ws", "gr00t-zmq"):  # raw frames: at least the pixels travel
         assert lat[arm]["up_bytes"] >= RAW_BYTES, (arm, lat[arm]["up_bytes"])
     assert lat["ours-jpeg"]["up_bytes"] < RAW_BYTES / 4  # JPEG mode really compresses
+    assert 2 * 224 * 224 * 3 <= lat["openpi-ws-224"]["up_bytes"] < RAW_BYTES / 4  # openpi's robot-side resize_with_pad
     scale = {r["arm"]: r for r in res["scaling"] if r["mode"] == "one server"}
     for arm in ("ours-jpeg", "ours-raw", "openpi-ws", "gr00t-zmq"):
         assert scale[arm]["opened"] == 2 and scale[arm]["wrong_chunks"] == 0 and min(scale[arm]["per_robot_req_s"]) > 0, scale[arm]
@@ -65,3 +66,17 @@ def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
     assert link["100mbit-20ms"]["rtt_p50_ms"] >= 147 + 20
     assert link["20mbit-40ms"]["rtt_p50_ms"] >= 737 + 40
     assert "| gr00t-zmq | 20mbit-40ms |" in (tmp_path / "tables.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
+    """Ours' fault run drives the product's engine (its worker, the server token's liveliness), not a bench loop."""
+    cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "faults", "--faults", "kill", "--kill-window", "4",
+           "--arms", "ours-jpeg", "--out", str(tmp_path), "--no-report"]
+    proc = subprocess.run(["timeout", "-s", "KILL", "100", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    kill = {r["fault"]: r for r in json.loads((tmp_path / "results.json").read_text())["faults"]}["kill"]
+    assert kill["noticed_s"] is not None and kill["noticed_s"] < 1.0, kill  # the server's token went away: noticed at once
+    assert kill["run_again_s"] is not None and kill["reconnects"] >= 1, kill
+    assert kill["stale_executed"] == 0, kill  # never an action from a chunk that arrived more than 1 s after its observation

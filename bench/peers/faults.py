@@ -34,9 +34,9 @@ def analyse(res: dict[str, Any], t_fault: float, t_end: float, t_back: float | N
     }
 
 
-def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, log: Any) -> dict[str, Any]:
+def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, log: Any, kill_window_s: float = 30.0) -> dict[str, Any]:
     relay, target = (server.relay() if fault == "partition" else (None, server.target))
-    window = 30.0 if fault == "kill" else 12.0
+    window = kill_window_s if fault == "kill" else 12.0
     robot = procs.python("bench.peers.robot_loop", system, "--target", target, "--seconds", str(window), *extra,
                          name=f"{system} robot", max_s=window + 200)
     try:
@@ -71,14 +71,15 @@ def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, 
     return row
 
 
-def faults(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, log: Any) -> list[dict[str, Any]]:
+def faults(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, log: Any,
+           which: tuple[str, ...] = FAULTS, kill_window_s: float = 30.0) -> list[dict[str, Any]]:
     rows = []
     for arm in arms:
         system, extra = arm_table[arm]
-        for fault in FAULTS:
+        for fault in which:
             server = server_cls(system, 0.02)
             try:
-                rows.append(fault_run(server, arm, system, extra, fault, log))
+                rows.append(fault_run(server, arm, system, extra, fault, log, kill_window_s))
             finally:
                 server.stop()
     return rows

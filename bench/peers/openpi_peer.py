@@ -87,15 +87,20 @@ def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") 
 
 
 class Client:
-    """One robot: openpi-client's synchronous WebsocketClientPolicy, raw 640x480 frames (no resize, no JPEG)."""
+    """One robot: openpi-client's synchronous WebsocketClientPolicy, raw frames (no JPEG): full 640x480, or with
+    `resize` the robot-side `image_tools.resize_with_pad` to resize x resize that openpi's examples do."""
 
-    def __init__(self, host: str, port: int, robot: int = 0) -> None:
+    def __init__(self, host: str, port: int, robot: int = 0, resize: int = 0) -> None:
         from openpi_client.websocket_client_policy import WebsocketClientPolicy
 
         self.policy = WebsocketClientPolicy(host=host, port=port)
-        self.robot = robot
+        self.robot, self.resize = robot, resize
 
     def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+        if self.resize:
+            from openpi_client import image_tools
+
+            images = {c: image_tools.convert_to_uint8(image_tools.resize_with_pad(img, self.resize, self.resize)) for c, img in images.items()}
         obs = {f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": img for c, img in images.items()}
         obs["observation/state"] = state
         return np.asarray(self.policy.infer(obs)["actions"])

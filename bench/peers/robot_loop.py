@@ -25,8 +25,8 @@ FPS = 30.0
 
 
 class Robot:
-    def __init__(self, system: str, target: str, quality: int, timeout_s: float) -> None:
-        self.system, self.target, self.quality, self.timeout_s = system, target, quality, timeout_s
+    def __init__(self, system: str, target: str, quality: int, timeout_s: float, resize: int = 0) -> None:
+        self.system, self.target, self.quality, self.timeout_s, self.resize = system, target, quality, timeout_s, resize
         self.queue: collections.deque[tuple[float, float]] = collections.deque()  # (observation time, its chunk's arrival lag)
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -58,7 +58,7 @@ class Robot:
         while not self.stop.is_set():
             if self.client is None:
                 try:
-                    self.client = make_client(self.system, self.target, 0, self.quality, self.timeout_s)
+                    self.client = make_client(self.system, self.target, 0, self.quality, self.timeout_s, resize=self.resize)
                     if self.errors:
                         self.reconnects.append(time.monotonic())
                 except Exception as exc:
@@ -188,6 +188,7 @@ def main() -> None:
     ap.add_argument("--target", required=True)
     ap.add_argument("--seconds", type=float, default=10.0, help="how long to run after the first chunk")
     ap.add_argument("--quality", type=int, default=90)
+    ap.add_argument("--resize", type=int, default=0, help="openpi: resize_with_pad to NxN on the robot")
     ap.add_argument("--timeout", type=float, default=None,
                     help="how long the robot waits for a chunk: ours 1 s (the engine's request timeout; its next request "
                          "carries the newest observation; request ids drop late replies); legacy effectively never, as its "
@@ -200,7 +201,7 @@ def main() -> None:
     if args.system == "ours":
         out = EngineRobot(args.target, args.quality, timeout).run(args.seconds)
     else:
-        out = Robot(args.system, args.target, args.quality, timeout).run(args.seconds)
+        out = Robot(args.system, args.target, args.quality, timeout, args.resize).run(args.seconds)
     emit(out)
 
 

@@ -25,6 +25,7 @@ ARMS = {  # arm -> (system, extra client args)
     "ours-raw": ("ours", ["--quality", "0"]),
     "legacy-grpc": ("legacy", []),
     "openpi-ws": ("openpi", []),
+    "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
     "gr00t-zmq": ("gr00t", []),
 }
 
@@ -198,6 +199,8 @@ def main() -> None:
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
     ap.add_argument("--scale-sleep-ms", type=float, default=20)
     ap.add_argument("--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)")
+    ap.add_argument("--faults", nargs="*", default=["kill", "sigstop", "partition"], help="which faults the faults phase runs")
+    ap.add_argument("--kill-window", type=float, default=30.0, help="seconds the robot runs after the kill (slow peers need 30)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()
@@ -223,7 +226,7 @@ def main() -> None:
     if "faults" in args.phases:
         from .faults import faults
 
-        save("faults", faults(args.arms, ARMS, Server, log))
+        save("faults", faults(args.arms, ARMS, Server, log, tuple(args.faults), args.kill_window))
     if "link" in args.phases:
         from .link import links
 

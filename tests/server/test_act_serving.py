@@ -240,3 +240,23 @@ def test_metrics_parse_and_health(server, zenoh_client):
     assert fams[p + "active_sessions"].samples[0].value >= 1
     body = urllib.request.urlopen(f"http://127.0.0.1:{server.health_port}/healthz", timeout=5).read()
     assert body.strip() == b"ok"
+
+
+def test_corrupt_jpeg_is_refused_counted_and_the_next_observation_served(server, zenoh_client):
+    """A JPEG whose header is right but whose scan is garbage: decoded off the worker, refused to that robot,
+    counted; the same robot and another keep getting chunks."""
+    from lerobot_policy_remote.wire.data import ObservationMsg, encode_observation
+
+    bad_robot, other = new_robot(zenoh_client, server, "badjpeg"), new_robot(zenoh_client, server, "other")
+    assert bad_robot.open(server.replica).ok and other.open(server.replica).ok
+    img = np.random.default_rng(5).integers(0, 255, (96, 128, 3), dtype=np.uint8)
+    payload = bytearray(encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img})))
+    start = payload.index(b"\xff\xd8")
+    payload[start + 700 : start + 1400] = b"\xff" * 700
+    before = server.metrics.errors.labels("malformed")._value.get()
+    bad_robot.send_raw(bytes(payload), Header(1, MsgType.OBS, 50, 0, 0, 1).pack())
+    _, ev = bad_robot.wait_for(lambda h, b: isinstance(b, EventMsg), 20)
+    assert ev.event == "bad_request" and "JPEG" in ev.message
+    assert server.metrics.errors.labels("malformed")._value.get() == before + 1  # counted once, as a malformed observation
+    assert other.request(np.ones(6), timeout=30).chunk_robot.shape == (20, 6)
+    assert bad_robot.request(np.ones(6), timeout=30).chunk_robot.shape == (20, 6)

@@ -132,3 +132,17 @@ def test_batching_fields_parse_from_cli_and_validate():
     m.batching.max_batch = 0
     with pytest.raises(ManifestError, match="batching.max_batch"):
         m.validate()
+
+
+def test_default_window_fills_passes_of_saturating_robots(server_factory, robots):
+    """8 saturating robots, batches of up to 8, no max_wait_ms: the derived window keeps passes full (no half-batches)."""
+    n = 8
+    server = server_factory("stub", backend=StubBackend(0.03, SIM_ARM_ACTION_NAMES, per_robot_s=0.002), max_sessions=n,
+                            batching=BatchingSpec(max_batch=n))
+    fleet = robots(server, n)
+    for r in fleet:
+        assert r.open(server.replica).ok
+    counts = saturate(server, fleet, 3.0, lambda i: 1)
+    assert min(counts) > 0, counts
+    recent = [b for b, _ in server.worker.stats.recent()][4:]  # past the first passes (no pass time measured yet)
+    assert sum(recent) / len(recent) >= 6.5, recent  # opportunistic picks settle near 4 + 4

@@ -75,3 +75,21 @@ def test_hostile_images_are_refused(wire, match):
 def test_limits_are_configurable():
     with pytest.raises(WireError, match="outside the limits"):
         decode_image(encode_image(red(48, 64), 0), "i", WireLimits(max_image_side=32))
+
+
+def test_dct_downscale_to_a_much_smaller_target_and_full_size_otherwise():
+    """A 480x640 JPEG for a 96x128 model is decoded at 1/4 scale (120x160, still >= the target); a target
+    less than half the frame per side, or none, gets the full frame; the result is close to an area resize."""
+    import cv2
+
+    y, x = np.mgrid[0:480, 0:640]
+    img = np.stack([x * 255 / 640, y * 255 / 480, (x + y) * 255 / 1120], axis=-1).astype(np.uint8)
+    wire = encode_image(img, 95)
+    small = decode_image(wire, "f", target=(96, 128))
+    assert small.shape == (120, 160, 3) and small.dtype == np.uint8
+    area = cv2.resize(img, (160, 120), interpolation=cv2.INTER_AREA)
+    assert np.abs(small.astype(int) - area.astype(int)).mean() < 3.0  # same picture, at the smaller scale
+    assert decode_image(wire, "f", target=(300, 400)).shape == (480, 640, 3)
+    assert decode_image(wire, "f").shape == (480, 640, 3)
+    raw = encode_image(img, 0)
+    assert decode_image(raw, "f", target=(96, 128)).shape == (480, 640, 3)  # raw frames are never rescaled here

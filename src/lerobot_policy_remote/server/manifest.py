@@ -49,7 +49,9 @@ class BatchingSpec:
     """Cross-robot micro-batching of shared-mode sessions (docs/server.md, "Batching")."""
 
     max_batch: int = 1  # robots per forward pass; 1 = one robot per pass (no batching)
-    max_wait_ms: float = 0.0  # 0 = opportunistic (never wait while a robot is ready); > 0 waits this long to fill a batch
+    # None (default) = derived: wait up to half the measured pass time while fewer robots are ready than recently
+    # active ones (never for a lone robot); 0 = opportunistic (never wait while a robot is ready); > 0 waits this long
+    max_wait_ms: float | None = None
 
 
 @dataclass
@@ -133,7 +135,7 @@ class Manifest:
             raise ManifestError("session_grace_s and drain_timeout_s must be >= 0")
         if self.batching.max_batch < 1:
             raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
-        if not 0 <= self.batching.max_wait_ms <= 1000:
+        if self.batching.max_wait_ms is not None and not 0 <= self.batching.max_wait_ms <= 1000:
             raise ManifestError(f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}")
         if self.debug.capture_max < 1:
             raise ManifestError("debug.capture_max must be at least 1")
@@ -184,7 +186,8 @@ FIELD_HELP: dict[str, str] = {
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
     "batching.max_batch": "robots per forward pass in shared mode; 1 is no batching",
-    "batching.max_wait_ms": "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
+    "batching.max_wait_ms": "unset: wait up to half a measured pass while fewer robots are ready than are active; "
+                            "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
     "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "
                          "replay them with `lerobot-policy-server replay DIR`; null disables",
     "debug.capture_max": "captures kept in the ring; the oldest is deleted beyond this",

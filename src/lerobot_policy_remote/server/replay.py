@@ -23,6 +23,7 @@ from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
 from ..wire.messages import RtcSettings
 from .audit import CAPTURE_MANIFEST
+from .decode_pool import decode_targets
 
 USAGE = "usage: lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--verbose]"
 
@@ -74,7 +75,7 @@ def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Calla
                 f"{backend.model_info.fingerprint[:16]} loaded): chunks will differ")
             warned_fp = True
         header = Header.unpack(t["obs_header"].tobytes(), expect=MsgType.OBS)
-        obs = decode_observation(t["obs_payload"].tobytes(), limits)
+        obs = decode_observation(t["obs_payload"].tobytes(), limits, decode_targets(backend))  # as the worker decoded
         sid = meta.get("session_id", "")
         if sid not in sessions:
             state = backend.new_session_state()

@@ -41,6 +41,7 @@ from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
+from .decode_pool import DecodePool
 from .housekeeping import Housekeeper
 from .lifecycle import Lifecycle
 from .load import LoadGauge
@@ -86,8 +87,9 @@ class PolicyServer:
         self.worker = Worker(
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, scheduler=self.scheduler, backend=self.backend,
             metrics=self.metrics, auditor=self.auditor, replica=self.replica, limits=self.limits, batch_limit=self.batch_limit,
-            max_wait_s=manifest.batching.max_wait_ms / 1e3, capture=self.capture, progress=progress,
+            max_wait_s=None if manifest.batching.max_wait_ms is None else manifest.batching.max_wait_ms / 1e3, capture=self.capture, progress=progress,
         )
+        self.decoder = DecodePool(self.worker.decode, manifest.max_obs_bytes)  # decodes off the worker (decode_pool.py)
         self.housekeeper = Housekeeper(
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
             publish=self._publish_event, close_session=self.close_session, worker_alive=self.worker_alive,
@@ -132,6 +134,7 @@ class PolicyServer:
             self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
         ]
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
+        self.decoder.start()
         for target, name in ((self.worker.run, "inference-worker"), (self.housekeeper.run, "housekeeping")):
             t = threading.Thread(target=target, name=name, daemon=True)
             t.start()
@@ -218,6 +221,7 @@ class PolicyServer:
         self.worker.wake.set()
         for t in self._threads:
             t.join(timeout=10)
+        self.decoder.stop()
         self.metrics.worker_alive.set(0)
         for d in self._decls:
             try:
@@ -394,7 +398,9 @@ class PolicyServer:
         att = att.to_bytes() if att is not None and len(att) == HEADER_SIZE else None  # sized before any copy
         mail = Mail(payload, att, time.perf_counter(), size)
         if session.mailbox.deposit(mail):
-            self.metrics.superseded.labels(client).inc()
+            self.metrics.superseded.labels(client).inc()  # a robot outrunning the worker: the worker decodes its newest
+        else:
+            self.decoder.submit(mail)  # a non-blocking put: a decoder thread decodes it while the worker runs the model
         self.worker.wake.set()
 
     # ================================================================== session teardown

@@ -26,6 +26,11 @@ class Mail:
     attachment: bytes | None
     t_arrival: float  # time.perf_counter() at deposit
     size: int = 0  # bytes on the wire (payload is left empty when it exceeds the limit)
+    # Decoding (server/decode_pool.py): whoever holds `claim` decodes; the result or its WireError lands here.
+    claim: threading.Lock = field(default_factory=threading.Lock)
+    decoded: Any = None
+    decoded_by: str | None = None  # the thread that decoded it (tests: decode runs off the worker)
+    stale: bool = False  # superseded in its mailbox: not worth decoding
 
 
 class Mailbox:
@@ -36,12 +41,16 @@ class Mailbox:
         self._mail: Mail | None = None
         self.superseded_pending = 0  # superseded since the last chunk was sent
         self.superseded_total = 0
+        self.last_arrival = float("-inf")  # t_arrival of the newest deposit: is this robot active (batch window)?
 
     def deposit(self, mail: Mail) -> bool:
         """Returns True when an unread observation was replaced."""
         with self._lock:
-            replaced = self._mail is not None
-            if replaced:
+            self.last_arrival = mail.t_arrival
+            old = self._mail
+            replaced = old is not None
+            if old is not None:
+                old.stale = True
                 self.superseded_pending += 1
                 self.superseded_total += 1
             self._mail = mail

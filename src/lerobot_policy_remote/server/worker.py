@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import threading
@@ -26,6 +27,8 @@ from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
 from .audit import Auditor, DebugCapture, audit_line
 from .backend import Backend, ObsContractError
+from .batch_window import BatchWindow
+from .decode_pool import decode_targets, take_decoded
 from .lifecycle import Lifecycle
 from .load import LoadGauge
 from .metrics import ServerMetrics
@@ -82,7 +85,7 @@ class Worker:
 
     def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, scheduler: Scheduler,
                  backend: Backend, metrics: ServerMetrics, auditor: Auditor, replica: str, limits: WireLimits,
-                 batch_limit: int = 1, max_wait_s: float = 0.0, capture: DebugCapture | None = None,
+                 batch_limit: int = 1, max_wait_s: float | None = None, capture: DebugCapture | None = None,
                  progress: Callable[[str], None] = print) -> None:
         self.lifecycle = lifecycle
         self.load = load
@@ -93,8 +96,10 @@ class Worker:
         self.auditor = auditor
         self.replica = replica
         self.limits = limits  # limits.max_payload_bytes is the manifest's max_obs_bytes
+        # The one decode of an observation, run by the decode pool or, when no decoder got to it, by this worker.
+        self.decode = functools.partial(decode_observation, limits=limits, targets=decode_targets(backend))
         self.batch_limit = batch_limit
-        self.max_wait_s = max_wait_s
+        self.window = BatchWindow(max_wait_s)  # None: derived from the pass time and the active sessions
         self.capture = capture
         self.progress = progress
         self.stats = PassStats()
@@ -123,15 +128,20 @@ class Worker:
             self.metrics.worker_alive.set(0)
 
     def _choose(self) -> list[Session]:
-        """The scheduler's pick; with a wait window, wait (bounded) for the batch to fill."""
+        """The scheduler's pick; when batching, wait (bounded by the window) for the batch to fill."""
         lc = self.lifecycle
         chosen = self.scheduler.select(self.registry.ready_in_ring_order())
-        fill = min(self.batch_limit, self.registry.count())  # never wait for robots that are already in the pass
-        if not chosen or self.max_wait_s <= 0 or len(chosen) >= fill:
+        if not chosen or self.batch_limit <= 1:
             return chosen
-        deadline = time.perf_counter() + self.max_wait_s
+        win = self.window
+        sessions = self.registry.all()
+        fill = win.target(self.batch_limit, win.active(s.mailbox.last_arrival for s in sessions), len(sessions))
+        wait = win.wait_s(len(chosen), fill, self.stats.pass_ms_p50() / 1e3)
+        if wait <= 0:
+            return chosen
+        deadline = win.clock() + wait
         while len(chosen) < fill and not lc.stopped and not lc.draining:
-            left = deadline - time.perf_counter()
+            left = deadline - win.clock()
             if left <= 0:
                 break
             self.wake.wait(left)
@@ -185,7 +195,7 @@ class Worker:
         if size > max_bytes:
             return self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {max_bytes}", header)
         try:
-            obs = decode_observation(mail.payload, self.limits)
+            obs = take_decoded(mail, self.decode)
             self.backend.validate_obs(obs)
         except WireError as exc:
             return self._refuse(s, exc.reason, f"bad observation: {exc}", header)

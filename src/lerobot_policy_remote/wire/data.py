@@ -2,7 +2,7 @@
 
 They carry arrays, so they have their own encode/decode with stricter checks than the control codec
 (sizes, dtypes, finiteness, JPEG dimensions before pixels). This is the only wire module that loads
-numpy and cv2; the console never imports it.
+numpy and the JPEG codec; the console never imports it.
 """
 
 from __future__ import annotations
@@ -49,8 +49,13 @@ def encode_observation(msg: ObservationMsg, jpeg_quality: int = 90) -> bytes:
     return pack(body)
 
 
-def decode_observation(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS) -> ObservationMsg:
-    """Validates everything (sizes, dtypes, NaN state, JPEG dims) before decoding pixels."""
+def decode_observation(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS,
+                       targets: dict[str, tuple[int, int]] | None = None) -> ObservationMsg:
+    """Validates everything (sizes, dtypes, NaN state, JPEG dims) before decoding pixels.
+
+    `targets`: camera key -> (height, width) the model resizes to; much larger JPEGs are decoded at a DCT
+    scale still >= that size (images.decode_image)."""
+    targets = targets or {}
     body = unpack_map(data, "ObservationMsg", limits, limits.max_payload_bytes)
     state = _map(body.get("state", {}), "state", limits)
     images = _map(body.get("images", {}), "images", limits)
@@ -69,7 +74,7 @@ def decode_observation(data: bytes | bytearray | memoryview | None, limits: Wire
         prefixes[name] = None if raw is None else decode_tensor(raw, name, limits, finite=True, dtype="float32", ndim=2)
     return ObservationMsg(
         state={k: decode_tensor(v, f"state.{k}", limits, finite=True, dtype="float32") for k, v in state.items()},
-        images={k: decode_image(v, f"images.{k}", limits) for k, v in images.items()},
+        images={k: decode_image(v, f"images.{k}", limits, targets.get(k)) for k, v in images.items()},
         task=task,
         inference_delay_steps=delay,
         episode_start=start,

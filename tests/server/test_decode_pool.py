@@ -1,0 +1,123 @@
+"""The observation decode pool (server/decode_pool.py): decoding runs off the inference worker, a bad
+observation is refused by the worker without disturbing anyone, a flood never queues without bound."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from lerobot_policy_remote.server.decode_pool import DecodePool, decode_mail, take_decoded
+from lerobot_policy_remote.server.sessions import Mail, Mailbox
+from lerobot_policy_remote.wire.data import ObservationMsg, decode_observation, encode_observation
+from lerobot_policy_remote.wire.errors import WireError
+from lerobot_policy_remote.wire.header import Header, MsgType
+from lerobot_policy_remote.wire.limits import DEFAULT_LIMITS
+
+HEADER = Header(1, MsgType.OBS, 1, 0, 0, 1).pack()
+
+
+def _payload(seed: int = 0) -> bytes:
+    img = np.random.default_rng(seed).integers(0, 255, (96, 128, 3), dtype=np.uint8)
+    return encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img}))
+
+
+class CountingDecode:
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def __call__(self, payload: bytes) -> ObservationMsg:
+        self.threads.append(threading.current_thread().name)
+        return decode_observation(payload, DEFAULT_LIMITS)
+
+
+def _wait(pred, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.002)
+
+
+def test_pool_decodes_off_the_worker_and_the_worker_reuses_it() -> None:
+    decode = CountingDecode()
+    pool = DecodePool(decode, DEFAULT_LIMITS.max_payload_bytes)
+    pool.start()
+    try:
+        mail = Mail(_payload(), HEADER, time.perf_counter())
+        pool.submit(mail)
+        _wait(lambda: mail.decoded is not None)
+        obs = take_decoded(mail, decode)  # the "worker" (this thread) gets the pool's result
+        assert obs.images["observation.images.front"].shape == (96, 128, 3)
+        assert decode.threads and decode.threads[0].startswith("obs-decode-") and len(decode.threads) == 1  # decoded once
+        assert mail.decoded_by is not None and mail.decoded_by.startswith("obs-decode-")
+    finally:
+        pool.stop()
+
+
+def test_worker_decodes_itself_when_no_decoder_got_to_it() -> None:
+    decode = CountingDecode()
+    mail = Mail(_payload(), HEADER, time.perf_counter())  # never submitted (e.g. a full queue)
+    assert take_decoded(mail, decode).state["observation.state"].shape == (6,)
+    assert decode.threads == [threading.current_thread().name]
+    decode_mail(mail, decode, DEFAULT_LIMITS.max_payload_bytes)  # a decoder arriving late does nothing
+    assert len(decode.threads) == 1
+
+
+def test_malformed_jpeg_is_stored_and_refused_by_the_worker_others_unaffected() -> None:
+    decode = CountingDecode()
+    pool = DecodePool(decode, DEFAULT_LIMITS.max_payload_bytes)
+    pool.start()
+    try:
+        good = _payload(1)
+        i = good.index(b"\xff\xd8")  # the JPEG's start: keep its header (dimensions check passes), corrupt the scan
+        bad = bytearray(good)
+        for j in range(i + 700, min(i + 1400, len(bad))):
+            bad[j] = 0xFF
+        mails = [Mail(bytes(bad), HEADER, time.perf_counter()), Mail(good, HEADER, time.perf_counter())]
+        for m in mails:
+            pool.submit(m)
+        _wait(lambda: all(m.decoded is not None for m in mails))
+        assert isinstance(mails[0].decoded, WireError)
+        try:
+            take_decoded(mails[0], decode)
+            raise AssertionError("a corrupt JPEG must be refused")
+        except WireError as exc:
+            assert "corrupt" in str(exc) or "JPEG" in str(exc)
+        assert take_decoded(mails[1], decode).images["observation.images.front"].shape == (96, 128, 3)
+    finally:
+        pool.stop()
+
+
+def test_bad_header_oversize_and_stale_mail_are_left_to_the_worker() -> None:
+    decode = CountingDecode()
+    limit = 10_000
+    for mail in (Mail(_payload(), b"short", time.perf_counter()), Mail(b"", HEADER, time.perf_counter(), size=limit + 1)):
+        decode_mail(mail, decode, limit)
+        assert mail.decoded is None
+    box = Mailbox()
+    first, second = Mail(_payload(), HEADER, time.perf_counter()), Mail(_payload(2), HEADER, time.perf_counter())
+    box.deposit(first)
+    assert box.deposit(second)  # superseded
+    decode_mail(first, decode, DEFAULT_LIMITS.max_payload_bytes)
+    assert first.stale and first.decoded is None and decode.threads == []
+
+
+def test_a_full_queue_never_blocks_the_depositor() -> None:
+    gate = threading.Event()
+
+    def slow(payload: bytes) -> ObservationMsg:
+        gate.wait(5)
+        return decode_observation(payload, DEFAULT_LIMITS)
+
+    pool = DecodePool(slow, DEFAULT_LIMITS.max_payload_bytes, threads=1, depth=4)
+    pool.start()
+    try:
+        payload = _payload()
+        t0 = time.perf_counter()
+        for _ in range(1000):
+            pool.submit(Mail(payload, HEADER, time.perf_counter()))
+        assert time.perf_counter() - t0 < 1.0  # bounded queue, put_nowait: the callback never waits
+    finally:
+        gate.set()
+        pool.stop()
