@@ -108,7 +108,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self.requests = RequestTracker()
         self.rtt = RttWindow()
         self.timings = ChunkTimings()
-        self._pacer = TelemetryPacer(config.telemetry_period_s)
+        self._pacer = TelemetryPacer(config.telemetry_period_s, config.telemetry_max_period_s)
         self.on_start_failed: Callable[[], None] | None = None
         if warning := zero_warning(config.fallback, self.action_names):
             logger.warning(warning)

@@ -42,10 +42,16 @@ class ChunkTimings:
 
 
 class TelemetryPacer:
-    """Send on every state change, otherwise once per period."""
+    """Adaptive: send at once on every state change; while nothing changes, the period doubles from `period_s`
+    up to `max_period_s` (a fleet of quiet robots costs the console and the routers less). A change resets it.
 
-    def __init__(self, period_s: float) -> None:
+    Staleness stays exact between samples: each sample carries the robot's staleness and `sent_age`-free
+    values; the console extrapolates a STREAMING robot's staleness by its local receive clock (docs/console.md)."""
+
+    def __init__(self, period_s: float, max_period_s: float | None = None) -> None:
         self.period_s = period_s
+        self.max_period_s = max(period_s, max_period_s if max_period_s is not None else period_s)
+        self.current_s = period_s
         self._version = -1
         self._last = float("-inf")
         self.seq = 0
@@ -53,8 +59,12 @@ class TelemetryPacer:
     def due(self, version: int, now: float, force: bool = False) -> tuple[bool, bool]:
         """(send now, the state changed since the last send)."""
         changed = version != self._version
-        if not (force or changed or now - self._last >= self.period_s):
+        if not (force or changed or now - self._last >= self.current_s):
             return False, False
+        if changed:
+            self.current_s = self.period_s
+        elif self._last != float("-inf"):
+            self.current_s = min(self.max_period_s, self.current_s * 2)
         self._version, self._last = version, now
         self.seq += 1
         return True, changed
