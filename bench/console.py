@@ -4,10 +4,18 @@
     .venv/bin/python bench/console.py --robots 100 --seconds 10
     .venv/bin/python bench/console.py --compare 4a93e4e --repeats 3     # this console vs an older one, alternating
 
-Processes: an embedded router (`lerobot-fleet router`), one publisher process
-(`lerobot_policy_remote.testing.fleet`: robot liveliness tokens + telemetry at --hz; server tokens, status
-queryables, audit lines at --hz, and a /metrics endpoint per server), and this process running the real
+Processes: an embedded router (`lerobot-fleet router`), --publishers publisher processes (default one per
+250 robots; `lerobot_policy_remote.testing.fleet`: robot liveliness tokens + telemetry at --hz; server tokens,
+status queryables, audit lines at --hz, and a /metrics endpoint per server), and this process running the real
 console (FleetConsoleApp + ZenohSource, headless Textual).
+
+    .venv/bin/python bench/console.py --robots 2000 --hz 10 --publishers 8     # issue 20's aim: 20,000 samples/s
+
+The publishers must prove the load: the console counts what it received in the window (`delivered_per_s`)
+against `intended_per_s` (robots x hz + servers x hz audit lines); below 95% the run prints
+`"reportable": false` and its figures must not be reported. 10 Hz per robot is ten times what a real robot
+sends (telemetry is adaptive, `--inference.telemetry_period_s`..`telemetry_max_period_s`: at once on a state
+change, 1 Hz at most otherwise by default), so 2,000 x 10 Hz stands for 20,000 robots' steady telemetry.
 
 Measured in the console process:
 - CPU: process CPU time / wall time over the measured window (all threads: zenoh, decoder, UI).
@@ -32,6 +40,7 @@ import time
 from pathlib import Path
 
 from lerobot_policy_remote.testing import Proc, Router
+from lerobot_policy_remote.testing.procs import stop_all
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,6 +102,7 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
         "window_s": round(wall, 1),
         "console_cpu_pct_of_one_core": round(100 * cpu / wall, 1),
         "samples_per_s": round(received / wall),
+        "received_in_window": received,
         "dropped": app.store.dropped,
         "coalesced": source.coalesced,
         "refresh_ms": {"p50": round(1000 * statistics.median(ticks), 1), "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
@@ -153,6 +163,7 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--tick-hz", type=float, default=1.0, help="UI refreshes per second during the window (the console's --refresh)")
     p.add_argument("--console-src", default=str(ROOT / "console"), help="folder holding the lerobot_fleet package to measure")
+    p.add_argument("--publishers", type=int, default=0, help="publisher processes (default: one per 250 robots)")
     p.add_argument("--compare", default=None, metavar="GIT_REF", help="also measure the console at this git ref, alternating runs")
     p.add_argument("--repeats", type=int, default=3, help="--compare: runs per console")
     args = p.parse_args()
@@ -160,18 +171,29 @@ def main() -> int:
         return compare(args)
     total = args.warmup + args.seconds + 90
     router = Router(max_seconds=total + 30).start()
-    pub = None
+    pubs: list[Proc] = []
+    n_pub = args.publishers or max(1, -(-args.robots // 250))
     try:
-        pub = Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint, "--robots", str(args.robots),
-                    "--servers", str(args.servers), "--hz", str(args.hz), "--seconds", str(total)], name="publisher", max_seconds=total + 30)
-        pub.wait_for("PUBLISHER READY", timeout=120)
+        for k in range(n_pub):
+            first, last = k * args.robots // n_pub, (k + 1) * args.robots // n_pub
+            servers = (k + 1) * args.servers // n_pub - k * args.servers // n_pub
+            pubs.append(Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint,
+                              "--robots", str(last - first), "--first", str(first), "--servers", str(servers), "--server-prefix", f"bench-gpu-p{k}",
+                              "--hz", str(args.hz), "--seconds", str(total)], name=f"publisher-{k}", max_seconds=total + 30))
+        for pub in pubs:
+            pub.wait_for("PUBLISHER READY", timeout=120)
         result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz))
-        result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count()})
+        intended = (args.robots + args.servers) * args.hz
+        delivered = result["samples_per_s"]
+        result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count(), "publishers": n_pub,
+                       "intended_per_s": round(intended), "delivered_per_s": delivered,
+                       "delivered_pct": round(100 * delivered / intended, 1), "reportable": delivered >= 0.95 * intended})
         print(json.dumps(result, indent=2))
+        print(f"publisher delivered {delivered} of {intended:.0f} samples/s intended ({result['delivered_pct']}%)"
+              + ("" if result["reportable"] else ": NOT REPORTABLE, the load was not produced"), file=sys.stderr)
         return 0
     finally:
-        if pub is not None:
-            pub.stop(timeout=10)
+        stop_all(pubs, timeout=10)
         router.stop()
 
 

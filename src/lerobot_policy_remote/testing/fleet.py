@@ -34,11 +34,13 @@ class FleetPublisher:
     """`robots` robots spread round-robin over `servers` replicas of one service, published round by round."""
 
     def __init__(self, endpoint: str, robots: int, servers: int, *, model: str = "bench/act", revision: str = "main",
-                 service: str = "bench task", max_sessions: int = 32, chunk: int = 50) -> None:
+                 service: str = "bench task", max_sessions: int = 32, chunk: int = 50, first: int = 0, server_prefix: str = "bench-gpu") -> None:
+        """`first`, `server_prefix`: where this publisher's robot ids start and how its replicas are named, so several
+        publisher processes together make one fleet (`bench/console.py --publishers`)."""
         self.keys = ServiceKeys.for_service(model, revision, service)
         self.session = open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint]))
-        self.replicas = [f"bench-gpu-{i:02d}" for i in range(servers)]
-        self.robot_ids = [f"bench-robot-{i:03d}" for i in range(robots)]
+        self.replicas = [f"{server_prefix}-{i:02d}" for i in range(servers)]
+        self.robot_ids = [f"bench-robot-{i:04d}" for i in range(first, first + robots)]
         self.owner = {rid: self.replicas[i % servers] for i, rid in enumerate(self.robot_ids)}
         self.requests = dict.fromkeys(self.replicas, 0)  # what each replica's /metrics reports
         self._httpd = _metrics_server(self.requests)
@@ -122,12 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--servers", type=int, default=20)
     p.add_argument("--hz", type=float, default=10.0)
     p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--first", type=int, default=0, help="index of this publisher's first robot id")
+    p.add_argument("--server-prefix", default="bench-gpu", help="this publisher's replica names: PREFIX-00, PREFIX-01, ...")
     args = p.parse_args(argv)
-    fleet = FleetPublisher(args.endpoint, args.robots, args.servers)
+    fleet = FleetPublisher(args.endpoint, args.robots, args.servers, first=args.first, server_prefix=args.server_prefix)
     try:
         print("PUBLISHER READY", flush=True)
         rate = fleet.run(args.hz, args.seconds)
-        print(f"PUBLISHER DONE rounds={fleet.rounds} achieved_hz={rate:.2f}", flush=True)
+        print(f"PUBLISHER DONE rounds={fleet.rounds} achieved_hz={rate:.2f} samples_per_s={rate * args.robots:.0f}", flush=True)
     finally:
         fleet.close()
     return 0
