@@ -176,7 +176,7 @@ def _move_time(history: list, t_drain: float) -> float | None:
     for t, state, why in history:
         if t < t_drain:
             continue
-        if left is None and state != "STREAMING" and "draining" in why:
+        if left is None and "draining" in why:
             left = t
         elif left is not None and state == "STREAMING":
             return t - t_drain

@@ -178,7 +178,7 @@ class RobotHost:
                 "chunks_per_s": round(e.counters["chunks"] / wall_s, 3), "executed": r.executed, "holds": r.holds,
                 "stale_actions": r.stale, "nan_actions": r.nan, "max_action_age_s": round(r.max_exec_age, 3),
                 "staleness_mean_s": round(r.staleness_sum / max(1, r.staleness_n), 3),
-                "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-40:]],
+                "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-200:]],
                 "replicas": sorted({p for p in [e.replica] if p}),
             })
         return {"wall_s": round(wall_s, 2), "robots": robots}
