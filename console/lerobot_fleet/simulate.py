@@ -198,6 +198,7 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
     out = {
         "robots": a.robots, "replicas": a.replicas, "routers": a.routers, "seconds": a.seconds,
         "robots_reported": len(robots), "states": states,
+        "robot_hosts_cpu_pct_of_one_core": round(100 * sum(rep.get("cpu_s", 0.0) / max(1e-9, rep["wall_s"]) for rep in reports), 1),
         "streaming": states.get("STREAMING", 0),
         "stale_actions": sum(r["stale_actions"] for r in robots), "nan_actions": sum(r["nan_actions"] for r in robots),
         "chunks_per_s_total": round(sum(r["chunks_per_s"] for r in robots), 1),
