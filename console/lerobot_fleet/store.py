@@ -29,6 +29,7 @@ from .model import (
     ServerDetail,
     ServerRow,
     SessionEntry,
+    make_robot_row,
     n_max,
     robot_key,
     room,
@@ -374,12 +375,13 @@ class FleetStore:
             state = RobotState.parse(t.state)
         model, rev, service = r.ns
         if t is None:
-            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
-                            state_age_s=None if state_since is None else max(0.0, now - state_since))
+            return make_robot_row(robot_id=r.robot_id, state=state, reported_state="", model_id=model, revision=rev, service=service,
+                                  alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
+                                  state_age_s=None if state_since is None else max(0.0, now - state_since))
         waiting = ""
         if state in WAITING_STATES:  # no working session, whatever its last telemetry still names
             waiting = waiting_reason(r.ns, servers)
-        return RobotRow(
+        return make_robot_row(
             robot_id=r.robot_id,
             state=state,
             reported_state=t.state,
