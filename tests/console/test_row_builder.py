@@ -1,7 +1,6 @@
 """The store's fast row builder makes exactly the row the dataclass constructor makes."""
 
 import pytest
-
 from lerobot_fleet.model import RobotRow, RobotState, make_robot_row
 
 

@@ -37,3 +37,40 @@ def test_force_sends_without_a_change():
     p = TelemetryPacer(1.0, 8.0)
     assert p.due(0, 0.0)[0]
     assert p.due(0, 0.1, force=True) == (True, False)
+
+
+class _Sent:
+    def __init__(self) -> None:
+        self.items = []
+
+    def publish_telemetry(self, t) -> None:
+        self.items.append(t)
+
+
+def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_down():
+    """A quiet robot's telemetry has backed off to 8 s; its staleness crossing 2/3 of max_action_age_s is sent at once."""
+    import time
+
+    import numpy as np
+    import torch
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+    from lerobot_policy_remote.engine.provenance import Provenance
+    from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), telemetry_period_s=0.5, telemetry_max_period_s=8.0, max_action_age_s=3.0)
+    e = RemoteInferenceEngine(cfg, hw_features={}, ordered_action_keys=["a.pos"], task="t", fps=30, model_id="m")
+    sent = _Sent()
+    e.transport = sent  # type: ignore[assignment]
+    e._maybe_telemetry()
+    for _ in range(4):  # back off: the pacer's period doubles on each unchanged send
+        e._pacer._last -= 100.0
+        e._maybe_telemetry()
+    n = len(sent.items)
+    e._maybe_telemetry()
+    assert len(sent.items) == n  # nothing changed: nothing sent
+    rows = torch.from_numpy(np.zeros((30, 1), np.float32))
+    e.queue.merge_stamped(rows, rows, 0, None, time.monotonic() - 2.5, Provenance("s", 1, e.episode_id))  # staleness 2.5 s >= 2 s
+    e._maybe_telemetry()
+    assert len(sent.items) == n + 1 and sent.items[-1].staleness_s >= 2.0

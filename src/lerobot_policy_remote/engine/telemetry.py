@@ -45,8 +45,8 @@ class TelemetryPacer:
     """Adaptive: send at once on every state change; while nothing changes, the period doubles from `period_s`
     up to `max_period_s` (a fleet of quiet robots costs the console and the routers less). A change resets it.
 
-    Staleness stays exact between samples: each sample carries the robot's staleness and `sent_age`-free
-    values; the console extrapolates a STREAMING robot's staleness by its local receive clock (docs/console.md)."""
+    The engine's version counts what the console must see at once: a state change, and the staleness crossing
+    2/3 of `max_action_age_s` (the console's default staleness alert), so slowing down never hides a stale robot."""
 
     def __init__(self, period_s: float, max_period_s: float | None = None) -> None:
         self.period_s = period_s
