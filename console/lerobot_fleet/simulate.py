@@ -26,6 +26,9 @@ from pathlib import Path
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
+# Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
+MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+
 
 @dataclass
 class SimArgs:
@@ -65,7 +68,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         routers = []
         for i, ep in enumerate(endpoints):
             mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
-            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh]))
+            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5]))
         for r in routers:
             r.wait_for("Zenoh router up", 30)
         room = a.replicas - 1 if a.drain_at >= 0 and a.replicas > 1 else a.replicas

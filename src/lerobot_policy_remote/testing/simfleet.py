@@ -18,6 +18,7 @@ its state history since the drain mark, and the host's totals.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import resource
@@ -33,6 +34,11 @@ MODEL = "sim/stub"
 TASK = "simulated fleet"
 FPS = 30.0
 CHUNK = 30  # one observation per chunk: 1 s of actions at 30 fps, sent when 0.5 s are left
+# A robot host's one link carries up to 250 robots' observations (and its router's link back, their chunks):
+# bursts a robot's own link never sees. Deeper TX queues for the priorities the protocol uses keep those
+# multiplexing bursts from being dropped (robots' publishers use CongestionControl.DROP); `lerobot-fleet simulate`
+# gives its routers the same (docs/performance.md, issue 20).
+MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
 
 
 # ---------------------------------------------------------------- replica
@@ -89,7 +95,7 @@ class RobotHost:
 
         self.robots: list[SimRobot] = []
         cfg0 = RemoteInferenceConfig(connect_endpoints=list(endpoints))
-        self.session = open_session(cfg0.zenoh_settings())
+        self.session = open_session(dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5))
         keys = ServiceKeys.for_service(MODEL, "main", TASK)
         for i in range(first, first + count):
             cfg = RemoteInferenceConfig(
