@@ -81,6 +81,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
             r.wait_for("REPLICA READY", 120)
         say(f"[simulate] {a.routers} routers, {a.replicas} replicas up; starting {a.robots} robots ...")
         hosts, outs = [], []
+        stop_file = work / "robots.stop"  # created once every host has reported: then they tear down together
+        stop_file.unlink(missing_ok=True)
         n_hosts = max(1, math.ceil(a.robots / a.per_host))
         for h in range(n_hosts):
             first, count = h * a.robots // n_hosts, (h + 1) * a.robots // n_hosts - h * a.robots // n_hosts
@@ -90,7 +92,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
             outs.append(out)
             hosts.append(spawn(f"robots-{h}", [sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "robots",
                                                *[x for ep in order for x in ("--endpoint", ep)], "--first", str(first), "--count", str(count),
-                                               "--seconds", str(a.seconds), "--out", str(out),
+                                               "--seconds", str(a.seconds), "--out", str(out), "--stop-file", str(stop_file),
                                                "--telemetry-period", str(a.telemetry_period_s),
                                                "--telemetry-max-period", str(a.telemetry_max_period_s)]))
         for h in hosts:
@@ -106,8 +108,12 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         console = None
         if a.console:
             console = asyncio.run(_watch_console(endpoints[-1], a.robots, t_run + a.seconds - 1.0, stop_console))
+        deadline = time.monotonic() + a.seconds + 120
+        while not all(p.exists() for p in outs) and time.monotonic() < deadline and all(h.popen.poll() is None for h in hosts):
+            time.sleep(0.2)
+        stop_file.touch()
         for h in hosts:
-            h.wait(timeout=a.seconds + 120)
+            h.wait(timeout=60)
         if drainer is not None:
             drainer.join(10)
         reports = [json.loads(p.read_text()) for p in outs if p.exists()]

@@ -11,8 +11,9 @@ shared is the TCP connection, never a robot's keys or state). Their network work
 cadence the engine decides (`buffer_time_s`), small frames (state only), chunks merged by the engine's queue.
 Nothing here re-implements the protocol: it is the robot's own code, stepped many times per process.
 
-The host writes one JSON report at the end: per robot its state, chunks/s, staleness, stale actions executed,
-its state history since the drain mark, and the host's totals.
+The host writes one JSON report at the end of its window: per robot its state, chunks/s, staleness, stale actions
+executed, its state history, and the host's CPU; with `--stop-file` its robots keep running until that file exists
+(the orchestrator creates it once every host has reported, so no host's teardown falls in another's window).
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ class RobotHost:
                 r.staleness_sum += e.queue.head_age(time.monotonic())
                 r.staleness_n += 1
 
-    def run(self, seconds: float, ready: str = "ROBOTS READY") -> dict:
+    def run(self, seconds: float, ready: str = "ROBOTS READY", on_report: Any = None, linger: Any = None) -> dict:
+        """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
+        `linger()` is true: a host that tears its robots down while another host still measures would load the
+        routers with hundreds of undeclarations inside the other's window (robots that stall together at the end)."""
         threads = [threading.Thread(target=self.step_all, daemon=True, name="sim-workers"),
                    threading.Thread(target=self.control_all, daemon=True, name="sim-control")]
         for t in threads:
@@ -182,10 +186,16 @@ class RobotHost:
         self._cpu0 = ru.ru_utime + ru.ru_stime
         t0 = time.monotonic()
         self._halt.wait(seconds)
+        report = self.report(time.monotonic() - t0)
+        if on_report is not None:
+            on_report(report)
+        deadline = time.monotonic() + 300
+        while linger is not None and linger() and time.monotonic() < deadline and not self._halt.is_set():
+            self._halt.wait(0.2)
         self._halt.set()
         for t in threads:
             t.join(5)
-        return self.report(time.monotonic() - t0)
+        return report
 
     def stop(self) -> None:
         self._halt.set()
@@ -213,15 +223,24 @@ class RobotHost:
 
 
 def run_robots(a: argparse.Namespace) -> int:
+    import os
+
     host = RobotHost(a.endpoint, a.first, a.count, prefix=a.prefix, telemetry_period_s=a.telemetry_period,
                      telemetry_max_period_s=a.telemetry_max_period)
+
+    def write(report: dict) -> None:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(report, f)
+        os.replace(tmp, a.out)  # the orchestrator sees a whole report or none
+        print("ROBOTS MEASURED", flush=True)
+
+    linger = (lambda: not os.path.exists(a.stop_file)) if a.stop_file else None
     try:
         host.start()
-        report = host.run(a.seconds)
+        host.run(a.seconds, on_report=write, linger=linger)
     finally:
         host.stop()
-    with open(a.out, "w") as f:
-        json.dump(report, f)
     print("ROBOTS DONE", flush=True)
     return 0
 
@@ -246,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--telemetry-period", type=float, default=1.0)
     b.add_argument("--telemetry-max-period", type=float, default=1.0)
     b.add_argument("--out", required=True)
+    b.add_argument("--stop-file", default="", help="after the report, keep the robots running until this file exists")
     a = p.parse_args(argv)
     return run_replica(a) if a.role == "replica" else run_robots(a)
 
