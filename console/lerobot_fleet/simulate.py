@@ -98,6 +98,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         for h in hosts:
             h.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
         t_run = time.monotonic()
+        cpu_pids = {"routers": [r.program_pid() for r in routers], "replicas": [r.program_pid() for r in reps]}
+        cpu0 = {k: [_cpu_s(p) for p in v] for k, v in cpu_pids.items()}
         say(f"[simulate] {a.robots} robots started; running {a.seconds:g} s")
         drain: dict = {}
         stop_console = threading.Event()
@@ -111,6 +113,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         deadline = time.monotonic() + a.seconds + 120
         while not all(p.exists() for p in outs) and time.monotonic() < deadline and all(h.popen.poll() is None for h in hosts):
             time.sleep(0.2)
+        window = time.monotonic() - t_run
+        cpu = {k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3) for k, v in cpu_pids.items()}
         stop_file.touch()
         for h in hosts:
             h.wait(timeout=60)
@@ -119,7 +123,18 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         reports = [json.loads(p.read_text()) for p in outs if p.exists()]
     finally:
         stop_all(reversed(children), timeout=15)
-    return summarize(reports, drain, console, a)
+    return summarize(reports, drain, console, a, cpu)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 when it is gone)."""
+    import os
+
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None:
@@ -192,7 +207,7 @@ def _move_time(history: list, t_drain: float) -> float | None:
     return math.inf if left is not None else None
 
 
-def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs) -> dict:
+def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs, cpu: dict | None = None) -> dict:
     robots = [r for rep in reports for r in rep["robots"]]
     states: dict[str, int] = {}
     for r in robots:
@@ -221,11 +236,31 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
                   "moved_still_on_drained": sum(1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica"))}
         if drain else None,
         "console": console,
+        "cost": _costs(robots, reports, cpu, a) if cpu else None,
         "per_robot": [{k: r[k] for k in ("robot", "state", "replica", "chunks_per_s", "staleness_mean_s", "stale_actions")}
                       | ({"move_s": round(moves[r["robot"]], 3) if math.isfinite(moves[r["robot"]]) else None} if r["robot"] in moves else {})
                       for r in robots],
     }
     return out
+
+
+def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> dict:
+    """CPU per message and per session from the routers' and replicas' CPU over the run (wall clock of the
+    orchestrator's window, close to the hosts'). Messages through the routers: each chunk is one observation in and
+    one chunk out, plus each robot's telemetry (about 1/s at the default period); a meshed router may forward a
+    message over a mesh link too, so this is the mesh's cost per robot message."""
+    chunks = sum(r["chunks_per_s"] for r in robots)
+    telemetry = len(robots) / max(1e-9, a.telemetry_period_s)
+    msgs = 2 * chunks + telemetry
+    sessions = len(robots) / max(1, a.replicas)
+    return {
+        "routers_cpu_pct_of_one_core": round(100 * cpu["routers"], 1),
+        "replicas_cpu_pct_of_one_core": round(100 * cpu["replicas"], 1),
+        "robot_messages_per_s": round(msgs),
+        "router_cpu_us_per_message": round(1e6 * cpu["routers"] / msgs, 1) if msgs else None,
+        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3) if sessions else None,
+        "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
+    }
 
 
 def main(args) -> int:
