@@ -105,12 +105,27 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
         "received_in_window": received,
         "dropped": app.store.dropped,
         "coalesced": source.coalesced,
+        "window_mono": (w0, w0 + wall),
         "refresh_ms": {"p50": round(1000 * statistics.median(ticks), 1), "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
                        "max": round(1000 * max(ticks), 1), "n": len(ticks)},
         "tick_only_ms_p50": round(1000 * statistics.median(app.tick_times[-len(ticks):]), 1),
         "data_age_s": {"median_of_p50": round(statistics.median(ages_p50), 3), "max": round(max(ages_max), 3)},
         "delivery_lag_ms": {"p50": round(lags[len(lags) // 2], 1), "p99": round(lags[int(0.99 * (len(lags) - 1))], 1), "max": round(lags[-1], 1)},
     }
+
+
+def _sent_per_s(output: str, w0: float, w1: float) -> float:
+    """Samples/s a publisher put during [w0, w1], from its `PUBLISHER PROGRESS samples=.. mono=..` lines."""
+    points = []
+    for line in output.splitlines():
+        if line.startswith("PUBLISHER PROGRESS"):
+            kv = dict(x.split("=", 1) for x in line.split()[2:])
+            points.append((float(kv["mono"]), int(kv["samples"])))
+    inside = [p for p in points if w0 - 1.0 <= p[0] <= w1 + 1.0]
+    if len(inside) < 2:
+        return 0.0
+    (t0, s0), (t1, s1) = inside[0], inside[-1]
+    return (s1 - s0) / max(1e-9, t1 - t0)
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -183,6 +198,9 @@ def main() -> int:
         for pub in pubs:
             pub.wait_for("PUBLISHER READY", timeout=120)
         result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz))
+        window = result.pop("window_mono")
+        sent = sum(_sent_per_s(p.output(), *window) for p in pubs)
+        result["publishers_sent_per_s"] = round(sent)  # what the publishers put (their PROGRESS lines) in the window
         intended = (args.robots + args.servers) * args.hz
         delivered = result["samples_per_s"]
         result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count(), "publishers": n_pub,

@@ -98,8 +98,13 @@ class FleetPublisher:
         """Publish rounds at `hz` for `seconds` (or until `stop`); returns the achieved rate."""
         period, start = 1.0 / hz, time.monotonic()
         first = self.rounds
+        next_note = start
         while time.monotonic() - start < seconds and not (stop is not None and stop.is_set()):
             self.publish_round()
+            if time.monotonic() >= next_note:  # what was sent, for the bench to prove its load (CLOCK_MONOTONIC)
+                next_note += 1.0
+                print(f"PUBLISHER PROGRESS rounds={self.rounds} samples={self.rounds * len(self.robot_ids)} mono={time.monotonic():.3f}",
+                      flush=True)
             delay = start + (self.rounds - first) * period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # pacing, not synchronisation
