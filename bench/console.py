@@ -4,10 +4,18 @@
     .venv/bin/python bench/console.py --robots 100 --seconds 10
     .venv/bin/python bench/console.py --compare 4a93e4e --repeats 3     # this console vs an older one, alternating
 
-Processes: an embedded router (`lerobot-fleet router`), one publisher process
-(`lerobot_policy_remote.testing.fleet`: robot liveliness tokens + telemetry at --hz; server tokens, status
-queryables, audit lines at --hz, and a /metrics endpoint per server), and this process running the real
+Processes: an embedded router (`lerobot-fleet router`), --publishers publisher processes (default one per
+250 robots; `lerobot_policy_remote.testing.fleet`: robot liveliness tokens + telemetry at --hz; server tokens,
+status queryables, audit lines at --hz, and a /metrics endpoint per server), and this process running the real
 console (FleetConsoleApp + ZenohSource, headless Textual).
+
+    .venv/bin/python bench/console.py --robots 2000 --hz 10 --publishers 8     # issue 20's aim: 20,000 samples/s
+
+The publishers must prove the load: the console counts what it received in the window (`delivered_per_s`)
+against `intended_per_s` (robots x hz + servers x hz audit lines); below 95% the run prints
+`"reportable": false` and its figures must not be reported. 10 Hz per robot is ten times what a real robot
+sends (telemetry is adaptive, `--inference.telemetry_period_s`..`telemetry_max_period_s`: at once on a state
+change, 1 Hz at most otherwise by default), so 2,000 x 10 Hz stands for 20,000 robots' steady telemetry.
 
 Measured in the console process:
 - CPU: process CPU time / wall time over the measured window (all threads: zenoh, decoder, UI).
@@ -32,6 +40,7 @@ import time
 from pathlib import Path
 
 from lerobot_policy_remote.testing import Proc, Router
+from lerobot_policy_remote.testing.procs import stop_all
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,14 +102,30 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
         "window_s": round(wall, 1),
         "console_cpu_pct_of_one_core": round(100 * cpu / wall, 1),
         "samples_per_s": round(received / wall),
+        "received_in_window": received,
         "dropped": app.store.dropped,
         "coalesced": source.coalesced,
+        "window_mono": (w0, w0 + wall),
         "refresh_ms": {"p50": round(1000 * statistics.median(ticks), 1), "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
                        "max": round(1000 * max(ticks), 1), "n": len(ticks)},
         "tick_only_ms_p50": round(1000 * statistics.median(app.tick_times[-len(ticks):]), 1),
         "data_age_s": {"median_of_p50": round(statistics.median(ages_p50), 3), "max": round(max(ages_max), 3)},
         "delivery_lag_ms": {"p50": round(lags[len(lags) // 2], 1), "p99": round(lags[int(0.99 * (len(lags) - 1))], 1), "max": round(lags[-1], 1)},
     }
+
+
+def _sent_per_s(output: str, w0: float, w1: float) -> float:
+    """Samples/s a publisher put during [w0, w1], from its `PUBLISHER PROGRESS samples=.. mono=..` lines."""
+    points = []
+    for line in output.splitlines():
+        if line.startswith("PUBLISHER PROGRESS"):
+            kv = dict(x.split("=", 1) for x in line.split()[2:])
+            points.append((float(kv["mono"]), int(kv["samples"])))
+    inside = [p for p in points if w0 - 1.0 <= p[0] <= w1 + 1.0]
+    if len(inside) < 2:
+        return 0.0
+    (t0, s0), (t1, s1) = inside[0], inside[-1]
+    return (s1 - s0) / max(1e-9, t1 - t0)
 
 
 def compare(args: argparse.Namespace) -> int:
@@ -153,6 +178,7 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--tick-hz", type=float, default=1.0, help="UI refreshes per second during the window (the console's --refresh)")
     p.add_argument("--console-src", default=str(ROOT / "console"), help="folder holding the lerobot_fleet package to measure")
+    p.add_argument("--publishers", type=int, default=0, help="publisher processes (default: one per 250 robots)")
     p.add_argument("--compare", default=None, metavar="GIT_REF", help="also measure the console at this git ref, alternating runs")
     p.add_argument("--repeats", type=int, default=3, help="--compare: runs per console")
     args = p.parse_args()
@@ -160,18 +186,32 @@ def main() -> int:
         return compare(args)
     total = args.warmup + args.seconds + 90
     router = Router(max_seconds=total + 30).start()
-    pub = None
+    pubs: list[Proc] = []
+    n_pub = args.publishers or max(1, -(-args.robots // 250))
     try:
-        pub = Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint, "--robots", str(args.robots),
-                    "--servers", str(args.servers), "--hz", str(args.hz), "--seconds", str(total)], name="publisher", max_seconds=total + 30)
-        pub.wait_for("PUBLISHER READY", timeout=120)
+        for k in range(n_pub):
+            first, last = k * args.robots // n_pub, (k + 1) * args.robots // n_pub
+            servers = (k + 1) * args.servers // n_pub - k * args.servers // n_pub
+            pubs.append(Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint,
+                              "--robots", str(last - first), "--first", str(first), "--servers", str(servers), "--server-prefix", f"bench-gpu-p{k}",
+                              "--hz", str(args.hz), "--seconds", str(total)], name=f"publisher-{k}", max_seconds=total + 30))
+        for pub in pubs:
+            pub.wait_for("PUBLISHER READY", timeout=120)
         result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz))
-        result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count()})
+        window = result.pop("window_mono")
+        sent = sum(_sent_per_s(p.output(), *window) for p in pubs)
+        result["publishers_sent_per_s"] = round(sent)  # what the publishers put (their PROGRESS lines) in the window
+        intended = (args.robots + args.servers) * args.hz
+        delivered = result["samples_per_s"]
+        result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count(), "publishers": n_pub,
+                       "intended_per_s": round(intended), "delivered_per_s": delivered,
+                       "delivered_pct": round(100 * delivered / intended, 1), "reportable": delivered >= 0.95 * intended})
         print(json.dumps(result, indent=2))
+        print(f"publisher delivered {delivered} of {intended:.0f} samples/s intended ({result['delivered_pct']}%)"
+              + ("" if result["reportable"] else ": NOT REPORTABLE, the load was not produced"), file=sys.stderr)
         return 0
     finally:
-        if pub is not None:
-            pub.stop(timeout=10)
+        stop_all(pubs, timeout=10)
         router.stop()
 
 

@@ -4,6 +4,7 @@ server speak the real wire to each other through the real router."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import subprocess
 import sys
@@ -190,6 +191,10 @@ def test_fleet_publisher_feeds_a_listener(router, zenoh_client):
     try:
         wait_until(lambda: len(seen) == 5, timeout=20, message="telemetry from all five robots")
         assert {t.replica for t in seen.values()} == {"bench-gpu-00", "bench-gpu-01"}
+        for key, t in list(seen.items()):  # the pre-built field maps carry exactly the round's telemetry
+            i = fleet.robot_ids.index(t.client_uuid)
+            assert key == fleet.keys.robot(t.client_uuid, "telemetry")
+            assert t == dataclasses.replace(fleet.telemetry(i, t.client_uuid, t.requests), seq=t.seq)
         statuses = [decode(ServerStatus, r.ok.payload.to_bytes()) for r in listener.get(fleet.keys.server("*", "status"), timeout=5) if r.ok]
         assert sorted(s.replica for s in statuses) == ["bench-gpu-00", "bench-gpu-01"]
         assert sum(s.active_sessions for s in statuses) == 5

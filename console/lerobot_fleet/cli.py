@@ -150,6 +150,22 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-console", action="store_true", help="keep the fleet running without the console (Ctrl-C stops it)")
     demo.add_argument("--workdir", default=None, help="where the policy and the logs go (default: a new temp dir)")
     demo.add_argument("--record-dir", default=None, help="each robot records its episodes (sentry) as a local dataset in DIR/<robot>")
+    sim = sub.add_parser("simulate", help="simulate a fleet at scale: N protocol-exact robots, R stub replicas, M meshed routers",
+                         description="N robots (the product's robot engine, many per process on one Zenoh session each), R stub replicas "
+                                     "(batching on) and M meshed routers on loopback; per-robot state, chunks/s, staleness and totals as JSON.")
+    sim.add_argument("--robots", type=int, default=20, help="simulated robots (default 20)")
+    sim.add_argument("--replicas", type=int, default=2, help="stub policy-server replicas (default 2)")
+    sim.add_argument("--routers", type=int, default=2, help="routers in a mesh (default 2)")
+    sim.add_argument("--seconds", type=float, default=15.0, help="how long the robots run (default 15)")
+    sim.add_argument("--per-host", type=int, default=250, help="robots per robot process (default 250)")
+    sim.add_argument("--drain-at", type=float, default=-1.0, metavar="S", help="drain the first replica S seconds into the run (default: no drain)")
+    sim.add_argument("--console", action="store_true", help="also run the real console headless on the fleet and report its refresh and data age")
+    sim.add_argument("--max-batch", type=int, default=32, help="the replicas' batching.max_batch (default 32)")
+    sim.add_argument("--infer-ms", type=float, default=10.0, help="the stub's pass time in ms (default 10)")
+    sim.add_argument("--telemetry-period", type=float, default=1.0, help="robots' --inference.telemetry_period_s (default 1)")
+    sim.add_argument("--telemetry-max-period", type=float, default=1.0, help="robots' --inference.telemetry_max_period_s (default 1)")
+    sim.add_argument("--workdir", default=None, help="where the logs and robot reports go (default: a new temp dir)")
+    sim.add_argument("--json", action="store_true", help="print the whole report (per robot too) as one JSON line")
     return parser
 
 
@@ -230,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             from .demo import run_demo
 
             return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir)
+        if args.command == "simulate":
+            from .simulate import main as run_simulate
+
+            return run_simulate(args)
         if args.command == "doctor":
             from .doctor import run_doctor
 

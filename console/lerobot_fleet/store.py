@@ -18,6 +18,7 @@ from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 from lerobot_policy_remote.wire.text import printable
 
+from .aggregates import ReplicaRtts
 from .model import (
     AuditEntry,
     EventLog,
@@ -30,6 +31,7 @@ from .model import (
     ServerDetail,
     ServerRow,
     SessionEntry,
+    make_robot_row,
     n_max,
     robot_key,
     room,
@@ -96,6 +98,7 @@ class FleetStore:
         self.router = router
         self._lock = threading.Lock()
         self._robots: dict[tuple[Namespace, str], _Robot] = {}  # keyed by (namespace, client_uuid)
+        self._replica_rtts = ReplicaRtts()  # RTT p50 per replica, updated per sample (not a walk per tick)
         self._servers: dict[str, _Server] = {}
         self._connection = connection
         self._link_down_at: float | None = None
@@ -189,6 +192,7 @@ class FleetStore:
                 r.staleness.append(t.staleness_s)
                 r.queue.append(t.queue_s)
             r.telemetry = t
+            self._replica_rtts.update(r.key, t.replica, t.rtt_p50_ms)
             r.ver += 1
             r.seen_at = now
             self._last_data_at = now
@@ -377,12 +381,13 @@ class FleetStore:
             state = RobotState.parse(t.state)
         model, rev, service = r.ns
         if t is None:
-            return RobotRow(r.robot_id, state, "", model, rev, service, alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
-                            state_age_s=None if state_since is None else max(0.0, now - state_since))
+            return make_robot_row(robot_id=r.robot_id, state=state, reported_state="", model_id=model, revision=rev, service=service,
+                                  alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
+                                  state_age_s=None if state_since is None else max(0.0, now - state_since))
         waiting = ""
         if state in WAITING_STATES:  # no working session, whatever its last telemetry still names
             waiting = waiting_reason(r.ns, servers)
-        return RobotRow(
+        return make_robot_row(
             robot_id=r.robot_id,
             state=state,
             reported_state=t.state,
@@ -418,13 +423,8 @@ class FleetStore:
         )
 
     def _rtts_by_replica(self) -> dict[str, list[float]]:
-        """Robot-reported RTT p50 per replica, in one pass over the robots (not one pass per server)."""
-        out: dict[str, list[float]] = {}
-        for r in self._robots.values():
-            t = r.telemetry
-            if t is not None and t.rtt_p50_ms > 0 and t.replica:
-                out.setdefault(t.replica, []).append(t.rtt_p50_ms)
-        return out
+        """Robot-reported RTT p50 per replica, kept incrementally as telemetry arrives (`aggregates.ReplicaRtts`)."""
+        return self._replica_rtts.lists()
 
     def _capacity_inputs(
         self, s: _Server, now: float, rtts_by_replica: dict[str, list[float]] | None = None, explain: bool = True

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 __all__ = ["ZenohSource", "operator_name", "query_statuses", "send_drain", "send_episode_reset"]
 
 INBOX_MAX = 50_000
+RING_AUDIT = 4_096  # audit lines held between two decoder passes
+DECODE_WINDOW_S = 0.2  # the decoder drains the inbox at most this often: a robot's samples within one window decode once
 STOP_JOIN_S = 6.0  # longer than one connection attempt (connect_timeout) plus one status query
 
 
@@ -63,6 +65,7 @@ class ZenohSource:
         self.mismatched = 0  # samples whose payload names another robot or replica than their key: dropped
         self._recorder = Recorder(record_path) if record_path else None
         self._keys: dict[str, ParsedKey] = {}
+        self._rings: list[tuple[str, Any]] = []  # (kind, ring-channel subscriber), read by the decoder thread
 
     # ------------------------------------------------------------ lifecycle
 
@@ -130,7 +133,7 @@ class ZenohSource:
                 d.undeclare()
             except Exception:  # teardown: the router may already be gone
                 log.debug("undeclare failed during stop", exc_info=True)
-        self._decls = []
+        self._decls, self._rings = [], []
         if session is not None:
             try:
                 session.close()
@@ -149,9 +152,17 @@ class ZenohSource:
         self._decls = [
             live.declare_subscriber(ANY.server("*", "alive"), lambda smp: self._deposit("alive", smp), history=True),
             live.declare_subscriber(ANY.robot("*", "alive"), lambda smp: self._deposit("alive", smp), history=True),
-            s.declare_subscriber(ANY.robot("*", "telemetry"), lambda smp: self._deposit("telemetry", smp)),
-            s.declare_subscriber(ANY.server("*", "audit"), lambda smp: self._deposit("audit", smp)),
         ]
+        # Telemetry and audit lines (the fleet's bulk: up to 20,000 samples/s) wait in zenoh's own bounded ring,
+        # with no Python callback per sample: no GIL taken on zenoh's threads, so the UI thread keeps it; the
+        # decoder pulls them in batches. A full ring drops its oldest samples (telemetry is state) (issue 20).
+        import zenoh
+
+        self._rings = [
+            ("telemetry", s.declare_subscriber(ANY.robot("*", "telemetry"), zenoh.handlers.RingChannel(INBOX_MAX))),
+            ("audit", s.declare_subscriber(ANY.server("*", "audit"), zenoh.handlers.RingChannel(RING_AUDIT))),
+        ]
+        self._decls += [sub for _, sub in self._rings]
 
     def _deposit(self, kind: str, sample: Any) -> None:
         """Zenoh callback: copy out and return (never decode, lock the store, or touch widgets here)."""
@@ -167,14 +178,21 @@ class ZenohSource:
     # ------------------------------------------------------------ workers
 
     def _decode_loop(self) -> None:
-        """Drain the inbox in batches. Telemetry is state, not events: when we fall behind, only the
-        newest sample per robot key in a batch is decoded (counted in `coalesced`)."""
+        """Drain the inbox in batches, at most every DECODE_WINDOW_S. Telemetry is state, not events: only the
+        newest sample per robot key in a batch is decoded (counted in `coalesced`), so at 10 Hz per robot the
+        decoder does about half the work and hands the GIL to the UI thread in long idle stretches (issue 20)."""
         store = self._store
         assert store is not None
         inbox = self._inbox
+        started = 0.0
         while not self._stop.is_set():
+            rest = started + DECODE_WINDOW_S - time.monotonic()
+            if rest > 0:
+                self._stop.wait(rest)
+                continue
+            started = time.monotonic()
+            self._pull_rings()
             if not inbox:
-                self._stop.wait(0.05)
                 continue
             latest: dict[str, bytes | None] = {}
             for _ in range(len(inbox)):
@@ -188,6 +206,18 @@ class ZenohSource:
                 self._safe_apply(store, kind, key, payload)
             for key, payload in latest.items():
                 self._safe_apply(store, "telemetry", key, payload)
+
+    def _pull_rings(self) -> None:
+        """Move what the ring subscribers hold into the inbox (decoder thread; bounded by each ring's size)."""
+        inbox = self._inbox
+        for kind, sub in self._rings:
+            try:
+                while (smp := sub.try_recv()) is not None:
+                    if len(inbox) >= INBOX_MAX and self._store is not None:
+                        self._store.dropped += 1
+                    inbox.append((kind, str(smp.key_expr), smp.payload.to_bytes()))
+            except Exception:  # the session closed under us (router gone, stop): the poller reports it
+                log.debug("ring subscriber read failed", exc_info=True)
 
     def _safe_apply(self, store: FleetStore, kind: str, key: str, payload: bytes | None) -> None:
         try:

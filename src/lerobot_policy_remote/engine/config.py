@@ -113,6 +113,9 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     latency_window: int = 20
     # Seconds between RobotTelemetry messages to the console (also sent on every state change).
     telemetry_period_s: float = 1.0
+    # Adaptive telemetry: while the state does not change, the period doubles from telemetry_period_s up to
+    # this (a state change is sent at once and resets it). Equal to telemetry_period_s: a fixed rate.
+    telemetry_max_period_s: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.fallback, str):

@@ -13,7 +13,7 @@ from ..discovery import key_vouches_for
 from ..wire.codec import decode, encode
 from ..wire.codes import CONTRACT_REFUSALS, Refusal
 from ..wire.errors import WireError
-from ..wire.keys import ServiceKeys
+from ..wire.keys import BRIEF_STATUS, ServiceKeys
 from ..wire.messages import ServerStatus, SessionAck, SessionOpen
 from ..wire.text import printable
 
@@ -113,7 +113,8 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
     key = keys.server("*", "status")
     found: list[ServerStatus] = []
     # Each replica answers on its own key; NONE keeps zenoh from folding several replicas into one reply.
-    for reply in session.get(key, timeout=timeout_s, consolidation=zenoh.ConsolidationMode.NONE):
+    # BRIEF_STATUS: seats and load without the session list (a reply's size stays flat with the replica's sessions)
+    for reply in session.get(f"{key}?{BRIEF_STATUS}", timeout=timeout_s, consolidation=zenoh.ConsolidationMode.NONE):
         if reply.ok is None:
             continue
         try:

@@ -57,6 +57,7 @@ _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
 _RESET_TIMEOUT_S = 1.0
 TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
+STALENESS_REPORT_FRACTION = 2 / 3  # staleness at this fraction of max_action_age_s is reported at once (console alert default)
 
 
 class RemoteInferenceEngine(InferenceEngine):
@@ -109,7 +110,8 @@ class RemoteInferenceEngine(InferenceEngine):
         self.rtt = RttWindow()
         self._sent: tuple[int, bytes, Header, float] | None = None  # the request in flight as published (re-sends)
         self.timings = ChunkTimings()
-        self._pacer = TelemetryPacer(config.telemetry_period_s)
+        self._pacer = TelemetryPacer(config.telemetry_period_s, config.telemetry_max_period_s)
+        self._logged_state_version = -1
         self.on_start_failed: Callable[[], None] | None = None
         # recording (engine/recording.py): told of an operator reset before it applies, with the next episode id;
         # True means the strategy itself resets the engine when it starts that episode (episodic)
@@ -524,8 +526,14 @@ class RemoteInferenceEngine(InferenceEngine):
         return robot_telemetry(self.stats(), self.snapshot(time.monotonic()))
 
     def _maybe_telemetry(self, force: bool = False) -> None:
-        send, changed = self._pacer.due(self.states.snapshot()[2], time.monotonic(), force)
-        if changed:
+        now = time.monotonic()
+        state_version = self.states.snapshot()[2]
+        # What the console alerts on goes at once even when telemetry has slowed down (adaptive pacing): a state
+        # change, and staleness crossing 2/3 of the robot's bound (the console's default staleness threshold).
+        high = self.queue.head_age(now) >= STALENESS_REPORT_FRACTION * self.cfg.max_action_age_s
+        send, _ = self._pacer.due(state_version * 2 + high, now, force)
+        if state_version != self._logged_state_version:
+            self._logged_state_version = state_version
             logger.info("Link state: %s", self.state.value)
         if send:
             self.transport.publish_telemetry(self.telemetry())

@@ -43,10 +43,16 @@ class ChunkTimings:
 
 
 class TelemetryPacer:
-    """Send on every state change, otherwise once per period."""
+    """Adaptive: send at once on every state change; while nothing changes, the period doubles from `period_s`
+    up to `max_period_s` (a fleet of quiet robots costs the console and the routers less). A change resets it.
 
-    def __init__(self, period_s: float) -> None:
+    The engine's version counts what the console must see at once: a state change, and the staleness crossing
+    2/3 of `max_action_age_s` (the console's default staleness alert), so slowing down never hides a stale robot."""
+
+    def __init__(self, period_s: float, max_period_s: float | None = None) -> None:
         self.period_s = period_s
+        self.max_period_s = max(period_s, max_period_s if max_period_s is not None else period_s)
+        self.current_s = period_s
         self._version = -1
         self._last = float("-inf")
         self.seq = 0
@@ -54,8 +60,12 @@ class TelemetryPacer:
     def due(self, version: int, now: float, force: bool = False) -> tuple[bool, bool]:
         """(send now, the state changed since the last send)."""
         changed = version != self._version
-        if not (force or changed or now - self._last >= self.period_s):
+        if not (force or changed or now - self._last >= self.current_s):
             return False, False
+        if changed:
+            self.current_s = self.period_s
+        elif self._last != float("-inf"):
+            self.current_s = min(self.max_period_s, self.current_s * 2)
         self._version, self._last = version, now
         self.seq += 1
         return True, changed

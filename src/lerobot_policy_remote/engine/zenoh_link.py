@@ -41,8 +41,11 @@ class _ZenohResetQuery:
 class ZenohLink:
     """The real transport: one client session through the configured router(s)."""
 
-    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str) -> None:
+    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str, session: Any = None) -> None:
+        """`session`: an already open Zenoh session to declare on (the fleet simulator multiplexes many robots on
+        one); this link then never closes it. Each robot keeps its own token, keys, publishers and inbox."""
         self.settings = settings
+        self._shared = session
         self.keys = keys
         self.client_uuid = client_uuid
         self._session: Any = None
@@ -61,10 +64,13 @@ class ZenohLink:
     # -- lifecycle
     def open(self, notify: Callable[[], None]) -> None:
         self._notify = notify
-        problem = probe_router(self.settings, ROBOT_FLAGS)  # a refused port or certificate: said now, not after the timeout
-        if problem is not None:
-            raise problem
-        s = self._session = open_session(self.settings)
+        if self._shared is not None:
+            s = self._session = self._shared
+        else:
+            problem = probe_router(self.settings, ROBOT_FLAGS)  # a refused port or certificate: said now, not after the timeout
+            if problem is not None:
+                raise problem
+            s = self._session = open_session(self.settings)
         robot = self.keys.robot
         self._objs.append(s.liveliness().declare_token(robot(self.client_uuid, "alive")))
         self._objs.append(s.declare_subscriber(robot(self.client_uuid, "action"), self._on_action))
@@ -79,12 +85,12 @@ class ZenohLink:
             _undeclare(obj)
         self._replica_objs, self._objs = [], []
         self._publisher = self._publisher_block = self._telemetry_pub = None
-        if self._session is not None:
+        if self._session is not None and self._session is not self._shared:
             try:
                 self._session.close()
             except Exception as exc:  # closing a session whose router is gone may raise; nothing to do
                 logger.debug("closing the zenoh session: %s", exc)
-            self._session = None
+        self._session = None
 
     # -- session
     def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str) -> OpenedSession:

@@ -25,7 +25,7 @@ from ..wire.codec import decode, encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.errors import Reason, WireError
 from ..wire.header import HEADER_SIZE, peek_epoch
-from ..wire.keys import check_id, parse_key
+from ..wire.keys import BRIEF_STATUS, check_id, parse_key
 from ..wire.limits import WireLimits
 from ..wire.messages import (
     DrainAck,
@@ -254,7 +254,8 @@ class PolicyServer:
             self._token = None
 
     # ================================================================== control plane (callbacks)
-    def status(self) -> ServerStatus:
+    def status(self, sessions: bool = True) -> ServerStatus:
+        """`sessions=False`: without the session list (a robot's discovery asks so: `wire.keys.BRIEF_STATUS`)."""
         c = self.caps
         stats = self.worker.stats
         return ServerStatus(
@@ -264,13 +265,14 @@ class PolicyServer:
             supports_rtc=c.supports_rtc, chunk_size=c.chunk_size, trained_fps=c.trained_fps, inference_ms_p50=stats.pass_ms_p50(),
             action_names=list(c.action_names), image_features=list(c.image_keys), state_dim=c.state_dim,
             schema_min=c.schema_min, schema_max=c.schema_max, metrics_url=self.metrics_url(),
-            draining=self.lifecycle.draining, warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()],
+            draining=self.lifecycle.draining, warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()] if sessions else [],
             max_batch=self.batch_limit, batch_size_mean=stats.mean_batch(), chunks_per_s=stats.chunks_per_s(),
         )
 
     def _on_status(self, query: Any) -> None:
         with query:
-            query.reply(self.keys.server(self.replica, "status"), encode(self.status()))
+            brief = BRIEF_STATUS in str(query.parameters).replace("&", ";").split(";")
+            query.reply(self.keys.server(self.replica, "status"), encode(self.status(sessions=not brief)))
 
     def _key_robot(self, query: Any) -> str:
         """The robot a session/reset query speaks for: the id in its key (the router's ACL vouches for it)."""

@@ -123,6 +123,7 @@ class Registry:
         self.lock = threading.RLock()
         self._by_client: dict[str, Session] = {}
         self._ring: list[str] = []  # client uuids in open order
+        self._pos: dict[str, int] = {}  # client uuid -> its index in the ring (served() is O(1), not a list scan)
         self._cursor = 0  # ring index after the last served session
 
     def get(self, client_uuid: str) -> Session | None:
@@ -139,6 +140,7 @@ class Registry:
             if old is not None:
                 old.closed = True
             else:
+                self._pos[session.client_uuid] = len(self._ring)
                 self._ring.append(session.client_uuid)
             self._by_client[session.client_uuid] = session
             return old
@@ -148,8 +150,10 @@ class Registry:
             s = self._by_client.pop(client_uuid, None)
             if s is not None:
                 s.closed = True
-                i = self._ring.index(client_uuid)
+                i = self._pos.pop(client_uuid)
                 self._ring.pop(i)
+                for k in range(i, len(self._ring)):  # O(sessions) on a close only
+                    self._pos[self._ring[k]] = k
                 if i < self._cursor:
                     self._cursor -= 1
                 if self._ring:
@@ -179,7 +183,7 @@ class Registry:
     def served(self, session: Session) -> None:
         with self.lock:
             if session.client_uuid in self._by_client:
-                self._cursor = (self._ring.index(session.client_uuid) + 1) % len(self._ring)
+                self._cursor = (self._pos[session.client_uuid] + 1) % len(self._ring)
 
 
 def reply_terms(req: SessionOpen, rtc_active: bool) -> tuple[str, float, bool]:

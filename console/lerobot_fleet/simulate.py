@@ -1,0 +1,278 @@
+"""`lerobot-fleet simulate`: N protocol-exact robots, R stub replicas, M meshed routers on this host.
+
+Children (each in its own process group, ended by PID): M `lerobot-fleet router` processes in a mesh
+(router i connects to routers 0..i-1), R replicas and ceil(N / per-host) robot hosts
+(`python -m lerobot_policy_remote.testing.simfleet`, the product's `PolicyServer` with a `StubBackend` and the
+product's `RemoteInferenceEngine` many times per process on one shared Zenoh session). With `--drain-at S` one
+replica is drained through the real drain query S seconds into the run, and each robot it held is timed until
+it streams again elsewhere. With `--console` the real console (its Zenoh source, headless Textual) watches the
+fleet from this process and its refresh time and data age are reported.
+
+This module imports neither torch nor lerobot: the heavy parts live in the child processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
+
+# Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
+MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+
+
+@dataclass
+class SimArgs:
+    robots: int = 20
+    replicas: int = 2
+    routers: int = 2
+    seconds: float = 15.0
+    per_host: int = 250  # robots per host process
+    drain_at: float = -1.0  # seconds into the run; < 0: no drain
+    console: bool = False
+    workdir: str | None = None
+    max_batch: int = 32
+    infer_ms: float = 10.0
+    telemetry_period_s: float = 1.0
+    telemetry_max_period_s: float = 1.0
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
+
+
+def run_simulation(a: SimArgs, say=print) -> dict:
+    work = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="lerobot-fleet-sim-"))
+    work.mkdir(parents=True, exist_ok=True)
+    children: list[Proc] = []
+    budget = a.seconds + 300
+
+    def spawn(name: str, argv: list[str]) -> Proc:
+        p = Proc(argv, name=name, max_seconds=budget, log=work / f"{name}.log", keep_lines=200)
+        children.append(p)
+        return p
+
+    try:
+        ports = [free_port() for _ in range(a.routers)]
+        endpoints = [f"tcp/127.0.0.1:{p}" for p in ports]
+        routers = []
+        for i, ep in enumerate(endpoints):
+            mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
+            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5]))
+        for r in routers:
+            r.wait_for("Zenoh router up", 30)
+        room = a.replicas - 1 if a.drain_at >= 0 and a.replicas > 1 else a.replicas
+        max_sessions = math.ceil(a.robots / max(1, room)) + 8
+        replicas = [f"sim-r{j}" for j in range(a.replicas)]
+        reps = [spawn(rid, [sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "replica", "--endpoint", endpoints[j % a.routers],
+                            "--replica-id", rid, "--max-sessions", str(max_sessions), "--max-batch", str(a.max_batch),
+                            "--infer-ms", str(a.infer_ms), "--seconds", str(budget)]) for j, rid in enumerate(replicas)]
+        for r in reps:
+            r.wait_for("REPLICA READY", 120)
+        say(f"[simulate] {a.routers} routers, {a.replicas} replicas up; starting {a.robots} robots ...")
+        hosts, outs = [], []
+        stop_file = work / "robots.stop"  # created once every host has reported: then they tear down together
+        stop_file.unlink(missing_ok=True)
+        n_hosts = max(1, math.ceil(a.robots / a.per_host))
+        for h in range(n_hosts):
+            first, count = h * a.robots // n_hosts, (h + 1) * a.robots // n_hosts - h * a.robots // n_hosts
+            own = endpoints[h % a.routers]
+            order = [own] + [ep for ep in endpoints if ep != own]
+            out = work / f"robots-{h}.json"
+            outs.append(out)
+            hosts.append(spawn(f"robots-{h}", [sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "robots",
+                                               *[x for ep in order for x in ("--endpoint", ep)], "--first", str(first), "--count", str(count),
+                                               "--seconds", str(a.seconds), "--out", str(out), "--stop-file", str(stop_file),
+                                               "--telemetry-period", str(a.telemetry_period_s),
+                                               "--telemetry-max-period", str(a.telemetry_max_period_s)]))
+        for h in hosts:
+            h.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
+        t_run = time.monotonic()
+        cpu_pids = {"routers": [r.program_pid() for r in routers], "replicas": [r.program_pid() for r in reps]}
+        cpu0 = {k: [_cpu_s(p) for p in v] for k, v in cpu_pids.items()}
+        say(f"[simulate] {a.robots} robots started; running {a.seconds:g} s")
+        drain: dict = {}
+        stop_console = threading.Event()
+        drainer = None
+        if a.drain_at >= 0:
+            drainer = threading.Thread(target=_drain_later, args=(endpoints[0], replicas[0], t_run + a.drain_at, drain, say), daemon=True)
+            drainer.start()
+        console = None
+        if a.console:
+            console = asyncio.run(_watch_console(endpoints[-1], a.robots, t_run + a.seconds - 1.0, stop_console))
+        deadline = time.monotonic() + a.seconds + 120
+        while not all(p.exists() for p in outs) and time.monotonic() < deadline and all(h.popen.poll() is None for h in hosts):
+            time.sleep(0.2)
+        window = time.monotonic() - t_run
+        cpu = {k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3) for k, v in cpu_pids.items()}
+        stop_file.touch()
+        for h in hosts:
+            h.wait(timeout=60)
+        if drainer is not None:
+            drainer.join(10)
+        reports = [json.loads(p.read_text()) for p in outs if p.exists()]
+    finally:
+        stop_all(reversed(children), timeout=15)
+    return summarize(reports, drain, console, a, cpu)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 when it is gone)."""
+    import os
+
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None:
+    """At `at`, drain `replica` with the console's own drain query (`ops.send_drain`)."""
+    from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+
+    from .ops import query_statuses, send_drain
+
+    z = open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint]))
+    try:
+        time.sleep(max(0.0, at - time.monotonic()))
+        ns = next((n for st, n in query_statuses(z) if st.replica == replica), None)
+        out["t"] = time.monotonic()
+        result = send_drain(z, replica, ns, "simulate: drain", "lerobot-fleet simulate")
+        out["ok"], out["replica"], out["message"] = result.ok, replica, result.message
+        say(f"[simulate] drained {replica}: {result.message}")
+    finally:
+        z.close()
+
+
+async def _watch_console(endpoint: str, robots: int, until: float, stop: threading.Event) -> dict:
+    """The real console (ZenohSource + FleetConsoleApp, headless) on the fleet: refresh per tick at 1 Hz
+    (tick to frame written) and each tick's oldest robot sample (data age)."""
+    from lerobot_policy_remote.zenoh_config import ZenohSettings
+
+    from .app import FleetConsoleApp
+    from .sources.zenoh_source import ZenohSource
+
+    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=5.0)
+    app = FleetConsoleApp(source, refresh_s=3600.0, read_only=True)
+    displayed = [0.0]
+    original = app._display
+
+    def timed(*args, **kw):
+        result = original(*args, **kw)
+        displayed[0] = time.perf_counter()
+        return result
+
+    app._display = timed
+    ticks, age_max, seen = [], [], 0
+    async with app.run_test(size=(160, 50)):
+        while time.monotonic() < until and not stop.is_set():
+            t0 = time.perf_counter()
+            app.tick()
+            while displayed[0] < t0 and time.perf_counter() - t0 < 5.0:
+                await asyncio.sleep(0)
+            ticks.append(displayed[0] - t0)
+            snap = app.store.snapshot()
+            seen = max(seen, sum(1 for r in snap.robots if r.state.value != "GONE"))
+            ages = [r.seen_age_s for r in snap.robots if r.seen_age_s is not None]
+            if ages and len(ages) >= robots:  # once every robot has been seen
+                age_max.append(max(ages))
+            await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
+    warm = ticks[3:] or ticks
+    return {"robots_seen": seen, "refresh_ms_p50": round(1000 * statistics.median(warm), 1) if warm else None,
+            "refresh_ms_p95": round(1000 * _pct(warm, 0.95), 1) if warm else None,
+            "data_age_max_s": round(max(age_max[3:] or age_max), 3) if age_max else None, "ticks": len(ticks)}
+
+
+def _move_time(history: list, t_drain: float) -> float | None:
+    """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved)."""
+    left = None
+    for t, state, why in history:
+        if t < t_drain:
+            continue
+        if left is None and "draining" in why:
+            left = t
+        elif left is not None and state == "STREAMING":
+            return t - t_drain
+    return math.inf if left is not None else None
+
+
+def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs, cpu: dict | None = None) -> dict:
+    robots = [r for rep in reports for r in rep["robots"]]
+    states: dict[str, int] = {}
+    for r in robots:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    moves = {}
+    if "t" in drain:
+        for r in robots:
+            m = _move_time(r["history"], drain["t"])
+            if m is not None:
+                moves[r["robot"]] = m
+    move_vals = [m for m in moves.values() if math.isfinite(m)]
+    out = {
+        "robots": a.robots, "replicas": a.replicas, "routers": a.routers, "seconds": a.seconds,
+        "robots_reported": len(robots), "states": states,
+        "robot_hosts_cpu_pct_of_one_core": round(100 * sum(rep.get("cpu_s", 0.0) / max(1e-9, rep["wall_s"]) for rep in reports), 1),
+        "streaming": states.get("STREAMING", 0),
+        "stale_actions": sum(r["stale_actions"] for r in robots), "nan_actions": sum(r["nan_actions"] for r in robots),
+        "chunks_per_s_total": round(sum(r["chunks_per_s"] for r in robots), 1),
+        "chunks_per_s_min": min((r["chunks_per_s"] for r in robots), default=0.0),
+        "staleness_mean_s": round(statistics.mean(r["staleness_mean_s"] for r in robots), 3) if robots else None,
+        "max_action_age_s": max((r["max_action_age_s"] for r in robots), default=0.0),
+        "drain": {**{k: v for k, v in drain.items() if k != "t"}, "moved": len(moves),
+                  "not_back": sorted(k for k, v in moves.items() if not math.isfinite(v)),
+                  "move_s_p50": round(statistics.median(move_vals), 3) if move_vals else None,
+                  "move_s_max": round(max(move_vals), 3) if move_vals else None,
+                  "moved_still_on_drained": sum(1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica"))}
+        if drain else None,
+        "console": console,
+        "cost": _costs(robots, reports, cpu, a) if cpu else None,
+        "per_robot": [{k: r[k] for k in ("robot", "state", "replica", "chunks_per_s", "staleness_mean_s", "stale_actions")}
+                      | ({"move_s": round(moves[r["robot"]], 3) if math.isfinite(moves[r["robot"]]) else None} if r["robot"] in moves else {})
+                      for r in robots],
+    }
+    return out
+
+
+def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> dict:
+    """CPU per message and per session from the routers' and replicas' CPU over the run (wall clock of the
+    orchestrator's window, close to the hosts'). Messages through the routers: each chunk is one observation in and
+    one chunk out, plus each robot's telemetry (about 1/s at the default period); a meshed router may forward a
+    message over a mesh link too, so this is the mesh's cost per robot message."""
+    chunks = sum(r["chunks_per_s"] for r in robots)
+    telemetry = len(robots) / max(1e-9, a.telemetry_period_s)
+    msgs = 2 * chunks + telemetry
+    sessions = len(robots) / max(1, a.replicas)
+    return {
+        "routers_cpu_pct_of_one_core": round(100 * cpu["routers"], 1),
+        "replicas_cpu_pct_of_one_core": round(100 * cpu["replicas"], 1),
+        "robot_messages_per_s": round(msgs),
+        "router_cpu_us_per_message": round(1e6 * cpu["routers"] / msgs, 1) if msgs else None,
+        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3) if sessions else None,
+        "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
+    }
+
+
+def main(args) -> int:
+    a = SimArgs(robots=args.robots, replicas=args.replicas, routers=args.routers, seconds=args.seconds, per_host=args.per_host,
+                drain_at=args.drain_at, console=args.console, workdir=args.workdir, max_batch=args.max_batch, infer_ms=args.infer_ms,
+                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period)
+    say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
+    result = run_simulation(a, say)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        brief = {k: v for k, v in result.items() if k != "per_robot"}
+        print(json.dumps(brief, indent=2))
+    ok = result["streaming"] == a.robots and result["stale_actions"] == 0 and result["nan_actions"] == 0
+    return 0 if ok else 1

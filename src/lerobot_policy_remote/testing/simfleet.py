@@ -1,0 +1,274 @@
+"""The fleet simulator's two kinds of process: stub replicas and robot hosts (`lerobot-fleet simulate` starts them).
+
+    python -m lerobot_policy_remote.testing.simfleet replica --endpoint tcp/127.0.0.1:7447 --replica-id sim-r0 --max-sessions 300
+    python -m lerobot_policy_remote.testing.simfleet robots --endpoint tcp/127.0.0.1:7447 --first 0 --count 250 --seconds 60 --out r.json
+
+A replica is the product's `PolicyServer` with a `StubBackend` (fixed pass time, batching on). A robot host runs
+`count` robots, each the product's `RemoteInferenceEngine` over its own `ZenohLink` (own liveliness token, keys,
+session id, state machine, telemetry), all declared on ONE Zenoh session of the process (multiplexing: what is
+shared is the TCP connection, never a robot's keys or state). Their network workers are stepped by one thread
+(`engine.step()`, as `bench/peers` does), their control loops by another at 30 fps: observations go at the chunk
+cadence the engine decides (`buffer_time_s`), small frames (state only), chunks merged by the engine's queue.
+Nothing here re-implements the protocol: it is the robot's own code, stepped many times per process.
+
+The host writes one JSON report at the end of its window: per robot its state, chunks/s, staleness, stale actions
+executed, its state history, and the host's CPU; with `--stop-file` its robots keep running until that file exists
+(the orchestrator creates it once every host has reported, so no host's teardown falls in another's window).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import resource
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .fake_robot import SIM_ARM_ACTION_NAMES
+
+MODEL = "sim/stub"
+TASK = "simulated fleet"
+FPS = 30.0
+CHUNK = 30  # one observation per chunk: 1 s of actions at 30 fps, sent when 0.5 s are left
+# A robot host's one link carries up to 250 robots' observations (and its router's link back, their chunks):
+# bursts a robot's own link never sees. Deeper TX queues for the priorities the protocol uses keep those
+# multiplexing bursts from being dropped (robots' publishers use CongestionControl.DROP); `lerobot-fleet simulate`
+# gives its routers the same (docs/performance.md, issue 20).
+MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+
+
+# ---------------------------------------------------------------- replica
+def run_replica(a: argparse.Namespace) -> int:
+    from ..server.manifest import BatchingSpec, Manifest, ModelSpec
+    from ..server.service import PolicyServer
+    from ..server.stub import StubBackend
+    from ..zenoh_config import ZenohSettings
+
+    settings = ZenohSettings(mode="client", connect_endpoints=[a.endpoint])
+    manifest = Manifest(model=ModelSpec(repo_or_path=MODEL), default_task=TASK, max_sessions=a.max_sessions, health_port=0,
+                        warmup_inferences=0, replica_id=a.replica_id, zenoh=settings, session_grace_s=3.0, drain_timeout_s=10.0,
+                        batching=BatchingSpec(max_batch=a.max_batch, max_wait_ms=0.0))
+    backend = StubBackend(a.infer_ms / 1000.0, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=a.max_sessions,
+                          per_robot_s=a.per_robot_ms / 1000.0)
+    server = PolicyServer(manifest, backend=backend, progress=lambda s: None).start()
+    print(f"REPLICA READY {a.replica_id}", flush=True)
+    try:
+        server.wait(a.seconds)
+    finally:
+        server.stop()
+    return 0
+
+
+# ---------------------------------------------------------------- robots
+def _hw_features() -> dict:
+    return {"observation.state": {"dtype": "float32", "shape": (len(SIM_ARM_ACTION_NAMES),), "names": list(SIM_ARM_ACTION_NAMES)}}
+
+
+class SimRobot:
+    """One robot: the product engine (worker stepped by the host) and what its control loop saw."""
+
+    def __init__(self, engine: Any, index: int) -> None:
+        self.e, self.index = engine, index
+        self.obs = {n: float(index % 7) for n in SIM_ARM_ACTION_NAMES}
+        self.executed = self.stale = self.nan = self.holds = 0
+        self.max_exec_age = 0.0
+        self.staleness_sum = 0.0
+        self.staleness_n = 0
+
+
+class RobotHost:
+    """`count` robots on one Zenoh session; `step_all` and `control_all` are the two loops."""
+
+    def __init__(self, endpoints: list[str], first: int, count: int, *, prefix: str = "sim-arm",
+                 telemetry_period_s: float = 1.0, telemetry_max_period_s: float = 1.0) -> None:
+        from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+        from ..engine.config import RemoteInferenceConfig
+        from ..engine.remote import RemoteInferenceEngine
+        from ..engine.zenoh_link import ZenohLink
+        from ..wire.keys import ServiceKeys
+        from ..zenoh_config import open_session
+
+        self.robots: list[SimRobot] = []
+        cfg0 = RemoteInferenceConfig(connect_endpoints=list(endpoints))
+        self.session = open_session(dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5))
+        keys = ServiceKeys.for_service(MODEL, "main", TASK)
+        for i in range(first, first + count):
+            cfg = RemoteInferenceConfig(
+                connect_endpoints=list(endpoints), client_uuid=f"{prefix}-{i:04d}", rtc=RTCConfig(enabled=False), buffer_time_s=0.5,
+                max_action_age_s=3.0, request_timeout_s=3.0, reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
+                handshake_jitter_s=0.05, max_offline_s=3600.0, connect_timeout_s=30.0, telemetry_period_s=telemetry_period_s,
+                telemetry_max_period_s=telemetry_max_period_s)
+            link = ZenohLink(cfg.zenoh_settings(), keys, cfg.client_uuid, session=self.session)
+            e = RemoteInferenceEngine(cfg, hw_features=_hw_features(), ordered_action_keys=list(SIM_ARM_ACTION_NAMES), task=TASK, fps=FPS,
+                                      model_id=MODEL, transport=link)
+            self.robots.append(SimRobot(e, i))
+        self._halt = threading.Event()
+
+    def start(self, parallel: int = 8) -> None:
+        """Every robot's first handshake (a few at a time), then its loop is active."""
+        def one(r: SimRobot) -> None:
+            r.e.start(worker=False)
+            r.e.resume()
+
+        with ThreadPoolExecutor(parallel) as pool:
+            list(pool.map(one, self.robots))
+
+    def step_all(self, period_s: float = 0.02, idle_s: float = 0.1, parallel: int = 32) -> None:
+        """The network workers: a robot is stepped when its link woke it (a chunk, an event, a token) or every
+        `idle_s` (sending when the queue runs low, timeouts, telemetry); the engine's own worker would poll every
+        5 ms, which for hundreds of robots per process would spend the CPU on idle passes. A robot that must
+        re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker),
+        so robots moving together after a drain do not queue behind each other. A DEAD robot stays put."""
+        last = [0.0] * len(self.robots)
+        busy: dict[int, Any] = {}
+        with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
+            while not self._halt.is_set():
+                t0 = time.monotonic()
+                for i, r in enumerate(self.robots):
+                    e = r.e
+                    if i in busy:
+                        if not busy[i].done():
+                            continue
+                        del busy[i]
+                    if e.failed or not (e._wake.is_set() or t0 - last[i] >= idle_s):
+                        continue
+                    e._wake.clear()
+                    last[i] = t0
+                    if e.reconnect.needed:
+                        busy[i] = pool.submit(e.step)
+                    else:
+                        e.step()
+                self._halt.wait(max(0.0, period_s - (time.monotonic() - t0)))
+
+    def control_all(self, tick_s: float = 0.1) -> None:
+        """The control loops: every `tick_s`, each robot executes the actions of the 30 fps frames that elapsed
+        (notify the latest observation, `get_action` once per frame), counting stale/NaN actions like `ControlLoop`."""
+        from ..engine import provenance
+
+        frames_done = 0
+        t_start = time.monotonic()
+        while not self._halt.wait(tick_s):
+            due = int((time.monotonic() - t_start) * FPS)
+            n, frames_done = due - frames_done, due
+            for r in self.robots:
+                e = r.e
+                e.notify_observation(r.obs)
+                for _ in range(n):
+                    act = e.get_action(None)
+                    if act is None:
+                        r.holds += 1
+                        continue
+                    p = provenance.latest()
+                    r.executed += 1
+                    age = p.source_age_s if p is not None else math.inf
+                    r.max_exec_age = max(r.max_exec_age, age)
+                    r.stale += age > e.cfg.max_action_age_s
+                    r.nan += not all(math.isfinite(x) for x in act.tolist())
+                r.staleness_sum += e.queue.head_age(time.monotonic())
+                r.staleness_n += 1
+
+    def run(self, seconds: float, ready: str = "ROBOTS READY", on_report: Any = None, linger: Any = None) -> dict:
+        """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
+        `linger()` is true: a host that tears its robots down while another host still measures would load the
+        routers with hundreds of undeclarations inside the other's window (robots that stall together at the end)."""
+        threads = [threading.Thread(target=self.step_all, daemon=True, name="sim-workers"),
+                   threading.Thread(target=self.control_all, daemon=True, name="sim-control")]
+        for t in threads:
+            t.start()
+        print(ready, flush=True)
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        self._cpu0 = ru.ru_utime + ru.ru_stime
+        t0 = time.monotonic()
+        self._halt.wait(seconds)
+        report = self.report(time.monotonic() - t0)
+        if on_report is not None:
+            on_report(report)
+        deadline = time.monotonic() + 300
+        while linger is not None and linger() and time.monotonic() < deadline and not self._halt.is_set():
+            self._halt.wait(0.2)
+        self._halt.set()
+        for t in threads:
+            t.join(5)
+        return report
+
+    def stop(self) -> None:
+        self._halt.set()
+        for r in self.robots:
+            r.e.stop()
+        try:
+            self.session.close()
+        except Exception as exc:  # the router may be gone already
+            print(f"closing the session: {exc}", file=sys.stderr)
+
+    def report(self, wall_s: float) -> dict:
+        robots = []
+        for r in self.robots:
+            e = r.e
+            robots.append({
+                "robot": e.client_uuid, "state": e.state.value, "replica": e.replica, "chunks": e.counters["chunks"],
+                "chunks_per_s": round(e.counters["chunks"] / wall_s, 3), "executed": r.executed, "holds": r.holds,
+                "stale_actions": r.stale, "nan_actions": r.nan, "max_action_age_s": round(r.max_exec_age, 3),
+                "staleness_mean_s": round(r.staleness_sum / max(1, r.staleness_n), 3),
+                "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-200:]],
+                "replicas": sorted({p for p in [e.replica] if p}),
+            })
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        return {"wall_s": round(wall_s, 2), "cpu_s": round(ru.ru_utime + ru.ru_stime - self._cpu0, 2), "robots": robots}
+
+
+def run_robots(a: argparse.Namespace) -> int:
+    import os
+
+    host = RobotHost(a.endpoint, a.first, a.count, prefix=a.prefix, telemetry_period_s=a.telemetry_period,
+                     telemetry_max_period_s=a.telemetry_max_period)
+
+    def write(report: dict) -> None:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(report, f)
+        os.replace(tmp, a.out)  # the orchestrator sees a whole report or none
+        print("ROBOTS MEASURED", flush=True)
+
+    linger = (lambda: not os.path.exists(a.stop_file)) if a.stop_file else None
+    try:
+        host.start()
+        host.run(a.seconds, on_report=write, linger=linger)
+    finally:
+        host.stop()
+    print("ROBOTS DONE", flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="role", required=True)
+    r = sub.add_parser("replica")
+    r.add_argument("--endpoint", required=True)
+    r.add_argument("--replica-id", required=True)
+    r.add_argument("--max-sessions", type=int, default=300)
+    r.add_argument("--max-batch", type=int, default=32)
+    r.add_argument("--infer-ms", type=float, default=10.0)
+    r.add_argument("--per-robot-ms", type=float, default=0.2)
+    r.add_argument("--seconds", type=float, default=3600.0)
+    b = sub.add_parser("robots")
+    b.add_argument("--endpoint", action="append", required=True, help="router endpoint (repeatable: failover order)")
+    b.add_argument("--first", type=int, default=0)
+    b.add_argument("--count", type=int, default=10)
+    b.add_argument("--prefix", default="sim-arm")
+    b.add_argument("--seconds", type=float, default=30.0)
+    b.add_argument("--telemetry-period", type=float, default=1.0)
+    b.add_argument("--telemetry-max-period", type=float, default=1.0)
+    b.add_argument("--out", required=True)
+    b.add_argument("--stop-file", default="", help="after the report, keep the robots running until this file exists")
+    a = p.parse_args(argv)
+    return run_replica(a) if a.role == "replica" else run_robots(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
