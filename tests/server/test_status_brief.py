@@ -4,7 +4,7 @@ sessions, while the console's full status still lists them; the ring index stays
 import numpy as np
 
 from lerobot_policy_remote.engine.handshake import discover
-from lerobot_policy_remote.server.sessions import Registry, Session
+from lerobot_policy_remote.server.sessions import Mail, Registry, Session
 from lerobot_policy_remote.server.stub import StubBackend
 from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
 
@@ -32,7 +32,7 @@ def test_ring_positions_follow_closes():
     reg.remove("b")
     reg.served(reg.get("d"))
     for c in "acde":
-        reg.get(c).mailbox.deposit(object())  # type: ignore[arg-type]
+        reg.get(c).mailbox.deposit(Mail(b"", None, 0.0))
     assert [s.client_uuid for s in reg.ready_in_ring_order()] == ["e", "a", "c", "d"]
     reg.remove("a")
     reg.served(reg.get("e"))
