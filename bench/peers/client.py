@@ -77,7 +77,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
             if seconds <= 0 and n <= warmup:
                 continue
             rtts[k].append(dt)
-            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not act_path and not np.allclose(np.asarray(chunk)[0], st, atol=1e-4)):
+            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not act_path and not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4))):
                 wrong[k] += 1
 
     threads = [threading.Thread(target=loop, args=(k, c), daemon=True) for k, c in enumerate(clients)]
