@@ -141,8 +141,12 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: d
     stop.set()
     server.lifecycle.stop()
     server.worker.wake.set()
-    for t in threads:
-        t.join(30)
+    deadline = time.monotonic() + 30
+    for t in threads:  # a robot waiting for a chunk the stopped worker will never send is let go at once
+        while t.is_alive() and time.monotonic() < deadline:
+            for ib in inboxes:
+                ib.got.set()
+            t.join(0.02)
     worker.join(30)
     counts = [len(r) for r in rtts]
     flat = sorted(x for r in rtts for x in r)
