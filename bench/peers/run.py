@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -211,23 +212,33 @@ def main() -> None:
     def log(text: str) -> None:
         print(f"[{time.monotonic() - t0:6.0f}s] {text}", flush=True)
 
-    results: dict[str, Any] = {"sizes": sizes.__dict__, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": __import__("os").cpu_count()}
+    results: dict[str, Any] = {"sizes": sizes.__dict__, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": os.cpu_count()}
     def save(phase: str, rows: list[dict[str, Any]]) -> None:  # after each phase: a crash later keeps what was measured
         results[phase] = rows
         results["duration_s"] = time.monotonic() - t0
         (out / "results.json").write_text(json.dumps(results, indent=1))
 
+    def load(phase: str) -> None:  # a figure taken on a loaded box is not a figure: say what the box was doing
+        one, five, fifteen = os.getloadavg()
+        results.setdefault("load_before", {})[phase] = [one, five, fifteen]
+        log(f"phase {phase}: load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} CPUs)")
+
     if "latency" in args.phases:
+        load("latency")
         save("latency", latency(sizes, [s / 1000 for s in args.sleeps_ms], args.arms, log))
     if "scaling" in args.phases:
+        load("scaling")
         save("scaling", scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log))
     if "act" in args.phases:
+        load("act")
         save("act", act_rows(sizes, args.arms, out, args.act_n, log))
     if "faults" in args.phases:
+        load("faults")
         from .faults import faults
 
         save("faults", faults(args.arms, ARMS, Server, log, tuple(args.faults), args.kill_window))
     if "link" in args.phases:
+        load("link")
         from .link import links
 
         save("link", links(args.arms, ARMS, Server, sizes, log))
