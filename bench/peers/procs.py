@@ -65,7 +65,10 @@ def python(module: str, *args: str, name: str, max_s: float = 900, prefix: list[
 def router(port: int | None = None, prefix: list[str] | None = None, host: str = "127.0.0.1") -> tuple[Proc, str]:
     """`lerobot-fleet router` (the product's embedded router) on a free port."""
     endpoint = f"tcp/{host}:{port or free_port()}"
-    p = Proc([str(BIN / "lerobot-fleet"), "router", "--listen", endpoint], name="router", prefix=prefix)
+    # the link phase listens on a veth address inside a network namespace the bench made (reachable from
+    # nothing else): an open listen there is deliberate, so say so (the router refuses it otherwise)
+    insecure = [] if host == "127.0.0.1" else ["--insecure"]
+    p = Proc([str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, *insecure], name="router", prefix=prefix)
     p.wait_for("Zenoh router up", timeout=60)
     return p, endpoint
 

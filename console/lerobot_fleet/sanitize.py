@@ -10,6 +10,7 @@ markup; see render.py.)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, TypeVar
 
 from lerobot_policy_remote.wire.keys import Namespace
@@ -28,18 +29,32 @@ def clean(obj: T) -> T:
     return _clean(obj)  # type: ignore[no-any-return]
 
 
+_PLAIN = (int, float, bool, type(None))
+_FIELDS: dict[type, tuple[str, ...]] = {}  # field names per dataclass type (dataclasses.fields is slow per sample)
+
+
 def _clean(v: Any) -> Any:
-    if isinstance(v, str):
+    t = type(v)
+    if t in _PLAIN:
+        return v
+    if t is str:
         return printable(v, FIELD_LIMIT)
     if isinstance(v, Namespace):
         return clean_namespace(v)
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        for f in dataclasses.fields(v):
-            cur = getattr(v, f.name)
+    names = _FIELDS.get(t)
+    if names is None and dataclasses.is_dataclass(v) and not isinstance(v, type):
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(v))
+    if names is not None:
+        for name in names:
+            cur = getattr(v, name)
+            if type(cur) in _PLAIN:
+                continue
             new = _clean(cur)
             if new is not cur:
-                object.__setattr__(v, f.name, new)
+                object.__setattr__(v, name, new)
         return v
+    if isinstance(v, str):  # a str subclass
+        return printable(v, FIELD_LIMIT)
     if isinstance(v, list):
         return [_clean(x) for x in v]
     if isinstance(v, tuple):
@@ -49,6 +64,8 @@ def _clean(v: Any) -> Any:
     return v
 
 
+@functools.lru_cache(maxsize=1024)
 def clean_namespace(ns: Namespace) -> Namespace:
-    """The namespace as shown: its decoded segments may hold anything percent-escaping allows."""
+    """The namespace as shown: its decoded segments may hold anything percent-escaping allows (cached: every
+    sample carries one, and a fleet has few)."""
     return Namespace(*(printable(s, FIELD_LIMIT) for s in ns))

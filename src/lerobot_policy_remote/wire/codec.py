@@ -56,17 +56,29 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+_EXACT = (str, int, bool, float)  # annotations whose check is "this exact type" (coerce returns the value itself)
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[tuple[str, Any, bool, bool], ...]:
+    """(name, annotation, required, exact-type fast path) per field of `cls`, computed once per class: the
+    console decodes ~20,000 telemetry samples/s and `dataclasses.fields` + a path string per field dominated."""
+    hints = _hints(cls)
+    return tuple((f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                  hints[f.name] in _EXACT) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
 def from_dict(cls: type[T], value: Any, field: str) -> T:
     """Build dataclass `cls` from a decoded map, ignoring unknown keys."""
     if not isinstance(value, dict):
         raise WireError(field, f"expected a map, got {type(value).__name__}")
-    hints = _hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.name in value:
-            kwargs[f.name] = coerce(value[f.name], hints[f.name], f"{field}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise WireError(f"{field}.{f.name}", "required field is missing")
+    for name, tp, required, exact in _plan(cls):
+        if name in value:
+            v = value[name]
+            kwargs[name] = v if exact and type(v) is tp else coerce(v, tp, f"{field}.{name}")
+        elif required:
+            raise WireError(f"{field}.{name}", "required field is missing")
     return cls(**kwargs)
 
 
