@@ -53,10 +53,12 @@ def main() -> None:
 
     import torch
 
+    from lerobot_policy_remote.server import torch_threads
     from lerobot_policy_remote.server.backend import LerobotBackend
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    torch_threads.release_main_thread(torch)  # both models load on this thread and run on another (the server's way)
     rng = np.random.default_rng(0)
     images = {c: rng.integers(0, 255, (HEIGHT, WIDTH, 3), dtype=np.uint8) for c in CAMERAS}
     state = rng.uniform(-1, 1, STATE_DIM).astype(np.float32)
@@ -73,6 +75,7 @@ def main() -> None:
         calls = {"wrapper": lambda: wrapper.infer(wrapper_obs), "backend": lambda: backend.infer(session, ours_obs, None)}
 
         def measure() -> dict[str, list[float]]:
+            backend.bind_serving_thread()  # what the server's worker does first (server/torch_threads.py)
             for fn in calls.values():  # warm-up
                 for _ in range(5):
                     fn()

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
+from . import torch_threads
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
 
@@ -68,6 +69,10 @@ class Backend(abc.ABC):
 
     def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
         """Run `n` throwaway inferences before serving. Default: nothing to warm up."""
+        return None
+
+    def bind_serving_thread(self) -> None:
+        """Called once on the thread that serves (the inference worker) before its first pass. Default: nothing."""
         return None
 
 
@@ -123,6 +128,7 @@ class LerobotBackend(Backend):
         from lerobot.utils.import_utils import register_third_party_plugins
 
         self._torch = torch
+        self._cpu_threads = torch_threads.release_main_thread(torch)  # before any torch work (torch_threads.py)
         register_third_party_plugins()
         # Our own package was imported before lerobot (by this CLI), so its hooks were skipped: register now.
         import lerobot_policy_remote
@@ -377,6 +383,9 @@ class LerobotBackend(Backend):
         if self.caps.state_key:
             state[self.caps.state_key] = np.zeros(self.caps.state_dim, dtype=np.float32)
         return ObservationMsg(state=state, images=images, task=self.task)
+
+    def bind_serving_thread(self) -> None:
+        torch_threads.claim(self._torch, self._cpu_threads)
 
     def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
         state = self.new_session_state()

@@ -110,6 +110,7 @@ class Worker:
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
         lc = self.lifecycle
+        self.backend.bind_serving_thread()  # torch's CPU threads are this thread's (torch_threads.py)
         try:
             while not lc.stopped:
                 chosen = self._choose()
