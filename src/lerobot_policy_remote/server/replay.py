@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +145,19 @@ def main(args: list[str]) -> int:
         return 2
     print(f"Replaying {len(captures)} captures from {directory} on {backend.model_info.device} "
           f"({backend.model_info.dtype}, fingerprint {backend.model_info.fingerprint[:16]})", flush=True)
-    report = replay(backend, captures, WireLimits(max_payload_bytes=manifest.max_obs_bytes), lambda s: print(s, flush=True))
+    limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
+    reports: list[ReplayReport] = []
+
+    def serve() -> None:  # on a serving thread with the worker's torch threads, as the server computed them
+        backend.bind_serving_thread()
+        reports.append(replay(backend, captures, limits, lambda s: print(s, flush=True)))
+
+    t = threading.Thread(target=serve, name="replay-worker")
+    t.start()
+    t.join()
+    if not reports:
+        print("lerobot-policy-server: error: the replay stopped on an error (see above)", file=sys.stderr, flush=True)
+        return 1
+    report = reports[0]
     print(f"Replayed {report.total} captures: {report.identical} byte-identical, {report.total - report.identical} differ", flush=True)
     return 0 if report.ok else 1
