@@ -8,7 +8,6 @@ name another replica or robot.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from lerobot_fleet.model import RobotState
@@ -118,11 +117,18 @@ def test_a_robot_in_many_namespaces_cannot_grow_the_console_without_bound(router
     source.start(store)
     try:
         wait_until(lambda: store.snapshot().connection == "connected", timeout=15, message="connected")
-        time.sleep(0.5)  # subscribers declared at the router
         body = encode(RobotTelemetry(client_uuid="r-sprawl", state="STREAMING"))
+        first = ServiceKeys.for_service("org/sprawl-0", "main", "t").robot("r-sprawl", "telemetry")
+
+        def probe() -> bool:  # the source's subscriber is declared at the router once a sample gets through
+            s.put(first, body)
+            return source.received >= 1
+
+        wait_until(probe, timeout=15, interval=0.1, message="the source receiving")
+        base = source.received
         for i in range(n):
             s.put(ServiceKeys.for_service(f"org/sprawl-{i}", "main", "t").robot("r-sprawl", "telemetry"), body)
-        wait_until(lambda: source.received >= n, timeout=15, message="every sample decoded")
+        wait_until(lambda: source.received >= base + n, timeout=15, message="every sample decoded")
         wait_until(lambda: source.admission.refused >= n - MAX_NAMESPACES, timeout=5, message="the overflow refused")
         snap = store.snapshot()
         sprawl = [r for r in snap.robots if r.robot_id == "r-sprawl"]

@@ -10,6 +10,7 @@ import numpy as np
 
 from lerobot_policy_remote.server.decode_pool import DecodePool, decode_mail, take_decoded
 from lerobot_policy_remote.server.sessions import Mail, Mailbox
+from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.wire.data import ObservationMsg, decode_observation, encode_observation
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.header import Header, MsgType
@@ -32,13 +33,6 @@ class CountingDecode:
         return decode_observation(payload, DEFAULT_LIMITS)
 
 
-def _wait(pred, timeout: float = 5.0) -> None:
-    end = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.002)
-
-
 def test_pool_decodes_off_the_worker_and_the_worker_reuses_it() -> None:
     decode = CountingDecode()
     pool = DecodePool(decode, DEFAULT_LIMITS.max_payload_bytes)
@@ -46,7 +40,7 @@ def test_pool_decodes_off_the_worker_and_the_worker_reuses_it() -> None:
     try:
         mail = Mail(_payload(), HEADER, time.perf_counter())
         pool.submit(mail)
-        _wait(lambda: mail.decoded is not None)
+        wait_until(lambda: mail.decoded is not None, timeout=5, interval=0.002, message="the pool's decode")
         obs = take_decoded(mail, decode)  # the "worker" (this thread) gets the pool's result
         assert obs.images["observation.images.front"].shape == (96, 128, 3)
         assert decode.threads and decode.threads[0].startswith("obs-decode-") and len(decode.threads) == 1  # decoded once
@@ -77,7 +71,7 @@ def test_malformed_jpeg_is_stored_and_refused_by_the_worker_others_unaffected() 
         mails = [Mail(bytes(bad), HEADER, time.perf_counter()), Mail(good, HEADER, time.perf_counter())]
         for m in mails:
             pool.submit(m)
-        _wait(lambda: all(m.decoded is not None for m in mails))
+        wait_until(lambda: all(m.decoded is not None for m in mails), timeout=5, interval=0.002, message="every decode")
         assert isinstance(mails[0].decoded, WireError)
         try:
             take_decoded(mails[0], decode)
