@@ -194,13 +194,15 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
             "data_age_max_s": round(max(age_max[3:] or age_max), 3) if age_max else None, "ticks": len(ticks)}
 
 
-def _move_time(history: list, t_drain: float) -> float | None:
-    """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved)."""
+def _move_time(history: list, t_drain: float, replica: str) -> float | None:
+    """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved).
+
+    Because of it: the drain notice, or the drained replica's token going (a robot that missed the notice)."""
     left = None
     for t, state, why in history:
         if t < t_drain:
             continue
-        if left is None and "draining" in why:
+        if left is None and ("draining" in why or f"(replica {replica})" in why):
             left = t
         elif left is not None and state == "STREAMING":
             return t - t_drain
@@ -215,7 +217,7 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
     moves = {}
     if "t" in drain:
         for r in robots:
-            m = _move_time(r["history"], drain["t"])
+            m = _move_time(r["history"], drain["t"], drain.get("replica", ""))
             if m is not None:
                 moves[r["robot"]] = m
     move_vals = [m for m in moves.values() if math.isfinite(m)]

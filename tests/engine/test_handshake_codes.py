@@ -72,3 +72,36 @@ def test_no_server_lists_the_services():
     req = SessionOpen(client_uuid="r", action_names=[], model_id="m", revision="main", service="t")
     err = handshake_failed(lambda timeout: [], req, HandshakeError("nobody", fatal=False, code=Refusal.NO_SERVER))
     assert "the router has no policy server at all" in str(err)
+
+
+def _ok(replica: str) -> SessionAck:
+    return SessionAck(ok=True, code="ok", session_id="s" * 32, replica=replica, max_sessions=2)
+
+
+def test_a_drain_rehandshake_tries_the_last_discovery_before_asking_every_replica(monkeypatch):
+    """Known replicas (the last discovery, without the draining one) are asked first: no status query at all."""
+    from lerobot_policy_remote.engine import handshake
+
+    asked: list[str] = []
+    monkeypatch.setattr(handshake, "discover", lambda *a, **k: pytest.fail("discovered although a known replica had room"))
+    monkeypatch.setattr(handshake, "ask_session", lambda z, keys, replica, req, t: asked.append(replica) or _ok(replica))
+    opened = handshake.open_session(None, None, SessionOpen(client_uuid="r1", action_names=["a"]), 1.0, known=[status("b"), status("gone", draining=True)])
+    assert opened.status.replica == "b" and asked == ["b"]
+
+
+def test_known_replicas_that_refuse_fall_back_to_a_fresh_discovery(monkeypatch):
+    from lerobot_policy_remote.engine import handshake
+
+    asked: list[str] = []
+    fresh = [status("b", active=2), status("c")]
+    monkeypatch.setattr(handshake, "discover", lambda *a, **k: fresh)
+
+    def ask(z, keys, replica, req, t):
+        asked.append(replica)
+        return _ok(replica) if replica == "c" else SessionAck(ok=False, code="server_full", active_sessions=2, max_sessions=2)
+
+    monkeypatch.setattr(handshake, "ask_session", ask)
+    seen: list[ServerStatus] = []
+    opened = handshake.open_session(None, None, SessionOpen(client_uuid="r1", action_names=["a"]), 1.0, known=[status("b")], seen=seen)
+    assert opened.status.replica == "c" and asked[0] == "b" and "c" in asked
+    assert [s.replica for s in seen] == ["b", "c"]  # remembered for the next drain

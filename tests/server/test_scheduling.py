@@ -121,3 +121,68 @@ def test_two_replicas_are_both_discovered_and_observations_reach_only_their_own(
     assert b.status().sessions == []
     assert b.metrics.value("dropped_unknown_client_total") == 0
     assert r.inbox.empty()  # and no unknown_session event came back
+
+
+def test_a_full_replica_gives_an_idle_seat_to_a_robot_asking(server_factory, robots):
+    """A robot that moved away while its token stayed alive leaves a ghost session: when full, the seat of a
+    session idle for `reclaim_idle_s` goes to the robot asking; an active session keeps its seat."""
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2), reclaim_idle_s=0.6)
+    ghost, active, waiting = robots(server, 3)
+    assert ghost.open(server.replica).ok and active.open(server.replica).ok
+    assert waiting.open(server.replica).code == "server_full"  # nobody idle long enough yet
+    deadline = time.monotonic() + 1.2
+    while time.monotonic() < deadline:  # `active` keeps sending, `ghost` sends nothing
+        assert active.request(np.ones(6), timeout=10).session_id
+    ack = waiting.open(server.replica)
+    assert ack.ok, ack
+    assert server.registry.get(ghost.uuid) is None and server.registry.get(active.uuid) is not None
+    assert server.metrics.value("sessions_closed_total", reason="idle_reclaimed") == 1
+    ghost.send(np.ones(6))  # the ghost's robot, back: told its session is gone, so it re-handshakes
+    _, msg = ghost.wait_for(lambda h, m: getattr(m, "event", "") == "unknown_session", timeout=10)
+    assert msg.event == "unknown_session"
+
+
+def test_reclaim_idle_s_zero_never_frees_a_seat(server_factory, robots):
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.0)
+    holder, waiting = robots(server, 2)
+    assert holder.open(server.replica).ok
+    time.sleep(0.3)
+    assert waiting.open(server.replica).code == "server_full"
+    assert server.registry.get(holder.uuid) is not None
+
+
+def test_a_drain_notice_reaches_every_robot(server_factory, zenoh_client):
+    """Every session's robot hears the drain. (In `lerobot-fleet simulate`'s loaded 1,000-robot fleet, notices sent
+    express one by one overflowed the TX queue and most robots waited out the token grace instead; they now go batched.
+    A quiet loopback does not overflow either way, so this checks delivery, not that cause.)"""
+    import threading
+
+    from lerobot_policy_remote.testing.fake_robot import FakeRobot
+    from lerobot_policy_remote.wire.codec import decode
+    from lerobot_policy_remote.wire.messages import EventMsg
+
+    n = 200
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=n))
+    z = zenoh_client()
+    heard: set[str] = set()
+    lock = threading.Lock()
+
+    def on_event(sample) -> None:
+        try:
+            ev = decode(EventMsg, sample.payload.to_bytes())
+        except Exception:
+            return
+        if ev.event == "draining":
+            with lock:
+                heard.add(str(sample.key_expr))
+
+    sub = z.declare_subscriber(server.keys.robot("*", "action"), on_event)  # declared first: it reaches the router
+    try:
+        fleet = [FakeRobot(z, server.keys, f"herd-{i:03d}-{uuid.uuid4().hex[:4]}", listen=False) for i in range(n)]
+        for r in fleet:
+            assert r.open(server.replica).ok
+        ack = server.drain("test")
+        assert ack.ok and len(ack.sessions) == n
+        wait_until(lambda: len(heard) == n, timeout=10, message=f"all {n} robots heard the drain")
+    finally:
+        sub.undeclare()

@@ -173,7 +173,25 @@ def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck 
     raise HandshakeError(last or "no replica accepted the session", fatal=False, code=Refusal.REFUSED, last=last_code)
 
 
-def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "") -> OpenedSession:
-    """Discovery + session open over a Zenoh session (protocol steps 1-2)."""
+def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "",
+                 known: Sequence[ServerStatus] = (), seen: list[ServerStatus] | None = None) -> OpenedSession:
+    """Discovery + session open over a Zenoh session (protocol steps 1-2).
+
+    `known`: replicas from an earlier discovery, tried first without asking every replica for its status (a drain
+    moves hundreds of robots at once: their status queries queued behind each other on the replicas' links and
+    doubled each move). Seats there may be stale; any non-fatal refusal falls back to a fresh discovery, which is
+    written into `seen` for the next time."""
+    def ask(st: ServerStatus) -> SessionAck | str:
+        return ask_session(session, keys, st.replica, request, timeout_s)
+
+    candidates = [st for st in known if not st.draining]
+    if candidates:
+        try:
+            return pick(candidates, ask, expect_fingerprint)
+        except HandshakeError as exc:
+            if exc.fatal:
+                raise
     statuses = discover(session, keys)
-    return pick(statuses, lambda st: ask_session(session, keys, st.replica, request, timeout_s), expect_fingerprint)
+    if seen is not None:
+        seen[:] = statuses
+    return pick(statuses, ask, expect_fingerprint)

@@ -105,6 +105,7 @@ class RemoteInferenceEngine(InferenceEngine):
         self._thread: Thread | None = None
         self.episode_id = 0
         self._episode_start = True
+        self._drained_from = ""  # the replica whose drain notice moves us (the next handshake avoids it)
         self.session = RemoteSession()
         self.requests = RequestTracker()
         self.rtt = RttWindow()
@@ -236,8 +237,11 @@ class RemoteInferenceEngine(InferenceEngine):
             self.states.on_fatal(time.monotonic(), f"worker crashed: {exc}")
             self._go_dead()
 
-    def step(self) -> bool:
-        """One pass of the network worker (the worker thread loops on it); False once DEAD."""
+    def step(self, *, handshake: bool = True) -> bool:
+        """One pass of the network worker (the worker thread loops on it); False once DEAD.
+
+        `handshake=False` leaves a due re-handshake (the one step that blocks on a query) for a later call, so a caller
+        stepping many engines on one thread (the fleet simulator) can hand that robot to a thread of its own."""
         now = time.monotonic()
         self.reconnect.on_server_changes(self.transport.server_changes(), now, self.replica)
         for msg in self.transport.receive():
@@ -251,7 +255,8 @@ class RemoteInferenceEngine(InferenceEngine):
             self._go_dead()
             return False
         if self.reconnect.needed:
-            self._try_reconnect(now)
+            if handshake:
+                self._try_reconnect(now)
         elif self._active.is_set() and self.requests.current is None and self._should_send(now):
             self._send_request(now)
         else:
@@ -288,7 +293,8 @@ class RemoteInferenceEngine(InferenceEngine):
         if self.cfg.handshake_jitter_s > 0:  # see RemoteInferenceConfig.handshake_jitter_s
             time.sleep(random.uniform(0.0, self.cfg.handshake_jitter_s))
         req = self.session_open_request()
-        opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint)
+        avoid, self._drained_from = self._drained_from, ""  # one try on the last discovery's replicas, then discover
+        opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint, avoid=avoid)
         self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))
         self.transport.bind(self.replica)
         self.requests.new_session()
@@ -419,6 +425,7 @@ class RemoteInferenceEngine(InferenceEngine):
                 logger.warning("Ignored a draining event for session %s (ours is %s)", printable(ev.session_id, 40), self.session_id)
                 return
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
+            self._drained_from = self.replica
             self._lose_link(now, f"replica {self.replica} draining")
             self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
         else:

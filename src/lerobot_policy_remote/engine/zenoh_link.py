@@ -19,7 +19,7 @@ from ..wire.codec import decode, encode
 from ..wire.errors import WireError
 from ..wire.header import Header
 from ..wire.keys import ServiceKeys, parse_key
-from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, SessionOpen
+from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, ServerStatus, SessionOpen
 from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session, probe_router
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
@@ -56,6 +56,7 @@ class ZenohLink:
         self._publisher_block: Any = None
         self._telemetry_pub: Any = None
         self._replica = ""
+        self._known: list[ServerStatus] = []  # the last discovery's replicas (a drain re-handshake tries them first)
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
         self._queries: collections.deque[_ZenohResetQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
@@ -93,8 +94,10 @@ class ZenohLink:
         self._session = None
 
     # -- session
-    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str) -> OpenedSession:
-        return open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint)
+    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+        known = [st for st in self._known if st.replica != avoid] if avoid else []
+        return open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
+                                   known=known, seen=self._known)
 
     def bind(self, replica: str) -> None:
         for obj in self._replica_objs:

@@ -81,6 +81,7 @@ class Manifest:
     advertise_host: str = ""  # host in ServerStatus.metrics_url; "" -> health_host
     session_grace_s: float = 10.0  # a robot's liveliness token must be gone this long before GC
     drain_timeout_s: float = 30.0  # the longest a drain waits for pending work
+    reclaim_idle_s: float = 10.0  # a full replica frees a seat idle this long for a robot that asks (0: never)
     max_obs_bytes: int = 16 * 1024 * 1024  # observations above this are refused before decoding
     batching: BatchingSpec = field(default_factory=BatchingSpec)
     debug: DebugSpec = field(default_factory=DebugSpec)
@@ -131,8 +132,8 @@ class Manifest:
             raise ManifestError("rtc.execution_horizon must be at least 1")
         if self.rtc.max_guidance_weight <= 0:
             raise ManifestError("rtc.max_guidance_weight must be > 0")
-        if self.session_grace_s < 0 or self.drain_timeout_s < 0:
-            raise ManifestError("session_grace_s and drain_timeout_s must be >= 0")
+        if self.session_grace_s < 0 or self.drain_timeout_s < 0 or self.reclaim_idle_s < 0:
+            raise ManifestError("session_grace_s, drain_timeout_s and reclaim_idle_s must be >= 0")
         if self.batching.max_batch < 1:
             raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
         if self.batching.max_wait_ms is not None and not 0 <= self.batching.max_wait_ms <= 1000:
@@ -184,6 +185,7 @@ FIELD_HELP: dict[str, str] = {
     "advertise_host": "host written into the status' metrics_url (the console links it); '' means health_host",
     "session_grace_s": "a session is closed this long after its robot's liveliness token disappeared",
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
+    "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
     "batching.max_batch": "robots per forward pass in shared mode; 1 is no batching",
     "batching.max_wait_ms": "unset: wait up to half a measured pass while fewer robots are ready than are active; "

@@ -84,6 +84,7 @@ class Session:
     errors: int = 0
     mailbox: Mailbox = field(default_factory=Mailbox)
     opened_at: float = field(default_factory=time.monotonic)
+    last_obs: float = field(default_factory=time.monotonic)  # monotonic time of the robot's last observation (or open)
     gone_since: float | None = None  # monotonic time the robot's liveliness token disappeared
     closed: bool = False
     pub: Any = None  # the zenoh publisher on this robot's action key (QoS of spec 6.3)
@@ -98,13 +99,18 @@ class Session:
         return SessionInfo(self.session_id[:SESSION_ID_SHOWN], self.client_uuid, self.episode_id, self.requests,
                            self.mailbox.superseded_total, self.errors, dict(self.tags))
 
-    def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
-        """Anything that is not a chunk, on the robot's action key (echoing the request's header when there is one)."""
+    def event_message(self, event: EventKind, message: str, header: Header | None) -> tuple[bytes, bytes]:
+        """An event's payload and attachment (echoing the request's header when there is one)."""
         h = Header(self.schema_version, MsgType.EVENT, header.seq_id if header else 0,
                    header.episode_id if header else self.episode_id, header.client_mono_ns if header else 0,
                    header.session_epoch if header else 0)
+        return encode(EventMsg(event, message, self.session_id, h.seq_id)), h.pack()
+
+    def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
+        """Anything that is not a chunk, on the robot's action key (this session's publisher: droppable, express)."""
+        payload, attachment = self.event_message(event, message, header)
         try:
-            self.pub.put(encode(EventMsg(event, message, self.session_id, h.seq_id)), attachment=h.pack())
+            self.pub.put(payload, attachment=attachment)
         except Exception:
             log.debug("event publish failed (session closed?)", exc_info=True)
 

@@ -99,6 +99,7 @@ class MemoryLink:
         self.server_resets: list[ResetRequest] = []
         self.bound = ""
         self.opened = self.closed = False
+        self.handshakes: list[str] = []  # each handshake's `avoid` ("" when not moved by a drain)
         self._sessions: dict[str, str] = {}  # replica -> session id of our robot
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -118,7 +119,9 @@ class MemoryLink:
     def close(self) -> None:
         self.closed = True
 
-    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str) -> OpenedSession:
+    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+        """In memory every status is current: `avoid` is recorded, not used (a draining replica refuses anyway)."""
+        self.handshakes.append(avoid)
         with self._lock:
             replicas = list(self.replicas.values())
         if not replicas:

@@ -40,6 +40,11 @@ CHUNK = 30  # one observation per chunk: 1 s of actions at 30 fps, sent when 0.5
 # multiplexing bursts from being dropped (robots' publishers use CongestionControl.DROP); `lerobot-fleet simulate`
 # gives its routers the same (docs/performance.md, issue 20).
 MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+# The link's lease: zenoh runs every robot's callbacks on the link's one RX task, under this process's one GIL (shared
+# with 250 robots' control loops and up to 32 handshakes after a drain). A callback that waited over a second for the
+# GIL let the 1 s lease of a single robot's link expire: all 250 robots lost every replica's token at once and
+# re-handshook (seen twice in 1,000-robot runs). A robot's own process never has that contention.
+MUX_LEASE_MS = 3000
 
 
 # ---------------------------------------------------------------- replica
@@ -69,6 +74,13 @@ def _hw_features() -> dict:
     return {"observation.state": {"dtype": "float32", "shape": (len(SIM_ARM_ACTION_NAMES),), "names": list(SIM_ARM_ACTION_NAMES)}}
 
 
+def _move(e: Any) -> None:
+    """A re-handshake on a pool thread, then at once the first request (the engine's own worker steps again within
+    5 ms; waiting for the host's next idle pass added up to `idle_s` to every move)."""
+    if e.step() and not e.reconnect.needed:
+        e.step()
+
+
 class SimRobot:
     """One robot: the product engine (worker stepped by the host) and what its control loop saw."""
 
@@ -96,7 +108,7 @@ class RobotHost:
 
         self.robots: list[SimRobot] = []
         cfg0 = RemoteInferenceConfig(connect_endpoints=list(endpoints))
-        self.session = open_session(dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5))
+        self.session = open_session(dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5, lease_ms=MUX_LEASE_MS))
         keys = ServiceKeys.for_service(MODEL, "main", TASK)
         for i in range(first, first + count):
             cfg = RemoteInferenceConfig(
@@ -119,12 +131,14 @@ class RobotHost:
         with ThreadPoolExecutor(parallel) as pool:
             list(pool.map(one, self.robots))
 
-    def step_all(self, period_s: float = 0.02, idle_s: float = 0.1, parallel: int = 32) -> None:
+    def step_all(self, period_s: float = 0.02, idle_s: float = 0.25, parallel: int = 32) -> None:
         """The network workers: a robot is stepped when its link woke it (a chunk, an event, a token) or every
         `idle_s` (sending when the queue runs low, timeouts, telemetry); the engine's own worker would poll every
-        5 ms, which for hundreds of robots per process would spend the CPU on idle passes. A robot that must
-        re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker),
-        so robots moving together after a drain do not queue behind each other. A DEAD robot stays put."""
+        5 ms, which for hundreds of robots per process would spend the CPU on idle passes (0.25 s: a robot sends when
+        0.5 s of actions are left, so it still sends 0.25 s ahead; 0.1 s cost the hosts 3 % more CPU). A robot that must
+        re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker);
+        an inline step never handshakes (`step(handshake=False)`), so the robots a drain notice moves all go to the
+        pool instead of handshaking one after another on this thread (2 s for 60 robots before). A DEAD robot stays put."""
         last = [0.0] * len(self.robots)
         busy: dict[int, Any] = {}
         with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
@@ -140,10 +154,10 @@ class RobotHost:
                         continue
                     e._wake.clear()
                     last[i] = t0
+                    if not e.reconnect.needed:
+                        e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
                     if e.reconnect.needed:
-                        busy[i] = pool.submit(e.step)
-                    else:
-                        e.step()
+                        busy[i] = pool.submit(_move, e)
                 self._halt.wait(max(0.0, period_s - (time.monotonic() - t0)))
 
     def control_all(self, tick_s: float = 0.1) -> None:
