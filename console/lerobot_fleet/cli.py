@@ -164,6 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--infer-ms", type=float, default=10.0, help="the stub's pass time in ms (default 10)")
     sim.add_argument("--telemetry-period", type=float, default=1.0, help="robots' --inference.telemetry_period_s (default 1)")
     sim.add_argument("--telemetry-max-period", type=float, default=1.0, help="robots' --inference.telemetry_max_period_s (default 1)")
+    sim.add_argument("--fleet-nice", type=int, default=0, help="nice level of the simulated fleet's processes (routers, replicas, "
+                     "robot hosts), so the console is measured as on its own machine (19); default 0: same priority as the console")
     sim.add_argument("--workdir", default=None, help="where the logs and robot reports go (default: a new temp dir)")
     sim.add_argument("--json", action="store_true", help="print the whole report (per robot too) as one JSON line")
     return parser

@@ -44,6 +44,11 @@ class SimArgs:
     infer_ms: float = 10.0
     telemetry_period_s: float = 1.0
     telemetry_max_period_s: float = 1.0
+    # The fleet (routers, replicas, robot hosts) runs at this nice level, the console (this process) at its own: on
+    # one box the simulated fleet stands for many machines, and the console can be measured as on an operator's
+    # machine (it needs 15 % of a core; behind a dozen busy processes its 1 Hz refresh waited for a CPU). All fleet
+    # processes share the one level, so among themselves nothing changes. 0 (default): all at the same priority.
+    fleet_nice: int = 0
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -58,6 +63,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
     budget = a.seconds + 300
 
     def spawn(name: str, argv: list[str]) -> Proc:
+        if a.fleet_nice:
+            argv = ["nice", "-n", str(a.fleet_nice), *argv]
         p = Proc(argv, name=name, max_seconds=budget, log=work / f"{name}.log", keep_lines=200)
         children.append(p)
         return p
@@ -268,7 +275,7 @@ def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> di
 def main(args) -> int:
     a = SimArgs(robots=args.robots, replicas=args.replicas, routers=args.routers, seconds=args.seconds, per_host=args.per_host,
                 drain_at=args.drain_at, console=args.console, workdir=args.workdir, max_batch=args.max_batch, infer_ms=args.infer_ms,
-                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period)
+                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period, fleet_nice=args.fleet_nice)
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
     result = run_simulation(a, say)
     if args.json:

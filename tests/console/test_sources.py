@@ -81,3 +81,31 @@ def test_replay_jsonl(tmp_path):
     assert snap.robot("r1").state is RobotState.DEGRADED and snap.robot("r1").episode_id == 3
     assert snap.server("gpu-0").max_sessions == 4
     assert snap.robot("r2") is None and any("RobotTelemetry.state" in n for n in snap.notes)
+
+
+def test_parse_metrics_reads_a_real_server_exposition_as_prometheus_client_does():
+    """The fast line reader and the library's parser agree on a real server's /metrics (340 robots' series)."""
+    from lerobot_fleet.sources.prometheus import _parse_with_library
+    from lerobot_fleet.store import METRIC_PREFIX
+
+    from lerobot_policy_remote.server.metrics import ServerMetrics
+
+    m = ServerMetrics("r0")
+    for i in range(340):
+        m.requests.labels(f"arm-{i:04d}").inc(i)
+        m.superseded.labels(f"arm-{i:04d}").inc(1)
+    text = m.render().decode()
+    assert parse_metrics(text) == _parse_with_library(text, METRIC_PREFIX)
+    assert parse_metrics(text)["requests_total"] == sum(range(340))
+
+
+def test_parse_metrics_odd_label_values_and_unreadable_lines():
+    text = ('# HELP lerobot_policy_server_requests_total x\n'
+            'lerobot_policy_server_requests_total{client="a} b \\"q\\""} 2.0\n'
+            'lerobot_policy_server_requests_total{client="c"} 3 1700000000000\n'
+            'lerobot_policy_server_active_sessions 4\n')
+    assert parse_metrics(text) == {"requests_total": 5.0, "active_sessions": 4.0}
+    import pytest
+
+    with pytest.raises(ValueError):  # not a number: the library's parser has the last word, and refuses it
+        parse_metrics("lerobot_policy_server_active_sessions many\n")
