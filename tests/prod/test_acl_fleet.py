@@ -91,6 +91,16 @@ def router_log(fleet) -> str:
     return fleet["router"].proc.output()
 
 
+def logged(fleet, line: str, timeout: float = 10.0) -> bool:
+    """The router's refusal line shows up: it passes through the log filter's process, which can lag a loaded box."""
+    from lerobot_policy_remote.testing.waiting import WaitTimeout, wait_until
+
+    try:
+        return bool(wait_until(lambda: line in router_log(fleet), timeout=timeout, message=f"router log line {line!r}"))
+    except WaitTimeout:
+        return False
+
+
 def labelled(fleet, name: str, label: str) -> float:
     """One labelled sample of the server's /metrics (0 when absent)."""
     text = httpx.get(f"http://127.0.0.1:{fleet['health']}/metrics", timeout=5).text
@@ -152,7 +162,7 @@ def test_robot_a_cannot_publish_as_robot_b(fleet):
         assert_never(lambda: marker in seen, duration=1.5, message="arm-a's observation forwarded on arm-b's key")
         m2 = metrics(fleet)
         assert m2.get("lerobot_policy_server_errors_total", 0) == m1.get("lerobot_policy_server_errors_total", 0)
-        assert f"ACL refused: CN=arm-a put (ingress) on {keys.obs('rep-1', 'arm-b')}" in router_log(fleet)
+        assert logged(fleet, f"ACL refused: CN=arm-a put (ingress) on {keys.obs('rep-1', 'arm-b')}")
     finally:
         sub.undeclare()
         a.close()
@@ -170,9 +180,8 @@ def test_robot_a_cannot_drain_nor_reset_b(fleet):
     assert next(s for s in snap["servers"] if s["replica"] == "rep-1")["health"] == "ok"
     assert next(r for r in snap["robots"] if r["robot_id"] == "arm-b")["episode_id"] == ep_before
     assert "Operator episode reset applied" not in fleet["rollout"].output()
-    log = router_log(fleet)
-    assert "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/server/rep-1/drain" in log
-    assert "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/robot/arm-b/episode_reset" in log
+    assert logged(fleet, "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/server/rep-1/drain")
+    assert logged(fleet, "ACL refused: CN=arm-a query (ingress) on @lerobot/*/*/*/robot/arm-b/episode_reset")
 
 
 def test_viewer_reads_status_but_cannot_drain(fleet):
@@ -207,7 +216,7 @@ def test_robot_a_cannot_open_or_replace_b_session(fleet):
     try:
         replies = [r for r in a.get(keys.session("rep-1", "arm-b"), payload=_open_for("arm-b", fleet), timeout=2) if r.ok is not None]
         assert replies == []  # the router never forwards it: B's session key is B's alone
-        assert f"ACL refused: CN=arm-a query (ingress) on {keys.session('rep-1', 'arm-b')}" in router_log(fleet)
+        assert logged(fleet, f"ACL refused: CN=arm-a query (ingress) on {keys.session('rep-1', 'arm-b')}")
         # on its own key, naming B in the body: the server answers (positive control: the query did get through) and refuses
         acks = [decode(SessionAck, r.ok.payload.to_bytes())
                 for r in a.get(keys.session("rep-1", "arm-a"), payload=_open_for("arm-b", fleet), timeout=5) if r.ok is not None]
@@ -231,7 +240,7 @@ def test_made_up_ids_cannot_fill_the_replica(fleet):
         a.close()
     after = status(fleet, "wall")["servers"][0]
     assert after["active_sessions"] == sessions_before["active_sessions"]
-    assert "ACL refused: CN=arm-a query (ingress) on " + keys.session("rep-1", "ghost-") in router_log(fleet)
+    assert logged(fleet, "ACL refused: CN=arm-a query (ingress) on " + keys.session("rep-1", "ghost-"))
 
 
 def test_robot_a_cannot_reset_b_episode_even_knowing_its_session_id(fleet):
@@ -248,7 +257,7 @@ def test_robot_a_cannot_reset_b_episode_even_knowing_its_session_id(fleet):
     finally:
         a.close()
     assert labelled(fleet, "errors_total", "identity_mismatch") == errors0 + 1
-    assert f"ACL refused: CN=arm-a query (ingress) on {keys.reset('rep-1', 'arm-b')}" in router_log(fleet)
+    assert logged(fleet, f"ACL refused: CN=arm-a query (ingress) on {keys.reset('rep-1', 'arm-b')}")
     assert next(r for r in status(fleet, "wall")["robots"] if r["robot_id"] == "arm-b")["episode_id"] == ep_before
     b_keeps_streaming(fleet, sid)
 
@@ -283,9 +292,8 @@ def test_a_rogue_server_cannot_drain_the_fleet_nor_answer_outside_its_namespace(
             rogue.put(keys.robot("arm-b", "action"), encode(EventMsg(EventKind.DRAINING, "come to me", session_id=sid)), attachment=header)
         b_keeps_streaming(fleet, sid)
         assert "draining" not in fleet["rollout"].output().lower()
-        log = router_log(fleet)
-        assert f"ACL refused: CN=rogue put (ingress) on {keys.robot('arm-b', 'action')}" in log
-        assert "ACL refused: CN=rogue declare_queryable (ingress) on " + keys.server("rogue", "status") in log
+        assert logged(fleet, f"ACL refused: CN=rogue put (ingress) on {keys.robot('arm-b', 'action')}")
+        assert logged(fleet, "ACL refused: CN=rogue declare_queryable (ingress) on " + keys.server("rogue", "status"))
     finally:
         for d in decls:
             d.undeclare()
@@ -313,4 +321,4 @@ def test_only_operators_read_the_router_list(fleet):
     assert status(fleet, "alice")["routers"] != []
     assert status(fleet, "wall")["routers"] == []
     assert routers_line(()).startswith("routers: unknown")
-    assert "ACL refused: CN=wall query (ingress) on @/" in router_log(fleet)
+    assert logged(fleet, "ACL refused: CN=wall query (ingress) on @/")

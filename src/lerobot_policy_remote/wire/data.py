@@ -14,7 +14,7 @@ import numpy as np
 
 from .codec import CONTROL_MAX_BYTES, pack, unpack_map
 from .errors import WireError
-from .images import decode_image, encode_image
+from .images import decode_images, encode_images
 from .limits import DEFAULT_LIMITS, WireLimits
 from .tensors import decode_tensor, encode_tensor
 
@@ -37,7 +37,7 @@ class ObservationMsg:
 def encode_observation(msg: ObservationMsg, jpeg_quality: int = 90) -> bytes:
     body: dict[str, Any] = {
         "state": {k: encode_tensor(np.asarray(v, dtype=np.float32)) for k, v in msg.state.items()},
-        "images": {k: encode_image(v, jpeg_quality) for k, v in msg.images.items()},
+        "images": encode_images(msg.images, jpeg_quality),
         "task": msg.task,
         "inference_delay_steps": int(msg.inference_delay_steps),
         "episode_start": bool(msg.episode_start),
@@ -74,7 +74,7 @@ def decode_observation(data: bytes | bytearray | memoryview | None, limits: Wire
         prefixes[name] = None if raw is None else decode_tensor(raw, name, limits, finite=True, dtype="float32", ndim=2)
     return ObservationMsg(
         state={k: decode_tensor(v, f"state.{k}", limits, finite=True, dtype="float32") for k, v in state.items()},
-        images={k: decode_image(v, f"images.{k}", limits, targets.get(k)) for k, v in images.items()},
+        images=decode_images(images, limits, targets),
         task=task,
         inference_delay_steps=delay,
         episode_start=start,

@@ -11,7 +11,11 @@ image than the camera sends (`target`), which skips most of the inverse DCT and 
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 import simplejpeg
@@ -24,6 +28,50 @@ CODECS = ("jpeg", "raw")
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _MAX_SEGMENTS = 256
 DCT_SCALE_MIN = 2  # decode at reduced scale only when the frame is at least this many times the target per side
+# The cameras of one observation are encoded (robot) and decoded (server) at the same time when there are several and
+# they are large: libjpeg-turbo runs without the GIL, so two 640x480 frames took 0.71 ms instead of 1.21 to encode and
+# 0.85 instead of 1.32 to decode on a 2-core box. Small frames go one after another (a thread hop costs more).
+PARALLEL_MIN_PIXELS = 100_000
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _codec_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 2)), thread_name_prefix="jpeg")
+        return _pool
+
+
+def _each(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> dict[K, V]:
+    """`fn` over every item, in key order; on the codec pool when `parallel`. The first error (in key order) is raised."""
+    if not parallel or len(items) < 2:
+        return {k: fn(k, v) for k, v in items.items()}
+    futures = {k: _codec_pool().submit(fn, k, v) for k, v in items.items()}
+    return {k: f.result() for k, f in futures.items()}
+
+
+def encode_images(images: Mapping[str, np.ndarray], quality: int = 90) -> dict[str, dict[str, Any]]:
+    """Every camera of one observation, as `encode_image` does one; large JPEG frames at the same time."""
+    big = quality > 0 and sum(int(np.asarray(v).size) >= 3 * PARALLEL_MIN_PIXELS for v in images.values()) >= 2
+    return _each(images, lambda _k, v: encode_image(v, quality), big)
+
+
+def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS,
+                  targets: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+    """Every camera of one observation (`images.<key>` in errors), as `decode_image` does one; large JPEGs at once."""
+    targets = targets or {}
+
+    def big(v: Any) -> bool:
+        shape = v.get("shape") if isinstance(v, dict) else None
+        return (isinstance(v, dict) and v.get("codec") == "jpeg" and isinstance(shape, list) and len(shape) == 3
+                and all(type(d) is int for d in shape) and shape[0] * shape[1] >= PARALLEL_MIN_PIXELS)
+
+    parallel = sum(big(v) for v in values.values()) >= 2
+    return _each(values, lambda k, v: decode_image(v, f"images.{k}", limits, targets.get(k)), parallel)
 
 
 def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
