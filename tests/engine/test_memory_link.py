@@ -228,13 +228,19 @@ def test_a_new_server_token_ends_the_backoff_at_once():
     assert e.replica == "b" and e.state is LinkState.CONNECTING  # no wait for the backoff
 
 
-def test_drain_moves_to_another_replica_at_once():
-    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+def drained(link: MemoryLink) -> tuple[RemoteInferenceEngine, str]:
+    """An engine streaming on one of the link's replicas, which has just told it that it drains."""
     e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
     e.step()
     first = e.replica
     link.replicas[first].draining = True
     link.event("draining", epoch=e.session_epoch)
+    return e, first
+
+
+def test_drain_moves_to_another_replica_at_once():
+    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+    e, first = drained(link)
     e.step()
     assert e.replica != first and e.state is LinkState.CONNECTING
     assert link.handshakes == ["", first]  # the drain's handshake may skip discovery, avoiding the draining replica
@@ -244,11 +250,7 @@ def test_a_step_without_handshake_leaves_the_move_to_the_next_step():
     """`step(handshake=False)`: what a caller stepping many robots on one thread uses, so the one blocking part
     (the handshake's queries) can run on a thread of its own."""
     link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
-    e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
-    e.step()
-    first = e.replica
-    link.replicas[first].draining = True
-    link.event("draining", epoch=e.session_epoch)
+    e, first = drained(link)
     e.step(handshake=False)
     assert e.reconnect.needed and e.replica == first and link.handshakes == [""]
     e.step()
