@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import queue
 import urllib.request
 
 import numpy as np
@@ -68,7 +69,7 @@ def test_server_serves_five_robots_in_one_pass_each_with_its_own_chunk(server_fa
     images = [rng.integers(0, 255, (96, 128, 3), dtype=np.uint8) for _ in fleet]
     for r, st, img in zip(fleet, states, images, strict=True):
         r.send(st, image=img, quality=0)  # quality 0: raw pixels, so the server sees exactly these images
-    chunks = [r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 60)[1] for r in fleet]
+    chunks = [_chunk(r, st, img) for r, st, img in zip(fleet, states, images, strict=True)]
     status = server.status()
     # One pass of 5 unless the shared box delayed a robot's send past the 1 s window; 4+ in one pass either way.
     assert status.max_batch == 5 and max(b for b, _ in server.worker.stats.recent()) >= 4 and status.chunks_per_s > 0
@@ -82,6 +83,17 @@ def test_server_serves_five_robots_in_one_pass_each_with_its_own_chunk(server_fa
     assert 'lerobot_policy_server_batch_size_bucket{le="3.0"} ' + f"{passes - 1}.0" in text  # all but the big pass below 4
     assert f"lerobot_policy_server_batch_size_count {passes}.0" in text
     assert f"lerobot_policy_server_batch_inference_seconds_count {passes}.0" in text
+
+
+def _chunk(robot, state: np.ndarray, image: np.ndarray) -> ActionChunkMsg:
+    """The robot's chunk; its observation is sent again once if none came in 20 s, as the engine's request timeout does.
+    Observations and chunks go on droppable paths: a loaded CI box lost one once (a 60 s wait, then `queue.Empty`),
+    which is not what this test checks (the re-sent request may land in a pass of its own; the checks allow that)."""
+    try:
+        return robot.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 20)[1]
+    except queue.Empty:
+        robot.send(state, image=image, quality=0)
+        return robot.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 40)[1]
 
 
 class RecordingStub(StubBackend):
