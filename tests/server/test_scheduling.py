@@ -146,7 +146,7 @@ def test_reclaim_idle_s_zero_never_frees_a_seat(server_factory, robots):
     server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.0)
     holder, waiting = robots(server, 2)
     assert holder.open(server.replica).ok
-    time.sleep(0.3)
+    time.sleep(0.3)  # bounded wait for what must not happen: the holder idles, and still keeps its seat
     assert waiting.open(server.replica).code == "server_full"
     assert server.registry.get(holder.uuid) is not None
 
