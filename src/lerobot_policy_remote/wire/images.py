@@ -56,7 +56,11 @@ def _each(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> 
 
 def encode_images(images: Mapping[str, np.ndarray], quality: int = 90) -> dict[str, dict[str, Any]]:
     """Every camera of one observation, as `encode_image` does one; large JPEG frames at the same time."""
-    big = quality > 0 and sum(int(np.asarray(v).size) >= 3 * PARALLEL_MIN_PIXELS for v in images.values()) >= 2
+    def pixels(v: np.ndarray) -> int:
+        shape = np.shape(v)
+        return shape[0] * shape[1] if len(shape) >= 2 else 0
+
+    big = quality > 0 and sum(pixels(v) >= PARALLEL_MIN_PIXELS for v in images.values()) >= 2
     return _each(images, lambda _k, v: encode_image(v, quality), big)
 
 
