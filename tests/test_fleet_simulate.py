@@ -27,3 +27,24 @@ def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
     moved = [p for p in r["per_robot"] if "move_s" in p]
     assert all(p["replica"] != d["replica"] and p["state"] == "STREAMING" for p in moved)
     assert r["console"]["robots_seen"] == 30, r["console"]
+
+
+def test_fleet_nice_ranks_each_fleet_session_below_the_console():
+    """`--fleet-nice` must reach the scheduler: each fleet child starts its own session (its own autogroup, where
+    autogroups exist), so its nice value alone ranked it only inside that group (issue 20)."""
+    from pathlib import Path
+
+    from lerobot_fleet.simulate import nice_autogroup
+
+    from lerobot_policy_remote.testing.procs import Proc
+
+    p = Proc(["sleep", "30"], name="nice-probe", max_seconds=30)
+    try:
+        group = Path(f"/proc/{p.pid}/autogroup")
+        had_group = group.exists()
+        assert nice_autogroup(p.pid, 19) is had_group
+        if had_group:
+            assert group.read_text().split()[-1] == "19", group.read_text()
+            assert Path("/proc/self/autogroup").read_text().split()[-1] != "19"  # the console's own group untouched
+    finally:
+        p.stop(timeout=5)

@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 from . import render
 from .alerts import AlertBook, AlertRules
 from .export import write
+from .gc_pacing import GcPacer
 from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
 from .model import FleetSnapshot, split_robot_key
 from .screens import (
@@ -69,15 +70,18 @@ class FleetConsoleApp(App[None]):
         self._exports = 0
         self.last_result: tuple[str, bool | None] = ("", None)
         self._view = ConsoleView.empty(self.store.router, self.read_only)
+        self.gc_pacer = GcPacer()
         self.tick_times: list[float] = []  # seconds per UI refresh (bench/console.py reads these)
 
     def on_mount(self) -> None:
+        self.gc_pacer.start()
         self.source.start(self.store)
         self.push_screen(FleetScreen(self._advance()))  # the first tick's view
         self.set_interval(self.refresh_s, self.tick)
 
     def on_unmount(self) -> None:
         self.source.stop()
+        self.gc_pacer.stop()
 
     # ------------------------------------------------------------ the view
 
@@ -98,10 +102,16 @@ class FleetConsoleApp(App[None]):
         if not isinstance(screen, LiveScreen) or not screen.ready:
             return
         start = time.perf_counter()
+        self.store.ui_gate.close()  # ingest waits until this frame is drawn (ui_gate.py)
+        self.call_after_refresh(self._after_frame)
         screen.apply_view(self._advance())
         self.tick_times.append(time.perf_counter() - start)
         if len(self.tick_times) > 10_000:
             del self.tick_times[:5_000]
+
+    def _after_frame(self) -> None:
+        self.gc_pacer.after_frame()  # a paced full collection runs now, between two frames (gc_pacing.py)
+        self.store.ui_gate.open()
 
     def _advance(self) -> ConsoleView:
         """Build the next view: the one place alerts advance. A new store snapshot is checked against the

@@ -37,6 +37,7 @@ from .model import (
     room,
     split_robot_key,
 )
+from .ui_gate import UiGate
 
 NO_NAMESPACE = Namespace("", "", "")  # not learnt from a key yet
 METRIC_PREFIX = "lerobot_policy_server_"
@@ -107,6 +108,7 @@ class FleetStore:
         self._notes: deque[str] = deque(maxlen=5)
         self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
         self.dropped = 0  # samples the source had to drop (bounded queue overflow)
+        self.ui_gate = UiGate()  # sources' ingest threads yield to a UI refresh (ui_gate.py)
         self._routers: tuple[RouterInfo, ...] = ()
 
     # ------------------------------------------------------------ writers (any thread)

@@ -24,6 +24,7 @@ from ..metrics_fetch import MetricsTargets, Scraper
 from ..ops import ANY, operator_name, query_statuses, send_drain, send_episode_reset
 from ..sanitize import clean, clean_namespace
 from ..store import FleetStore
+from ..ui_gate import UiGate
 from .base import ActionResult
 from .replay import Recorder
 from .routers import query_routers
@@ -34,6 +35,7 @@ __all__ = ["ZenohSource", "operator_name", "query_statuses", "send_drain", "send
 
 INBOX_MAX = 50_000
 RING_AUDIT = 4_096  # audit lines held between two decoder passes
+GATE_EVERY = 64  # samples between two looks at the UI gate (~1 ms of decoding)
 DECODE_WINDOW_S = 0.2  # the decoder drains the inbox at most this often: a robot's samples within one window decode once
 STOP_JOIN_S = 6.0  # longer than one connection attempt (connect_timeout) plus one status query
 
@@ -200,11 +202,15 @@ class ZenohSource:
                 self._stop.wait(rest)
                 continue
             started = time.monotonic()
-            self._pull_rings()
+            gate = store.ui_gate
+            gate.wait()
+            self._pull_rings(gate)
             if not inbox:
                 continue
             latest: dict[str, bytes | None] = {}
-            for _ in range(len(inbox)):
+            for i in range(len(inbox)):
+                if not i % GATE_EVERY:
+                    gate.wait()
                 kind, key, payload = inbox.popleft()
                 self.received += 1
                 if kind == "telemetry":
@@ -213,15 +219,21 @@ class ZenohSource:
                     latest[key] = payload
                     continue
                 self._safe_apply(store, kind, key, payload)
-            for key, payload in latest.items():
+            for i, (key, payload) in enumerate(latest.items()):
+                if not i % GATE_EVERY:
+                    gate.wait()
                 self._safe_apply(store, "telemetry", key, payload)
 
-    def _pull_rings(self) -> None:
+    def _pull_rings(self, gate: UiGate) -> None:
         """Move what the ring subscribers hold into the inbox (decoder thread; bounded by each ring's size)."""
         inbox = self._inbox
         for kind, sub in self._rings:
             try:
+                n = 0
                 while (smp := sub.try_recv()) is not None:
+                    n += 1
+                    if not n % GATE_EVERY:
+                        gate.wait()
                     if len(inbox) >= INBOX_MAX and self._store is not None:
                         self._store.dropped += 1
                     inbox.append((kind, str(smp.key_expr), smp.payload.to_bytes()))
@@ -300,6 +312,7 @@ class ZenohSource:
             store.note(f"status query failed: {exc}"[:200])
             return
         for status, ns in statuses:  # only replies whose key names the replica they claim (discovery.key_vouches_for)
+            store.ui_gate.wait()
             if self._recorder is not None:
                 self._recorder.event({"kind": "status", "key": ns.keys.server(status.replica, "status"), "data": to_dict(status)})
             if not self._admit(store, "server", status.replica, ns):
@@ -322,6 +335,7 @@ class ZenohSource:
         assert store is not None
 
         def report(replica: str, values: dict[str, float] | None, error: str) -> None:
+            store.ui_gate.wait()
             if self._recorder is not None and values is not None:
                 self._recorder.event({"kind": "metrics", "replica": replica, "data": values})
             store.on_metrics(replica, values, clean(error))
