@@ -381,3 +381,23 @@ def test_a_draining_event_for_another_session_is_ignored():
     link.event("draining", epoch=e.session_epoch)  # the honest path
     e.step()
     assert e.replica != first
+
+
+def test_a_robot_reports_right_before_it_blocks_on_a_handshake():
+    """The worker sends nothing while the handshake's queries block: it reports first, so its data at the console is
+    as old as the handshake, not the handshake plus the wait for it (a drain's herd; issue 20)."""
+    link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
+    e, _ = drained(link)
+    e.step(handshake=False)  # the notice: RECONNECTING, reported at once (a state change)
+    before = len(link.telemetry)
+    at_handshake: list[int] = []
+    original = link.handshake
+
+    def spy(*args, **kwargs):
+        at_handshake.append(len(link.telemetry))
+        return original(*args, **kwargs)
+
+    link.handshake = spy  # type: ignore[method-assign]
+    e.step()
+    assert at_handshake == [before + 1]
+    assert link.telemetry[before].state == "RECONNECTING"
