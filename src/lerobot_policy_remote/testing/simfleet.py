@@ -138,12 +138,15 @@ class RobotHost:
         0.5 s of actions are left, so it still sends 0.25 s ahead; 0.1 s cost the hosts 3 % more CPU). A robot that must
         re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker);
         an inline step never handshakes (`step(handshake=False)`), so the robots a drain notice moves all go to the
-        pool instead of handshaking one after another on this thread (2 s for 60 robots before). A DEAD robot stays put."""
+        pool instead of handshaking one after another on this thread (2 s for 60 robots before). The pass hands them to the
+        pool only once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with the pass,
+        and a host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
         last = [0.0] * len(self.robots)
         busy: dict[int, Any] = {}
         with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
             while not self._halt.is_set():
                 t0 = time.monotonic()
+                moves: list[int] = []
                 for i, r in enumerate(self.robots):
                     e = r.e
                     if i in busy:
@@ -157,7 +160,9 @@ class RobotHost:
                     if not e.reconnect.needed:
                         e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
                     if e.reconnect.needed:
-                        busy[i] = pool.submit(_move, e)
+                        moves.append(i)
+                for i in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
+                    busy[i] = pool.submit(_move, self.robots[i].e)
                 self._halt.wait(max(0.0, period_s - (time.monotonic() - t0)))
 
     def control_all(self, tick_s: float = 0.1) -> None:
