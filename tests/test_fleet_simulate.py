@@ -45,6 +45,7 @@ def test_fleet_nice_ranks_each_fleet_session_below_the_console():
         assert nice_autogroup(p.pid, 19) is had_group
         if had_group:
             assert group.read_text().split()[-1] == "19", group.read_text()
-            assert Path("/proc/self/autogroup").read_text().split()[-1] != "19"  # the console's own group untouched
+            own = Path("/proc/self/autogroup").read_text().split()  # empty on some kernels' sandboxes (seen in CI)
+            assert not own or own[-1] != "19", own  # the console's own group untouched
     finally:
         p.stop(timeout=5)
