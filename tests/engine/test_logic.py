@@ -50,6 +50,37 @@ def test_staleness_is_tracked_per_action_in_append_mode():
     assert q.pop_fresh(20.0, 3.0) is None  # everything is stale now: never returned
 
 
+def test_fresh_count_bisects_only_while_stamps_are_oldest_first():
+    """The worker asks `fresh_count` every step; it bisects the stamps, so it must fall back to counting once a
+    merge leaves them out of order (an append whose source is older than what is queued), and agree with a count."""
+    q = StampedActionQueue(RTCConfig(enabled=False))
+
+    def brute(now: float) -> int:
+        return sum(1 for t in q.src[q.last_index:] if now - t <= 3.0)
+
+    q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=META)
+    q.merge_stamped(chunk(4, 10), chunk(4, 10), 0, None, src_t=12.0, meta=META)
+    q.pop_fresh(12.0, 3.0)
+    assert q.src_sorted
+    for now in (12.0, 13.0, 13.0001, 15.0, 15.5, 20.0):
+        assert q.fresh_count(now, 3.0) == brute(now), now
+    q.merge_stamped(chunk(4, 20), chunk(4, 20), 0, None, src_t=11.0, meta=META)  # older than the rows queued before it
+    assert not q.src_sorted
+    for now in (13.0, 14.5, 15.0, 20.0):
+        assert q.fresh_count(now, 3.0) == brute(now), now
+    q.clear()
+    assert q.src_sorted and q.fresh_count(0.0, 3.0) == 0
+
+
+def test_provenance_latest_and_its_age_agree():
+    from lerobot_policy_remote.engine import provenance
+
+    provenance.publish(Provenance("s", 7, 2, "r1"), 0.25)
+    assert provenance.latest() == Provenance("s", 7, 2, "r1", 0.25) and provenance.latest_age() == 0.25
+    provenance.publish(None, degraded=True)  # a fallback: nothing executed came from a chunk
+    assert provenance.latest() is None and provenance.latest_age() is None
+
+
 def test_staleness_in_replace_mode_and_clear():
     q = StampedActionQueue(RTCConfig(enabled=True))
     q.merge_stamped(chunk(5), chunk(5), 0, 0, src_t=1.0, meta=META)

@@ -7,7 +7,7 @@ stamp next to the command it received, so tests can prove which server chunk dro
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -47,5 +47,11 @@ def latest() -> Provenance | None:
     p = _latest
     if p is None:
         return None
-    meta, age = p
-    return replace(meta, source_age_s=age)
+    m, age = p  # built field by field: `dataclasses.replace` cost 10 us per executed action
+    return Provenance(m.session_id, m.seq_id, m.episode_id, m.replica, age)
+
+
+def latest_age() -> float | None:
+    """Only the last action's age (None: it was a fallback): for callers that record nothing else."""
+    p = _latest
+    return None if p is None else p[1]

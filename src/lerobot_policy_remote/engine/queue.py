@@ -10,6 +10,7 @@ Also clamps the replace-mode trim to the steps actually consumed while the reque
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 
 import numpy as np
 import torch
@@ -37,6 +38,7 @@ class StampedActionQueue(ActionQueue):
         self.meta: list[Provenance] = []
         self.stale_dropped = 0
         self.last_trim = 0
+        self.src_sorted = True  # `src` oldest first (every merge so far): `fresh_count` bisects instead of scanning
 
     @property
     def src_t(self) -> np.ndarray:
@@ -49,6 +51,7 @@ class StampedActionQueue(ActionQueue):
             self.original_queue = None
             self.last_index = 0
             self.rows, self.src, self.meta = [], [], []
+            self.src_sorted = True
 
     def merge_stamped(
         self,
@@ -87,6 +90,8 @@ class StampedActionQueue(ActionQueue):
             with self.lock:
                 if self.last_index != li or self.queue is not q:
                     continue  # the robot consumed (or a reset cleared) while we built: redo with the new index
+                kept = len(new[3]) - (n - delay if self.cfg.enabled or replace else n)  # stamps kept from before
+                self.src_sorted = kept == 0 or (self.src_sorted and new[3][kept - 1] <= src_t)
                 self.original_queue, self.queue, self.rows, self.src, self.meta = new
                 self.last_index = 0
                 self.last_trim = delay
@@ -112,7 +117,10 @@ class StampedActionQueue(ActionQueue):
     def fresh_count(self, now: float, max_age_s: float) -> int:
         """Unconsumed actions that are still young enough to execute."""
         with self.lock:
-            return sum(1 for t in self.src[self.last_index :] if now - t <= max_age_s)
+            src, li = self.src, self.last_index
+            if self.src_sorted:  # the network worker asks every step: O(log n), the same test as `pop_fresh`
+                return len(src) - bisect_left(src, True, lo=li, key=lambda t: now - t <= max_age_s)
+            return sum(1 for t in src[li:] if now - t <= max_age_s)
 
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""

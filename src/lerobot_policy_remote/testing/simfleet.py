@@ -153,7 +153,7 @@ class RobotHost:
                         if not busy[i].done():
                             continue
                         del busy[i]
-                    if e.failed or not (e._wake.is_set() or t0 - last[i] >= idle_s):
+                    if not (e._wake.is_set() or t0 - last[i] >= idle_s) or e.failed:
                         continue
                     e._wake.clear()
                     last[i] = t0
@@ -183,12 +183,12 @@ class RobotHost:
                     if act is None:
                         r.holds += 1
                         continue
-                    p = provenance.latest()
+                    age = provenance.latest_age()
                     r.executed += 1
-                    age = p.source_age_s if p is not None else math.inf
+                    age = math.inf if age is None else age
                     r.max_exec_age = max(r.max_exec_age, age)
                     r.stale += age > e.cfg.max_action_age_s
-                    r.nan += not all(math.isfinite(x) for x in act.tolist())
+                    r.nan += not math.isfinite(sum(act.tolist()))  # a NaN or inf anywhere makes the sum so
                 r.staleness_sum += e.queue.head_age(time.monotonic())
                 r.staleness_n += 1
 

@@ -82,10 +82,22 @@ def from_dict(cls: type[T], value: Any, field: str) -> T:
     return cls(**kwargs)
 
 
+_LEAVES = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def to_dict(obj: Any) -> Any:
-    """Dataclass tree -> plain maps/lists (inverse of :func:`from_dict`)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    """Dataclass tree -> plain maps/lists (inverse of :func:`from_dict`). Exact leaf types and cached field names
+    first: every robot encodes its telemetry each second (`dataclasses.fields` per object was 160 us a message)."""
+    t = type(obj)
+    if t in _LEAVES:
+        return obj
+    if dataclasses.is_dataclass(t):
+        return {n: to_dict(getattr(obj, n)) for n in _field_names(t)}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, dict):
