@@ -24,6 +24,7 @@ are validated instead and refused with a clear error.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -186,7 +187,12 @@ class ParsedKey:
 
 def parse_key(key: str) -> ParsedKey:
     """Parse any key of our tree; raises WireError for anything else."""
-    parts = str(key).split("/")
+    return _parse_key(str(key))
+
+
+@functools.lru_cache(maxsize=4096)  # every observation and telemetry sample parses its key; a bad key is never cached
+def _parse_key(key: str) -> ParsedKey:
+    parts = key.split("/")
     if len(parts) < 7 or parts[0] != ROOT:
         raise WireError("key", f"{key!r} is not a {ROOT} key")
     _, model, revision, service, role, ident, leaf, *rest = parts
