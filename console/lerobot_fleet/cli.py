@@ -166,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--telemetry-max-period", type=float, default=1.0, help="robots' --inference.telemetry_max_period_s (default 1)")
     sim.add_argument("--fleet-nice", type=int, default=0, help="nice level of the simulated fleet's processes (routers, replicas, "
                      "robot hosts), so the console is measured as on its own machine (19); default 0: same priority as the console")
+    sim.add_argument("--router-nice", type=int, default=None, help="nice level of the routers alone (default: --fleet-nice); 0 keeps the "
+                     "network between the simulated machines out of their CPU contention")
     sim.add_argument("--workdir", default=None, help="where the logs and robot reports go (default: a new temp dir)")
     sim.add_argument("--json", action="store_true", help="print the whole report (per robot too) as one JSON line")
     return parser

@@ -49,6 +49,10 @@ class SimArgs:
     # machine (it needs 15 % of a core; behind a dozen busy processes its 1 Hz refresh waited for a CPU). All fleet
     # processes share the one level, so among themselves nothing changes. 0 (default): all at the same priority.
     fleet_nice: int = 0
+    # The routers' nice level (None: `fleet_nice`). They stand for the network between the machines: at the robots'
+    # level, a drain's burst of robot-host and replica work delayed every hop through them (moves up to 2.5 s; at 0:
+    # 1.3-1.7 s, docs/performance.md).
+    router_nice: int | None = None
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -74,13 +78,13 @@ def run_simulation(a: SimArgs, say=print) -> dict:
     children: list[Proc] = []
     budget = a.seconds + 300
 
-    def spawn(name: str, argv: list[str]) -> Proc:
-        if a.fleet_nice:
-            argv = ["nice", "-n", str(a.fleet_nice), *argv]
+    def spawn(name: str, argv: list[str], nice: int = a.fleet_nice) -> Proc:
+        if nice:
+            argv = ["nice", "-n", str(nice), *argv]
         p = Proc(argv, name=name, max_seconds=budget, log=work / f"{name}.log", keep_lines=200)
         children.append(p)
-        if a.fleet_nice:
-            nice_autogroup(p.pid, a.fleet_nice)
+        if nice:
+            nice_autogroup(p.pid, nice)
         return p
 
     try:
@@ -89,7 +93,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         routers = []
         for i, ep in enumerate(endpoints):
             mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
-            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5]))
+            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5],
+                                 nice=a.fleet_nice if a.router_nice is None else a.router_nice))
         for r in routers:
             r.wait_for("Zenoh router up", 30)
         room = a.replicas - 1 if a.drain_at >= 0 and a.replicas > 1 else a.replicas
@@ -244,6 +249,7 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
     move_vals = [m for m in moves.values() if math.isfinite(m)]
     out = {
         "robots": a.robots, "replicas": a.replicas, "routers": a.routers, "seconds": a.seconds,
+        "nice": {"fleet": a.fleet_nice, "routers": a.fleet_nice if a.router_nice is None else a.router_nice},
         "robots_reported": len(robots), "states": states,
         "robot_hosts_cpu_pct_of_one_core": round(100 * sum(rep.get("cpu_s", 0.0) / max(1e-9, rep["wall_s"]) for rep in reports), 1),
         "streaming": states.get("STREAMING", 0),
@@ -289,7 +295,8 @@ def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> di
 def main(args) -> int:
     a = SimArgs(robots=args.robots, replicas=args.replicas, routers=args.routers, seconds=args.seconds, per_host=args.per_host,
                 drain_at=args.drain_at, console=args.console, workdir=args.workdir, max_batch=args.max_batch, infer_ms=args.infer_ms,
-                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period, fleet_nice=args.fleet_nice)
+                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period, fleet_nice=args.fleet_nice,
+                router_nice=args.router_nice)
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
     result = run_simulation(a, say)
     if args.json:
