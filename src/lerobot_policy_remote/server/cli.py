@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         from .replay import main as replay_main
 
         return replay_main(args[1:])
+    from ..heap import settle_after_startup
     from ..zenoh_config import ZenohConfigError
     from .audit import AUDIT_LOG_DEFAULT, configure_audit_log
     from .startup_errors import explain, verbose_requested
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # router unreachable, warm-up failed: the model cannot run with this manifest
         server.stop()
         return fail(exc, manifest, 2 if isinstance(exc, ZenohConfigError) else 1)
+    settle_after_startup()  # the model's objects stay out of every later full collection
     try:
         while not server.wait(0.5):
             pass

@@ -29,6 +29,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..heap import settle_after_startup
 from .fake_robot import SIM_ARM_ACTION_NAMES
 
 MODEL = "sim/stub"
@@ -61,6 +62,7 @@ def run_replica(a: argparse.Namespace) -> int:
     backend = StubBackend(a.infer_ms / 1000.0, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=a.max_sessions,
                           per_robot_s=a.per_robot_ms / 1000.0)
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None).start()
+    settle_after_startup()
     print(f"REPLICA READY {a.replica_id}", flush=True)
     try:
         server.wait(a.seconds)
@@ -257,6 +259,7 @@ def run_robots(a: argparse.Namespace) -> int:
     linger = (lambda: not os.path.exists(a.stop_file)) if a.stop_file else None
     try:
         host.start()
+        settle_after_startup()  # 250 engines' objects: out of every later full collection
         host.run(a.seconds, on_report=write, linger=linger)
     finally:
         host.stop()
