@@ -115,3 +115,33 @@ def test_a_full_queue_never_blocks_the_depositor() -> None:
     finally:
         gate.set()
         pool.stop()
+
+
+def test_a_busy_worker_leaves_the_decode_to_the_pool_an_idle_one_decodes_at_once(server_factory, robots, monkeypatch):
+    """Busy inferring: the next robot's observation is decoded by a pool thread meanwhile. Idle: the worker decodes it
+    itself (two thread hand-offs saved on the round trip, worker.py `idle`)."""
+    from lerobot_policy_remote.server import worker as worker_mod
+    from lerobot_policy_remote.server.stub import StubBackend
+    from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+    decoded_by: list[str | None] = []  # in the order the worker served them
+    real = worker_mod.take_decoded
+
+    def spy(mail: Mail, decode):
+        obs = real(mail, decode)
+        decoded_by.append(mail.decoded_by)
+        return obs
+
+    monkeypatch.setattr(worker_mod, "take_decoded", spy)
+    server = server_factory("stub", backend=StubBackend(0.3, SIM_ARM_ACTION_NAMES))
+    a, b = robots(server, 2)
+    assert a.open(server.replica).ok and b.open(server.replica).ok
+    wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait for work")
+    first = a.send(np.zeros(6))
+    wait_until(lambda: server.worker.in_flight == 1, 5, interval=0.005, message="the worker to start inferring")
+    during = b.send(np.ones(6))
+    a.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == first, 10)
+    b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == during, 10)
+    assert decoded_by[0] == "inference-worker"  # a's, sent to the idle worker
+    assert (decoded_by[1] or "").startswith("obs-decode-")  # b's, sent while a's was inferring

@@ -435,7 +435,7 @@ class PolicyServer:
         session.last_obs = time.monotonic()
         if session.mailbox.deposit(mail):
             self.metrics.superseded.labels(client).inc()  # a robot outrunning the worker: the worker decodes its newest
-        else:
+        elif not self.worker.idle:  # an idle worker decodes it at once itself (worker.py `idle`)
             self.decoder.submit(mail)  # a non-blocking put: a decoder thread decodes it while the worker runs the model
         self.worker.wake.set()
 

@@ -47,11 +47,22 @@ def _codec_pool() -> ThreadPoolExecutor:
 
 
 def _each(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> dict[K, V]:
-    """`fn` over every item, in key order; on the codec pool when `parallel`. The first error (in key order) is raised."""
+    """`fn` over every item, in key order; when `parallel`, the first on this thread while the codec pool does the rest.
+
+    The pool's items are submitted first and the first one runs here meanwhile: a thread hop costs about 0.1 ms on
+    a 2-core box (a pool thread's wake-up), so this way no frame waits for one. The first error (in key order) is raised."""
     if not parallel or len(items) < 2:
         return {k: fn(k, v) for k, v in items.items()}
-    futures = {k: _codec_pool().submit(fn, k, v) for k, v in items.items()}
-    return {k: f.result() for k, f in futures.items()}
+    pool = _codec_pool()
+    keys = list(items)
+    futures = {k: pool.submit(fn, k, items[k]) for k in keys[1:]}
+    try:
+        first = fn(keys[0], items[keys[0]])
+    except BaseException:
+        for f in futures.values():
+            f.cancel()
+        raise
+    return {keys[0]: first, **{k: f.result() for k, f in futures.items()}}
 
 
 def encode_images(images: Mapping[str, np.ndarray], quality: int = 90) -> dict[str, dict[str, Any]]:
