@@ -145,3 +145,40 @@ def test_a_busy_worker_leaves_the_decode_to_the_pool_an_idle_one_decodes_at_once
     b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == during, 10)
     assert decoded_by[0] == "inference-worker"  # a's, sent to the idle worker
     assert (decoded_by[1] or "").startswith("obs-decode-")  # b's, sent while a's was inferring
+
+
+def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory, robots, monkeypatch):
+    """With batching, an observation the idle worker took for itself is still decoded by the pool while the worker
+    waits in the batch window for the next robot's (worker.py `prefetch`), not serially after the window."""
+    from lerobot_policy_remote.server import worker as worker_mod
+    from lerobot_policy_remote.server.manifest import BatchingSpec
+    from lerobot_policy_remote.server.stub import StubBackend
+    from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+    decoded_by: list[str | None] = []
+    real = worker_mod.take_decoded
+
+    def spy(mail: Mail, decode):
+        obs = real(mail, decode)
+        decoded_by.append(mail.decoded_by)
+        return obs
+
+    monkeypatch.setattr(worker_mod, "take_decoded", spy)
+    server = server_factory("stub", backend=StubBackend(0.01, SIM_ARM_ACTION_NAMES, per_robot_s=0.001),
+                            batching=BatchingSpec(max_batch=2, max_wait_ms=500.0))
+    a, b = robots(server, 2)
+    assert a.open(server.replica).ok and b.open(server.replica).ok
+    for r in (a, b):  # both robots recently active: the window waits for the second one
+        seq = r.send(np.zeros(6))
+        r.wait_for(lambda h, m, seq=seq: isinstance(m, ActionChunkMsg) and h.seq_id == seq, 10)
+    wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait for work")
+    decoded_by.clear()
+    first = a.send(np.ones(6))
+    wait_until(lambda: any(s.mailbox.peek() is not None and s.mailbox.peek().decoded is not None for s in server.registry.all()),
+               5, interval=0.002, message="the pool to decode a's observation during the window")
+    second = b.send(np.ones(6))
+    a.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == first, 10)
+    b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == second, 10)
+    assert decoded_by and all((d or "").startswith("obs-decode-") for d in decoded_by), decoded_by
+    assert max(n for n, _ in server.worker.stats.recent()) == 2  # one pass for both

@@ -90,6 +90,7 @@ class PolicyServer:
             max_wait_s=None if manifest.batching.max_wait_ms is None else manifest.batching.max_wait_ms / 1e3, capture=self.capture, progress=progress,
         )
         self.decoder = DecodePool(self.worker.decode, manifest.max_obs_bytes)  # decodes off the worker (decode_pool.py)
+        self.worker.prefetch = self.decoder.submit
         self.housekeeper = Housekeeper(
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
             publish=self._publish_event, close_session=self.close_session, worker_alive=self.worker_alive,

@@ -65,6 +65,10 @@ class Mailbox:
     def pending(self) -> bool:
         return self._mail is not None
 
+    def peek(self) -> Mail | None:
+        """The unread observation, left in place."""
+        return self._mail
+
     def clear(self) -> None:
         with self._lock:
             self._mail = None

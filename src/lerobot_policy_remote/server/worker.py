@@ -109,6 +109,7 @@ class Worker:
         # Waiting for work with nothing chosen: an observation arriving now is decoded by this thread itself (the
         # decode pool's hand-off and hand-back cost two thread wake-ups, ~0.2 ms on a 2-core box, for no overlap).
         self.idle = False
+        self.prefetch: Callable[[Mail], None] | None = None  # the decode pool's submit (service.py)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> None:
@@ -145,6 +146,11 @@ class Worker:
         wait = win.wait_s(len(chosen), fill, self.stats.pass_ms_p50() / 1e3)
         if wait <= 0:
             return chosen
+        if self.prefetch is not None:  # what arrived while this worker was idle is decoded meanwhile, by the pool
+            for s in chosen:
+                mail = s.mailbox.peek()
+                if mail is not None and mail.decoded is None:
+                    self.prefetch(mail)
         deadline = win.clock() + wait
         while len(chosen) < fill and not lc.stopped and not lc.draining:
             left = deadline - win.clock()
