@@ -7,6 +7,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from lerobot_policy_remote.server.decode_pool import DecodePool, decode_mail, take_decoded
 from lerobot_policy_remote.server.sessions import Mail, Mailbox
@@ -117,23 +118,30 @@ def test_a_full_queue_never_blocks_the_depositor() -> None:
         pool.stop()
 
 
-def test_a_busy_worker_leaves_the_decode_to_the_pool_an_idle_one_decodes_at_once(server_factory, robots, monkeypatch):
-    """Busy inferring: the next robot's observation is decoded by a pool thread meanwhile. Idle: the worker decodes it
-    itself (two thread hand-offs saved on the round trip, worker.py `idle`)."""
+@pytest.fixture
+def decoded_by(monkeypatch) -> list[str | None]:
+    """Which thread decoded each observation the worker served, in the order it served them."""
     from lerobot_policy_remote.server import worker as worker_mod
-    from lerobot_policy_remote.server.stub import StubBackend
-    from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
-    from lerobot_policy_remote.wire.data import ActionChunkMsg
 
-    decoded_by: list[str | None] = []  # in the order the worker served them
+    seen: list[str | None] = []
     real = worker_mod.take_decoded
 
     def spy(mail: Mail, decode):
         obs = real(mail, decode)
-        decoded_by.append(mail.decoded_by)
+        seen.append(mail.decoded_by)
         return obs
 
     monkeypatch.setattr(worker_mod, "take_decoded", spy)
+    return seen
+
+
+def test_a_busy_worker_leaves_the_decode_to_the_pool_an_idle_one_decodes_at_once(server_factory, robots, decoded_by):
+    """Busy inferring: the next robot's observation is decoded by a pool thread meanwhile. Idle: the worker decodes it
+    itself (two thread hand-offs saved on the round trip, worker.py `idle`)."""
+    from lerobot_policy_remote.server.stub import StubBackend
+    from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
     server = server_factory("stub", backend=StubBackend(0.3, SIM_ARM_ACTION_NAMES))
     a, b = robots(server, 2)
     assert a.open(server.replica).ok and b.open(server.replica).ok
@@ -147,24 +155,14 @@ def test_a_busy_worker_leaves_the_decode_to_the_pool_an_idle_one_decodes_at_once
     assert (decoded_by[1] or "").startswith("obs-decode-")  # b's, sent while a's was inferring
 
 
-def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory, robots, monkeypatch):
+def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory, robots, decoded_by):
     """With batching, an observation the idle worker took for itself is still decoded by the pool while the worker
     waits in the batch window for the next robot's (worker.py `prefetch`), not serially after the window."""
-    from lerobot_policy_remote.server import worker as worker_mod
     from lerobot_policy_remote.server.manifest import BatchingSpec
     from lerobot_policy_remote.server.stub import StubBackend
     from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
     from lerobot_policy_remote.wire.data import ActionChunkMsg
 
-    decoded_by: list[str | None] = []
-    real = worker_mod.take_decoded
-
-    def spy(mail: Mail, decode):
-        obs = real(mail, decode)
-        decoded_by.append(mail.decoded_by)
-        return obs
-
-    monkeypatch.setattr(worker_mod, "take_decoded", spy)
     server = server_factory("stub", backend=StubBackend(0.01, SIM_ARM_ACTION_NAMES, per_robot_s=0.001),
                             batching=BatchingSpec(max_batch=2, max_wait_ms=500.0))
     a, b = robots(server, 2)
