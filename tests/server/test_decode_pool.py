@@ -180,3 +180,36 @@ def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory
     b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == second, 10)
     assert (mail.decoded_by or "").startswith("obs-decode-"), mail.decoded_by
     assert max(n for n, _ in server.worker.stats.recent()) == 2  # one pass for both
+
+
+def test_observations_that_arrive_together_at_an_idle_worker_are_decoded_by_it_and_the_pool(server_factory, robots,
+                                                                                            decoded_by):
+    """Two robots' observations reach an idle worker before it wakes: it decodes the first it serves, the pool the
+    second while the first infers (worker.py `_prefetch`), not the worker after the first pass."""
+    from lerobot_policy_remote.server.stub import StubBackend
+    from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+    server = server_factory("stub", backend=StubBackend(0.3, SIM_ARM_ACTION_NAMES))
+    a, b = robots(server, 2)
+    assert a.open(server.replica).ok and b.open(server.replica).ok
+    gate = threading.Event()
+
+    class Gated(threading.Event):  # the worker stays idle until the gate opens: both arrive while it is idle
+        def wait(self, timeout: float | None = None) -> bool:
+            gate.wait(10)
+            return super().wait(timeout)
+
+    wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait for work")
+    wake, server.worker.wake = server.worker.wake, Gated()
+    wake.set()  # the worker waits on the old event: let it go round once onto the gated one
+    wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait on the gated event")
+    sa, sb = a.send(np.zeros(6)), b.send(np.ones(6))
+    wait_until(lambda: all(server.registry.get(r.uuid).mailbox.peek() is not None for r in (a, b)), 5, interval=0.002,
+               message="both observations deposited")
+    assert server.worker.idle  # neither went to the pool: the callback saw an idle worker
+    gate.set()
+    server.worker.wake.set()
+    a.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == sa, 10)
+    b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == sb, 10)
+    assert decoded_by[0] == "inference-worker" and (decoded_by[1] or "").startswith("obs-decode-"), decoded_by

@@ -5,7 +5,9 @@ model idled while it decoded. With the pool, the zenoh callback hands each depos
 thread (a non-blocking put into a bounded queue), so the next robot's observation is decoded while the
 current one infers, and the worker only runs the model. An idle worker (waiting for work) decodes a new mail
 itself: there is nothing to overlap, and the hand-off and hand-back would cost two thread wake-ups (~0.2 ms on a
-2-core box) on that robot's round trip. Only a mail that lands in an empty mailbox is handed to the pool: a robot that sends faster than it is served (a flood) supersedes its own mail, and the worker
+2-core box) on that robot's round trip. When it wakes, the other mails that arrived meanwhile, and all of them while
+it waits in a batch window, go to the pool (worker.py `_prefetch`). Only a mail that lands in an empty mailbox is
+handed to the pool: a robot that sends faster than it is served (a flood) supersedes its own mail, and the worker
 decodes its newest one as before, so a flood costs the pool at most one decode per robot per worker cycle.
 
 Ownership of one mail's decode is its `claim` lock: a decoder takes it without blocking and skips the mail

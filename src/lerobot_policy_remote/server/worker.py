@@ -129,6 +129,8 @@ class Worker:
                     self.wake.wait(0.1)
                     self.wake.clear()
                     self.idle = False
+                    # what arrived meanwhile skipped the pool: this thread decodes the first it serves, the pool the rest
+                    self._prefetch(self.registry.ready_in_ring_order()[1:])
         except BaseException as exc:  # the health endpoint must show this
             self.error = f"{type(exc).__name__}: {exc}"
             log.error("inference worker died:\n%s", traceback.format_exc())
@@ -146,11 +148,7 @@ class Worker:
         wait = win.wait_s(len(chosen), fill, self.stats.pass_ms_p50() / 1e3)
         if wait <= 0:
             return chosen
-        if self.prefetch is not None:  # what arrived while this worker was idle is decoded meanwhile, by the pool
-            for s in chosen:
-                mail = s.mailbox.peek()
-                if mail is not None and mail.decoded is None:
-                    self.prefetch(mail)
+        self._prefetch(chosen)  # what arrived while this worker was idle is decoded during the window, by the pool
         deadline = win.clock() + wait
         while len(chosen) < fill and not lc.stopped and not lc.draining:
             left = deadline - win.clock()
@@ -160,6 +158,15 @@ class Worker:
             self.wake.clear()
             chosen = self.scheduler.select(self.registry.ready_in_ring_order())
         return chosen
+
+    def _prefetch(self, sessions: list[Session]) -> None:
+        """Hand these sessions' undecoded observations to the decode pool (a mail it already has is skipped there)."""
+        if self.prefetch is None:
+            return
+        for s in sessions:
+            mail = s.mailbox.peek()
+            if mail is not None and mail.decoded is None:
+                self.prefetch(mail)
 
     # ------------------------------------------------------------------ one cycle
     def serve(self, sessions: list[Session]) -> None:
