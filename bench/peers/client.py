@@ -19,11 +19,12 @@ from .procs import emit
 from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
-def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float, act_path: str = "", resize: int = 0) -> Any:
+def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float, act_path: str = "", resize: int = 0,
+                shm: bool = False) -> Any:
     if system == "ours":
         from .ours_peer import Client
 
-        return Client(target, robot, quality=quality, timeout_s=timeout_s)
+        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm)
     host, port = target.rsplit(":", 1)
     if system == "legacy":
         from .legacy_peer import Client
@@ -39,7 +40,7 @@ def make_client(system: str, target: str, robot: int, quality: int, timeout_s: f
 
 
 def run(system: str, target: str, robots: int, warmup: int, requests: int, seconds: float, quality: int,
-        server_pids: list[int], timeout_s: float, act_path: str = "", resize: int = 0) -> dict[str, Any]:
+        server_pids: list[int], timeout_s: float, act_path: str = "", resize: int = 0, shm: bool = False) -> dict[str, Any]:
     imgs = frames()
     clients: list[Any] = []
     errors: list[str] = []
@@ -47,7 +48,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     for i in range(robots):
         try:
             targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
-            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize))
+            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm))
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
     open_s = time.perf_counter() - t_open
@@ -133,6 +134,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=0.0, help="scaling mode: run all robots for this long")
     ap.add_argument("--quality", type=int, default=90, help="ours: JPEG quality, 0 = raw")
     ap.add_argument("--resize", type=int, default=0, help="openpi: resize_with_pad every frame to NxN on the robot, as openpi's docs advise")
+    ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--server-pid", type=int, action="append", default=[])
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--act", default="", help="the server runs this ACT checkpoint: check chunk shape only (legacy sends the path)")
@@ -140,7 +142,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
     out = run(args.system, args.target, args.robots, args.warmup, args.requests, args.seconds, args.quality,
-              args.server_pid, args.timeout, args.act, args.resize)
+              args.server_pid, args.timeout, args.act, args.resize, args.shm)
     emit(out)
 
 

@@ -77,7 +77,7 @@ def faults(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_
     for arm in arms:
         system, extra = arm_table[arm]
         for fault in which:
-            server = server_cls(system, 0.02)
+            server = server_cls(system, 0.02, shm="--shm" in extra)
             try:
                 rows.append(fault_run(server, arm, system, extra, fault, log, kill_window_s))
             finally:

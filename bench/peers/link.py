@@ -15,7 +15,8 @@ from typing import Any
 from . import procs
 from .workload import pct
 
-LINKS = {"100mbit-20ms": ("100mbit", 20.0), "20mbit-40ms": ("20mbit", 40.0)}
+# a gigabit LAN (where most users start: robot and GPU box on one switch), then two constrained links
+LINKS = {"1gbit-0.5ms": ("1gbit", 0.5), "100mbit-20ms": ("100mbit", 20.0), "20mbit-40ms": ("20mbit", 40.0)}
 C_IP, S_IP = "10.77.13.1", "10.77.13.2"
 
 
@@ -91,4 +92,6 @@ def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any
 
 
 def links(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, sizes: Any, log: Any) -> list[dict[str, Any]]:
-    return [link_run(arm, *arm_table[arm], link, server_cls, sizes, log) for link in LINKS for arm in arms]
+    # a same-host arm has no link to shape: its frames would pass over shared memory, not the namespaces' veth
+    cross = [a for a in arms if "--shm" not in arm_table[a][1]]
+    return [link_run(arm, *arm_table[arm], link, server_cls, sizes, log) for link in LINKS for arm in cross]

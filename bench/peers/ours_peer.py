@@ -2,8 +2,9 @@
 real router, and the product's robot side: `RemoteInferenceEngine` over its `ZenohLink`, as
 `lerobot-rollout --inference.type=remote` runs it (the closed-loop client steps its worker itself).
 
-Shared memory is off on both sides (it would not cross a real network). `quality` 0 sends raw frames,
-otherwise JPEG at that quality (the rollout backend's default is 90).
+Shared memory is off on both sides (it would not cross a real network), except in the same-host arm
+(`shm=True`): the product's defaults on one machine, where the robot sends raw frames over shared memory.
+`quality` 0 sends raw frames, otherwise JPEG at that quality (the rollout backend's default is 90).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 from .workload import ACTION_NAMES, CAMERAS, HEIGHT, STATE_DIM, WIDTH
 
 
-def settings(endpoint: str) -> ZenohSettings:
-    return ZenohSettings(mode="client", connect_endpoints=[endpoint], shared_memory=False)
+def settings(endpoint: str, shm: bool = False) -> ZenohSettings:
+    return ZenohSettings(mode="client", connect_endpoints=[endpoint], shared_memory=shm)
 
 
-def serve(endpoint: str, sleep_s: float, ready: Any) -> None:
+def serve(endpoint: str, sleep_s: float, ready: Any, shm: bool = False) -> None:
     import threading
 
     from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
@@ -34,7 +35,7 @@ def serve(endpoint: str, sleep_s: float, ready: Any) -> None:
     from lerobot_policy_remote.server.stub import StubBackend
 
     manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task="peers bench", max_sessions=32, health_port=0,
-                        warmup_inferences=0, zenoh=settings(endpoint))
+                        warmup_inferences=0, zenoh=settings(endpoint, shm))
     backend = StubBackend(sleep_s, ACTION_NAMES, chunk_size=50, max_sessions=32)
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None).start()
     ready()
@@ -75,8 +76,9 @@ def observation(images: dict[str, np.ndarray], st: np.ndarray) -> dict:
 
 
 def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_time_s: float, worker: bool,
-           max_action_age_s: float = 3.0) -> Any:
-    """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN)."""
+           max_action_age_s: float = 3.0, shm: bool = False) -> Any:
+    """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN,
+    unless `shm`: the defaults on one machine)."""
     import dataclasses
 
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
@@ -93,7 +95,7 @@ def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_
                                 handshake_jitter_s=0.0, max_offline_s=3600, service_revision=st.model.revision or "main",
                                 service_task=st.service)
     keys = ServiceKeys.for_service(st.model.repo_or_path, cfg.service_revision, st.service)
-    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=False), keys, uuid_)
+    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=shm), keys, uuid_)
     e = RemoteInferenceEngine(cfg, hw_features=hw_features(), ordered_action_keys=list(ACTION_NAMES), task=st.default_task or "peers",
                               fps=30.0, model_id=st.model.repo_or_path, transport=link)
     e.start(worker=worker)
@@ -108,11 +110,11 @@ class Client:
     `re-sends` stays 0: the engine never re-sends an observation; a lost one ends in its request timeout.
     """
 
-    def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0) -> None:
+    def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0, shm: bool = False) -> None:
         self.timeout_s, self.resends = timeout_s, 0
         # A merged 50-step chunk (1.7 s at 30 fps) is above the 0.5 s buffer, so nothing more is sent until
         # the next call empties the queue: one request per call, as the other systems' clients do.
-        self.e = engine(endpoint, robot, quality, timeout_s, buffer_time_s=0.5, worker=False)
+        self.e = engine(endpoint, robot, quality, timeout_s, buffer_time_s=0.5, worker=False, shm=shm)
         cfg = self.e.cfg
         # float16 replies (the default) are exact to the bound the robot asked for, not to float32's 1e-4
         self.atol = max(1e-4, cfg.reply_max_error) if cfg.reply_dtype == "float16" else 1e-4

@@ -24,6 +24,8 @@ from .workload import Sizes, proc_rss_mb
 ARMS = {  # arm -> (system, extra client args)
     "ours-jpeg": ("ours", ["--quality", "90"]),
     "ours-raw": ("ours", ["--quality", "0"]),
+    # robot and server on one machine with the product's defaults: shared memory on, so the robot sends raw frames
+    "ours-samehost": ("ours", ["--quality", "90", "--shm"]),
     "legacy-grpc": ("legacy", []),
     "openpi-ws": ("openpi", []),
     "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
@@ -35,9 +37,9 @@ class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
     def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None,
-                 act: str = "") -> None:
+                 act: str = "", shm: bool = False) -> None:
         self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
-        self.act = act
+        self.act, self.shm = act, shm
         if system == "ours":
             self.router, self.endpoint = procs.router(prefix=prefix, host=host)
             self.targets = [self.endpoint]
@@ -53,14 +55,14 @@ class Server:
             manifest.write_text(json.dumps({
                 "model": {"repo_or_path": self.act, "device": "cpu"}, "default_task": "peers act", "max_sessions": 16,
                 "warmup_inferences": 1, "health_port": 0,
-                "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": False}}))
+                "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm}}))
             self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
                                      prefix=self.prefix)]
             self.procs[0].wait_for("Policy server up", timeout=300)
             return time.monotonic()
         act = ["--act", self.act] if self.act else []
         if self.system == "ours":
-            argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s]]
+            argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s, *(["--shm"] if self.shm else [])]]
         else:
             argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
         self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
@@ -114,7 +116,7 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
     for arm in arms:
         system, extra = ARMS[arm]
         for s in sleeps:
-            server = Server(system, s)
+            server = Server(system, s, shm="--shm" in extra)
             try:
                 reps = [procs.client(system, server.target, "--warmup", str(sizes.warmup), "--requests", str(sizes.requests),
                                      *server.pid_args(), *extra) for _ in range(sizes.repeats)]
@@ -146,7 +148,7 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) 
     for arm in arms:
         system, extra = ARMS[arm]
         for n in ns:
-            server = Server(system, 0.0, act=str(path))
+            server = Server(system, 0.0, act=str(path), shm="--shm" in extra)
             try:
                 r = procs.client(system, server.target, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
                                  "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120",
@@ -174,7 +176,7 @@ def scaling(sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy
         for n in ns:
             if mode == "one server per robot" and n > legacy_procs_max:
                 continue
-            server = Server(system, sleep_s, count=n if mode == "one server per robot" else 1)
+            server = Server(system, sleep_s, count=n if mode == "one server per robot" else 1, shm="--shm" in extra)
             try:
                 rss = server.rss_mb()
                 r = procs.client(system, server.target, "--robots", str(n), "--seconds", str(sizes.scale_seconds),

@@ -17,6 +17,7 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--endpoint", default="", help="ours: the router's zenoh endpoint")
     ap.add_argument("--sleep", type=float, default=0.0, help="stub inference time S in seconds")
+    ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--act", default="", help="serve this ACT checkpoint (bench.peers.act) instead of the stub")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -28,7 +29,7 @@ def main() -> None:
     if args.system == "ours":
         from .ours_peer import serve
 
-        serve(args.endpoint, args.sleep, ready)
+        serve(args.endpoint, args.sleep, ready, args.shm)
     elif args.system == "legacy":
         from .legacy_peer import serve
 

@@ -13,6 +13,7 @@ in bench/peers/link.py, which needs network namespaces) and holds every segment 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import socket
 import threading
 import time
@@ -25,9 +26,11 @@ from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
 from lerobot_policy_remote.engine.config import RemoteInferenceConfig
 from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+from lerobot_policy_remote.engine.zenoh_link import ZenohLink
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
 from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.server.stub import StubBackend
+from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 NAMES = [f"j{i}.pos" for i in range(6)]
@@ -125,9 +128,14 @@ def test_raw_frames_at_20mbit_40ms_deliver_every_request(router):
                           backend=backend, progress=lambda t: None).start()
     host, port = router.endpoint.split("/", 1)[1].rsplit(":", 1)
     relay = ShapedRelay((host, int(port)), RATE_BPS, ONE_WAY_S)
-    cfg = RemoteInferenceConfig(connect_endpoint=f"tcp/127.0.0.1:{relay.port}", rtc=RTCConfig(enabled=False), jpeg_quality=0,
-                                resize_on_robot=False, request_timeout_s=5.0, buffer_time_s=10.0, max_action_age_s=30.0)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub")
+    robot = f"raw{uuid.uuid4().hex[:8]}"
+    cfg = RemoteInferenceConfig(connect_endpoint=f"tcp/127.0.0.1:{relay.port}", client_uuid=robot, rtc=RTCConfig(enabled=False),
+                                jpeg_quality=0, resize_on_robot=False, request_timeout_s=5.0, buffer_time_s=10.0, max_action_age_s=30.0)
+    # shared memory off on the robot, as across a real network: with it on, zenoh passes each frame through /dev/shm
+    # and only a descriptor crosses the relay, so the link would not be tested at all
+    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=False),
+                     ServiceKeys.for_service("stub", cfg.service_revision, task), robot)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link)
     frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
     try:
         e.reset()

@@ -143,9 +143,7 @@ def test_eight_sessions_get_chunks_from_their_own_observations(server, zenoh_cli
 def test_newest_wins_with_superseded_count(server, zenoh_client):
     r = new_robot(zenoh_client, server)
     assert r.open(server.replica).ok
-    for i in range(10):  # a burst: all but the newest few are superseded
-        r.send(np.full(6, float(i)))
-    last = r.seq
+    last = r.send_burst([np.full(6, float(i)) for i in range(10)])  # all but the newest few are superseded
     _, chunk = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == last, 30)
     total = chunk.superseded_seqs
     while not r.inbox.empty():

@@ -66,6 +66,10 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     client_uuid: str = ""
     # JPEG quality of the camera frames sent to the server (0..100); 0 sends raw frames (LAN/debug).
     jpeg_quality: int = 90
+    # Send raw frames (no JPEG) when the replica is on this machine: the robot's link and the server's reach
+    # one router (or each other) over zenoh shared memory, so the frames cross no network and JPEG would only
+    # cost CPU on both sides. With false, frames always go at jpeg_quality.
+    raw_frames_on_same_host: bool = True
     # Shrink each camera frame to the model's trained input size (from the session ack) before encoding
     # (area interpolation): a 480x640 camera feeding a 120x160 model sends 16x fewer pixels. false sends
     # full frames and the server resizes them (docs/wire.md: parity of the two).

@@ -49,6 +49,7 @@ class HandshakeError(Exception):
 class OpenedSession:
     ack: SessionAck
     status: ServerStatus
+    same_host: bool = False  # the link reaches this replica over shared memory (the transport decides)
 
 
 def namespace_hint(keys: ServiceKeys, status_key: str) -> str:

@@ -131,6 +131,11 @@ class RemoteInferenceEngine(InferenceEngine):
     session_epoch = property(lambda self: self.session.epoch)
     fingerprint = property(lambda self: self.session.fingerprint)
     rtc_active = property(lambda self: self.session.rtc_active)
+
+    @property
+    def frame_quality(self) -> int:
+        """JPEG quality of the frames sent now: 0 (raw) to a replica on this machine, unless told otherwise."""
+        return 0 if self.session.same_host and self.cfg.raw_frames_on_same_host else self.cfg.jpeg_quality
     executed_count = property(lambda self: self.control.executed_count)
     fallback_count = property(lambda self: self.control.fallback_count)
 
@@ -320,8 +325,10 @@ class RemoteInferenceEngine(InferenceEngine):
         self._episode_start = True
         self.states.on_handshake_ok(time.monotonic())
         self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
-        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d)", printable(self.session_id, 80), self.replica,
-                    self.session_epoch, self.rtc_active, self.session.chunk_size)
+        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s)", printable(self.session_id, 80),
+                    self.replica, self.session_epoch, self.rtc_active, self.session.chunk_size,
+                    "raw over shared memory (same host)" if self.frame_quality == 0 and self.session.same_host
+                    else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"))
 
     def _try_reconnect(self, now: float) -> None:
         if not self.reconnect.due(now):
@@ -379,7 +386,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if self.cfg.resize_on_robot and self.session.image_sizes:
             msg.images = request.resize_for_model(msg.images, self.session.image_sizes)
         try:
-            body = encode_observation(msg, self.cfg.jpeg_quality)
+            body = encode_observation(msg, self.frame_quality)
         except WireError as exc:
             self.counters["encode_errors"] += 1
             logger.error("Could not encode the observation: %s", exc)

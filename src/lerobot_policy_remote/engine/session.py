@@ -20,6 +20,7 @@ class RemoteSession:
     schema_version: int = SCHEMA_VERSION  # negotiated at session open: stamped on every request, required of every chunk
     action_order_checked: bool | None = None  # None before a session: did the server compare our action names + order?
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # trained (h, w) per camera, from the ack
+    same_host: bool = False  # this replica is reached over shared memory: frames need no JPEG
 
     def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool) -> None:
         """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
@@ -43,5 +44,6 @@ class RemoteSession:
         self.schema_version = ack.schema_version
         # Older servers send no flag; their ack names the actions exactly when they checked them.
         self.action_order_checked = bool(ack.action_names_checked or ack.action_names)
+        self.same_host = opened.same_host
         self.image_sizes = {k: (int(v[0]), int(v[1])) for k, v in ack.image_sizes.items()
                             if len(v) == 2 and all(0 < int(x) <= 65535 for x in v)}

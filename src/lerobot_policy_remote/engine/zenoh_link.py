@@ -15,6 +15,7 @@ from typing import Any
 import zenoh
 
 from ..discovery import ServiceInfo, list_services
+from ..shared_memory import reaches_over_shm
 from ..wire.codec import decode, encode
 from ..wire.errors import WireError
 from ..wire.header import Header
@@ -96,8 +97,10 @@ class ZenohLink:
     # -- session
     def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
         known = [st for st in self._known if st.replica != avoid] if avoid else []
-        return open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
-                                   known=known, seen=self._known)
+        opened = open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
+                                     known=known, seen=self._known)
+        opened.same_host = reaches_over_shm(self._session, opened.ack.shm_zids)
+        return opened
 
     def bind(self, replica: str) -> None:
         for obj in self._replica_objs:

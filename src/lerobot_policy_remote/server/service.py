@@ -21,6 +21,7 @@ from typing import Any
 
 import zenoh
 
+from ..shared_memory import shm_zids
 from ..wire.codec import decode, encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.errors import Reason, WireError
@@ -337,7 +338,8 @@ class PolicyServer:
             base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
                         chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
                         serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions,
-                        image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2})
+                        image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2},
+                        shm_zids=shm_zids(self.z))
             if not verdict.ok:
                 self.metrics.rejected.labels(verdict.code).inc()
                 log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))

@@ -121,6 +121,17 @@ class FakeRobot:
         self.send_raw(encode_observation(msg, quality), Header(schema, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
         return self.seq
 
+    def send_burst(self, states: list[np.ndarray]) -> int:
+        """One observation per state, all encoded first and then put back to back (a burst no encode spreads out,
+        however loaded the box); returns the last seq id."""
+        img = np.full((96, 128, 3), 100, np.uint8)
+        bodies = [encode_observation(ObservationMsg({"observation.state": np.asarray(s, np.float32)}, {"observation.images.front": img}))
+                  for s in states]
+        for body in bodies:
+            self.seq += 1
+            self.send_raw(body, Header(SCHEMA_VERSION, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
+        return self.seq
+
     def send_raw(self, payload: bytes, attachment: bytes | None) -> None:
         import zenoh
 

@@ -117,7 +117,9 @@ class RobotHost:
                 connect_endpoints=list(endpoints), client_uuid=f"{prefix}-{i:04d}", rtc=RTCConfig(enabled=False), buffer_time_s=0.5,
                 max_action_age_s=3.0, request_timeout_s=3.0, reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
                 handshake_jitter_s=0.05, max_offline_s=3600.0, connect_timeout_s=30.0, telemetry_period_s=telemetry_period_s,
-                telemetry_max_period_s=telemetry_max_period_s)
+                telemetry_max_period_s=telemetry_max_period_s,
+                # the simulated robots stand for arms on machines of their own: their frames go as across a network
+                raw_frames_on_same_host=False)
             link = ZenohLink(cfg.zenoh_settings(), keys, cfg.client_uuid, session=self.session)
             e = RemoteInferenceEngine(cfg, hw_features=_hw_features(), ordered_action_keys=list(SIM_ARM_ACTION_NAMES), task=TASK, fps=FPS,
                                       model_id=MODEL, transport=link)

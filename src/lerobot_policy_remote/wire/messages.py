@@ -114,6 +114,10 @@ class SessionAck:
     # the others float32) or "float32"; `reply_model_space` false = `chunk_model` left out.
     reply_dtype: str = "float32"
     reply_model_space: bool = True
+    # Zenoh ids this replica reaches over shared memory: its own session and the routers it is linked to by
+    # shared memory (same host). A robot linked by shared memory to one of them sends raw frames (issue 22).
+    # Additive: old servers omit it (the robot then encodes as configured).
+    shm_zids: list[str] = field(default_factory=list)
 
 
 @dataclass
