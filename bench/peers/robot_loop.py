@@ -114,10 +114,10 @@ class EngineRobot:
     its handshakes after the first; a chunk's arrival lag is its round trip from the engine's own chunk log line.
     """
 
-    def __init__(self, target: str, quality: int, timeout_s: float) -> None:
+    def __init__(self, target: str, quality: int, timeout_s: float, shm: bool = False) -> None:
         from .ours_peer import engine
 
-        self.e = engine(target, 0, quality, timeout_s, buffer_time_s=25 / FPS, worker=True)  # asks at half a chunk, as Robot
+        self.e = engine(target, 0, quality, timeout_s, buffer_time_s=25 / FPS, worker=True, shm=shm)  # asks at half a chunk, as Robot
         self.stop = threading.Event()
         self.executed: list[tuple[float, float, float]] = []
         self.dry_ticks: list[float] = []
@@ -188,6 +188,7 @@ def main() -> None:
     ap.add_argument("--target", required=True)
     ap.add_argument("--seconds", type=float, default=10.0, help="how long to run after the first chunk")
     ap.add_argument("--quality", type=int, default=90)
+    ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--resize", type=int, default=0, help="openpi: resize_with_pad to NxN on the robot")
     ap.add_argument("--timeout", type=float, default=None,
                     help="how long the robot waits for a chunk: ours 1 s (the engine's request timeout; its next request "
@@ -199,7 +200,7 @@ def main() -> None:
         logging.disable(logging.INFO)
     timeout = args.timeout if args.timeout is not None else (1.0 if args.system == "ours" else 60.0)
     if args.system == "ours":
-        out = EngineRobot(args.target, args.quality, timeout).run(args.seconds)
+        out = EngineRobot(args.target, args.quality, timeout, args.shm).run(args.seconds)
     else:
         out = Robot(args.system, args.target, args.quality, timeout, args.resize).run(args.seconds)
     emit(out)
