@@ -29,10 +29,9 @@ class S:
         self.info = Info(me, transports)
 
 
-class Closed:
-    @property
-    def info(self):
-        raise RuntimeError("session closed")
+def closed() -> S:
+    """What a closed zenoh session answers (checked with zenoh 1.10): its zid, and no transports."""
+    return S("gone", [])
 
 
 def test_a_server_offers_itself_and_its_shared_memory_routers():
@@ -41,7 +40,7 @@ def test_a_server_offers_itself_and_its_shared_memory_routers():
 
 def test_a_server_without_a_shared_memory_link_offers_nothing():
     assert shm_zids(S("srv", [T("r1", False)])) == []
-    assert shm_zids(Closed()) == []
+    assert shm_zids(closed()) == []
 
 
 def test_a_robot_needs_its_own_shared_memory_link_to_one_of_them():
@@ -51,7 +50,7 @@ def test_a_robot_needs_its_own_shared_memory_link_to_one_of_them():
     assert not reaches_over_shm(S("bot", [T("r1", False)]), offered)  # its router link crosses a network
     assert not reaches_over_shm(S("bot", [T("r9", True)]), offered)  # another router (a mesh): frames would cross
     assert not reaches_over_shm(S("bot", [T("r1", True)]), [])  # an old server says nothing
-    assert not reaches_over_shm(Closed(), offered)
+    assert not reaches_over_shm(closed(), offered)
 
 
 def test_hostile_lists_are_bounded_and_typed():

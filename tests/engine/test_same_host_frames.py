@@ -14,7 +14,6 @@ import time
 import uuid
 
 import lerobot.rollout  # noqa: F401
-import msgpack
 import numpy as np
 import pytest
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
@@ -25,7 +24,9 @@ from lerobot_policy_remote.engine.zenoh_link import ZenohLink
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
 from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.server.stub import StubBackend
+from lerobot_policy_remote.wire.codec import unpack_map
 from lerobot_policy_remote.wire.keys import ServiceKeys
+from lerobot_policy_remote.wire.limits import DEFAULT_LIMITS
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
@@ -50,12 +51,17 @@ def _run(router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same
     keys = ServiceKeys.for_service("stub", cfg.service_revision, task)
     link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=robot_shm), keys, robot)
     codecs: set[str] = set()
+    seen = [0]
     lock = threading.Lock()
+    three_seen = threading.Event()
 
-    def on_obs(sample) -> None:  # what the server receives: the images' codec field of the msgpack body
-        body = msgpack.unpackb(sample.payload.to_bytes(), raw=False)
+    def on_obs(sample) -> None:  # what the server receives: the images' codec field of the observation body
+        body = unpack_map(sample.payload.to_bytes(), "obs", DEFAULT_LIMITS, DEFAULT_LIMITS.max_payload_bytes)
         with lock:
             codecs.update(v["codec"] for v in body["images"].values())
+            seen[0] += 1
+            if seen[0] >= 3:
+                three_seen.set()
 
     spy = zenoh_client().declare_subscriber(keys.obs("*", robot), on_obs)
     e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link)
@@ -68,9 +74,9 @@ def _run(router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same
         while time.monotonic() < end and e.counters["chunks"] < 3:
             e.notify_observation({**{n: 1.0 for n in NAMES}, **{c: frame for c in CAMS}})
             e.get_action(None)
-            time.sleep(1 / 30)
+            time.sleep(1 / 30)  # the robot's 30 Hz control tick, as lerobot-rollout paces it
         assert e.counters["chunks"] >= 3, f"no chunks came back: {dict(e.counters)}"
-        time.sleep(0.1)  # the spy's last deliveries
+        assert three_seen.wait(5.0), f"the spy saw {seen[0]} observations of {e.counters['requests']} sent"
         with lock:
             return e, set(codecs)
     finally:

@@ -131,13 +131,13 @@ class RemoteInferenceEngine(InferenceEngine):
     session_epoch = property(lambda self: self.session.epoch)
     fingerprint = property(lambda self: self.session.fingerprint)
     rtc_active = property(lambda self: self.session.rtc_active)
+    executed_count = property(lambda self: self.control.executed_count)
+    fallback_count = property(lambda self: self.control.fallback_count)
 
     @property
     def frame_quality(self) -> int:
         """JPEG quality of the frames sent now: 0 (raw) to a replica on this machine, unless told otherwise."""
         return 0 if self.session.same_host and self.cfg.raw_frames_on_same_host else self.cfg.jpeg_quality
-    executed_count = property(lambda self: self.control.executed_count)
-    fallback_count = property(lambda self: self.control.fallback_count)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:

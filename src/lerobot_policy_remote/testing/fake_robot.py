@@ -114,23 +114,31 @@ class FakeRobot:
              schema: int = SCHEMA_VERSION, prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0, quality: int = 90) -> int:
         """Send one observation (state + a 96x128 front camera) to the session's replica; returns its seq id."""
         self.seq = self.seq + 1 if seq is None else seq
-        img = np.full((96, 128, 3), 100, np.uint8) if image is None else image
-        msg = ObservationMsg({"observation.state": np.asarray(state, np.float32)}, {"observation.images.front": img},
-                             episode_start=episode_start, inference_delay_steps=delay,
-                             prefix_model=None if prefix is None else prefix[0], prefix_robot=None if prefix is None else prefix[1])
-        self.send_raw(encode_observation(msg, quality), Header(schema, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
+        body = self._body(state, image, episode_start=episode_start, prefix=prefix, delay=delay, quality=quality)
+        self._put(body, schema)
         return self.seq
 
     def send_burst(self, states: list[np.ndarray]) -> int:
         """One observation per state, all encoded first and then put back to back (a burst no encode spreads out,
         however loaded the box); returns the last seq id."""
-        img = np.full((96, 128, 3), 100, np.uint8)
-        bodies = [encode_observation(ObservationMsg({"observation.state": np.asarray(s, np.float32)}, {"observation.images.front": img}))
-                  for s in states]
+        bodies = [self._body(s) for s in states]
         for body in bodies:
             self.seq += 1
-            self.send_raw(body, Header(SCHEMA_VERSION, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
+            self._put(body, SCHEMA_VERSION)
         return self.seq
+
+    @staticmethod
+    def _body(state: np.ndarray, image: np.ndarray | None = None, *, episode_start: bool = False,
+              prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0, quality: int = 90) -> bytes:
+        """State + a 96x128 front camera (grey unless `image`), encoded as a robot sends it."""
+        img = np.full((96, 128, 3), 100, np.uint8) if image is None else image
+        msg = ObservationMsg({"observation.state": np.asarray(state, np.float32)}, {"observation.images.front": img},
+                             episode_start=episode_start, inference_delay_steps=delay,
+                             prefix_model=None if prefix is None else prefix[0], prefix_robot=None if prefix is None else prefix[1])
+        return encode_observation(msg, quality)
+
+    def _put(self, body: bytes, schema: int) -> None:
+        self.send_raw(body, Header(schema, MsgType.OBS, self.seq, self.episode, time.monotonic_ns(), 1).pack())
 
     def send_raw(self, payload: bytes, attachment: bytes | None) -> None:
         import zenoh
