@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from .service import PolicyServer
 
-        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True), audit_where=audit_where)
+        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True), audit_where=audit_where,
+                              settle=settle_after_startup)  # the model's objects stay out of every later full collection
     except Exception as exc:  # bad checkpoint path, unreachable hub id, refused policy, bad zenoh config, ...
         return fail(exc, manifest)
 
@@ -168,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # router unreachable, warm-up failed: the model cannot run with this manifest
         server.stop()
         return fail(exc, manifest, 2 if isinstance(exc, ZenohConfigError) else 1)
-    settle_after_startup()  # the model's objects stay out of every later full collection
     try:
         while not server.wait(0.5):
             pass

@@ -66,9 +66,13 @@ class PolicyServer:
     """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it."""
 
     def __init__(self, manifest: Manifest, backend: Backend | None = None, *, scheduler: Scheduler | None = None,
-                 progress: Callable[[str], None] = print, audit_where: str = "") -> None:
+                 progress: Callable[[str], None] = print, audit_where: str = "",
+                 settle: Callable[[], object] | None = None) -> None:
         manifest.validate()
         self.audit_where = audit_where  # the CLI's --audit_log, for the start line
+        # Run after warm-up, before any robot can find this replica: the CLI's full collection + gc.freeze holds
+        # the GIL for ~0.25 s with a model loaded, which would delay the first handshake (a drain's spare).
+        self._settle = settle
         self.manifest = manifest
         self.progress = progress
         self.backend: Backend = backend if backend is not None else LerobotBackend(manifest, progress)
@@ -115,9 +119,14 @@ class PolicyServer:
 
     def start(self) -> PolicyServer:
         m = self.manifest
-        if m.warmup_inferences:
-            self.progress(f"Warming up ({m.warmup_inferences} inferences)...")
-            self.backend.warmup(m.warmup_inferences, self.progress)
+        worker = threading.Thread(target=self.worker.run, args=(self._warm_up,), name="inference-worker", daemon=True)
+        worker.start()
+        self._threads.append(worker)
+        self.worker.ready.wait()
+        if self.worker.startup_error is not None:
+            raise self.worker.startup_error
+        if self._settle is not None:
+            self._settle()
         self.warmed_up = True
         self.metrics.max_sessions.set(self.caps.max_sessions)
         self.metrics.info.labels(self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode).set(1)
@@ -137,10 +146,9 @@ class PolicyServer:
         ]
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
         self.decoder.start()
-        for target, name in ((self.worker.run, "inference-worker"), (self.housekeeper.run, "housekeeping")):
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        housekeeping = threading.Thread(target=self.housekeeper.run, name="housekeeping", daemon=True)
+        housekeeping.start()
+        self._threads.append(housekeeping)
         self.metrics.worker_alive.set(1)
         self.progress(
             f"Policy server up: {self.service_key} replica={self.replica} model={self.backend.model_info.repo_or_path} "
@@ -150,6 +158,13 @@ class PolicyServer:
             + (f" {self.audit_where}" if self.audit_where else "")
         )
         return self
+
+    def _warm_up(self) -> None:
+        """Throwaway passes on the inference thread (Worker.run calls this there), before any robot can connect."""
+        n = self.manifest.warmup_inferences
+        if n:
+            self.progress(f"Warming up ({n} inferences) on the inference thread...")
+            self.backend.warmup(n, self.progress)
 
     def endpoints_line(self) -> str:
         """Where /healthz and /metrics listen, in the start line (and whether only this machine can reach them)."""

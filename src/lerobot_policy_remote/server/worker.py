@@ -110,11 +110,26 @@ class Worker:
         # decode pool's hand-off and hand-back cost two thread wake-ups, ~0.2 ms on a 2-core box, for no overlap).
         self.idle = False
         self.prefetch: Callable[[Mail], None] | None = None  # the decode pool's submit (service.py)
+        # Set once this thread has bound torch's threads and warmed up; `startup_error` says why that failed.
+        self.ready = threading.Event()
+        self.startup_error: BaseException | None = None
 
     # ------------------------------------------------------------------ loop
-    def run(self) -> None:
+    def run(self, warm_up: Callable[[], None] | None = None) -> None:
+        """Bind torch's threads, warm up on this thread (the one that serves), then serve until stopped.
+
+        Warming up here builds this thread's OpenMP team before the first robot's pass: a spare that takes over
+        a drained replica's robots must not pay that on their first request (service.start waits for `ready`)."""
         lc = self.lifecycle
-        self.backend.bind_serving_thread()  # torch's CPU threads are this thread's (torch_threads.py)
+        try:
+            self.backend.bind_serving_thread()  # torch's CPU threads are this thread's (torch_threads.py)
+            if warm_up is not None:
+                warm_up()
+        except BaseException as exc:  # start() raises it on its own thread: a failed warm-up is a failed start
+            self.startup_error = exc
+            return
+        finally:
+            self.ready.set()
         try:
             while not lc.stopped:
                 chosen = self._choose()

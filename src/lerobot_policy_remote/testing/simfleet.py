@@ -61,8 +61,7 @@ def run_replica(a: argparse.Namespace) -> int:
                         batching=BatchingSpec(max_batch=a.max_batch, max_wait_ms=0.0))
     backend = StubBackend(a.infer_ms / 1000.0, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=a.max_sessions,
                           per_robot_s=a.per_robot_ms / 1000.0)
-    server = PolicyServer(manifest, backend=backend, progress=lambda s: None).start()
-    settle_after_startup()
+    server = PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
     print(f"REPLICA READY {a.replica_id}", flush=True)
     try:
         server.wait(a.seconds)
