@@ -54,3 +54,23 @@ def test_unreachable_router_gives_actionable_error():
 
     with pytest.raises(ZenohConfigError, match="router is running"):
         open_session(ZenohSettings(mode="client", connect_endpoints=[f"tcp/127.0.0.1:{free_port()}"], connect_timeout_ms=300))
+
+
+def test_observations_leave_robots_and_routers_through_a_deep_data_queue():
+    """A raw 1.84 MB observation is 29 fragments: robots and routers queue 16 DATA batches, zenoh accepts both queues."""
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+    from lerobot_fleet.router import router_settings
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+    from lerobot_policy_remote.zenoh_config import OBS_TX_QUEUE_BATCHES
+
+    robot = RemoteInferenceConfig(connect_endpoint="tcp/127.0.0.1:7447", rtc=RTCConfig(enabled=False)).zenoh_settings()
+    router = router_settings(["tcp/127.0.0.1:7447"])
+    for s in (robot, router):
+        assert s.to_dict()["transport"]["link"]["tx"]["queue"]["size"] == {"data": OBS_TX_QUEUE_BATCHES} == {"data": 16}
+    both = ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"], tx_queue_data=16, tx_queue_interactive_high=8)
+    assert both.to_dict()["transport"]["link"]["tx"]["queue"]["size"] == {"interactive_high": 8, "data": 16}
+    both.build()  # zenoh takes the keys
+    assert "queue" not in ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]).to_dict()["transport"]["link"]["tx"]
+    with pytest.raises(ZenohConfigError, match="tx_queue_data must be 0"):
+        ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"], tx_queue_data=17).to_dict()

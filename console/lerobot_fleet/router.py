@@ -10,7 +10,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lerobot_policy_remote.zenoh_config import ROUTER_MAX_MESSAGE_BYTES, ZenohConfigError, ZenohSettings, load_json5, open_session
+from lerobot_policy_remote.zenoh_config import (
+    OBS_TX_QUEUE_BATCHES,
+    ROUTER_MAX_MESSAGE_BYTES,
+    ZenohConfigError,
+    ZenohSettings,
+    load_json5,
+    open_session,
+)
 
 
 def acl_or_none(inventory: str | None) -> dict[str, Any] | None:
@@ -57,6 +64,7 @@ def router_settings(
         tls_connect_certificate=tls_cert if connect and tls_cert else None,
         tls_connect_private_key=tls_key if connect and tls_cert else None,
         max_message_bytes=ROUTER_MAX_MESSAGE_BYTES,
+        tx_queue_data=OBS_TX_QUEUE_BATCHES,  # observations pass here on their way to a server (zenoh_config.py)
         extra_json5=extra,
     )
 

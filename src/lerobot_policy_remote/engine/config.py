@@ -9,7 +9,7 @@ from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.factory import InferenceEngineConfig
 
-from ..zenoh_config import ZenohSettings
+from ..zenoh_config import OBS_TX_QUEUE_BATCHES, ZenohSettings
 
 
 class FallbackBehavior(str, Enum):
@@ -159,4 +159,5 @@ class RemoteInferenceConfig(InferenceEngineConfig):
             retry_period_init_ms=100,
             retry_period_max_ms=500,
             block_wait_before_close_ms=int(self.request_timeout_s * 1000),
+            tx_queue_data=OBS_TX_QUEUE_BATCHES,
         )

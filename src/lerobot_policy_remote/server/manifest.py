@@ -210,6 +210,7 @@ FIELD_HELP: dict[str, str] = {
     "zenoh.shared_memory": "use Zenoh shared memory with peers on the same machine",
     "zenoh.adminspace": "expose Zenoh's admin space (read-only)",
     "zenoh.tx_queue_interactive_high": "TX queue depth for chunks; 0 keeps Zenoh's default (a batching server uses 16)",
+    "zenoh.tx_queue_data": "TX queue depth for observations and other DATA-priority messages; 0 keeps Zenoh's default (robots and routers use 16)",
     "zenoh.max_message_bytes": "largest message Zenoh reassembles (bytes); 0: max_obs_bytes + 64 KiB (Zenoh's own default is 1 GiB)",
     "zenoh.block_wait_before_close_ms": "how long a BLOCK put may wait for tx queue room before Zenoh closes the link; 0 keeps Zenoh's 5 s",
     "zenoh.extra_json5": "a JSON5 file or inline JSON5 merged last into the Zenoh config",
