@@ -256,8 +256,8 @@ class PolicyServer:
         for d in self._decls:
             try:
                 d.undeclare()
-            except Exception:
-                pass
+            except Exception as exc:  # teardown goes on: the session closes below anyway
+                log.debug("undeclare at stop failed: %s", exc)
         self._decls.clear()
         self._drop_token()
         sessions = self.registry.all()
@@ -268,8 +268,8 @@ class PolicyServer:
                 time.sleep(0.2)  # let the last chunks/events leave before the transport closes
             try:
                 self.z.close()
-            except Exception:
-                pass
+            except Exception as exc:  # already closed by zenoh (router gone): nothing left to release
+                log.debug("zenoh session close at stop failed: %s", exc)
         if self.health:
             self.health.stop()
         if self.capture:
@@ -280,8 +280,8 @@ class PolicyServer:
         if token is not None:
             try:
                 token.undeclare()
-            except Exception:
-                pass
+            except Exception as exc:  # the session is closing or closed: the router drops the token with it
+                log.debug("liveliness token undeclare failed: %s", exc)
 
     # ================================================================== control plane (callbacks)
     def status(self, sessions: bool = True) -> ServerStatus:
@@ -471,8 +471,8 @@ class PolicyServer:
         if s.pub is not None:
             try:
                 s.pub.undeclare()
-            except Exception:
-                pass
+            except Exception as exc:  # the session is closing or closed: the publisher goes with it
+                log.debug("publisher undeclare for %s failed: %s", s.client_uuid, exc)
         log.info("session %s of %s closed (%s)", s.session_id, s.client_uuid, reason)
 
 
