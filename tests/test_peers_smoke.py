@@ -82,3 +82,13 @@ def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
     assert kill["noticed_s"] is not None and kill["noticed_s"] < 1.0, kill  # the server's token went away: noticed at once
     assert kill["run_again_s"] is not None and kill["reconnects"] >= 1, kill
     assert kill["stale_executed"] == 0, kill  # never an action from a chunk that arrived more than 1 s after its observation
+
+
+def test_interleaved_repeats_rotate_the_arms() -> None:
+    """Each repeat runs every arm once and a different arm first, so a slow window of the box is shared."""
+    from bench.peers.run import interleaved
+
+    order: list[str] = []
+    reps = interleaved(["a", "b", "c"], 3, lambda arm: order.append(arm) or len(order))
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert reps == {"a": [1, 6, 8], "b": [2, 4, 9], "c": [3, 5, 7]}

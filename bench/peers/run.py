@@ -10,6 +10,8 @@ Results go to DIR/results.json; `bench.peers.report` turns them into tables and 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import statistics
@@ -19,7 +21,7 @@ from typing import Any
 
 from . import procs
 from .relay import Relay
-from .workload import Sizes, proc_rss_mb
+from .workload import Sizes, proc_cpu_s, proc_rss_mb
 
 ARMS = {  # arm -> (system, extra client args)
     "ours-jpeg": ("ours", ["--quality", "90"]),
@@ -111,56 +113,98 @@ def wire_bytes(server: Server, system: str, extra: list[str]) -> tuple[float, fl
     return (u2 - u1) / 10, (d2 - d1) / 10
 
 
+def interleaved(arms: list[str], repeats: int, measure: Any) -> dict[str, list[Any]]:
+    """Every arm once per repeat, the order rotated each repeat, all servers up throughout.
+
+    This box's speed swings by tens of percent over minutes; measured arm by arm, a slow window lands on
+    whichever arm's block it falls in and the ratio measures the box. Interleaved, it lands on every arm.
+    """
+    reps: dict[str, list[Any]] = {a: [] for a in arms}
+    for r in range(repeats):
+        k = r % len(arms)
+        for arm in arms[k:] + arms[:k]:
+            reps[arm].append(measure(arm=arm))
+    return reps
+
+
+def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
+    """CPU the idle servers of the other arms use while one arm is measured (% of one core): the price of interleaving."""
+    pids = [p.pid for s in servers for p in [*s.procs, *([s.router] if s.router is not None else [])]]
+    c0 = sum(proc_cpu_s(p) for p in pids)
+    time.sleep(seconds)
+    return 100 * (sum(proc_cpu_s(p) for p in pids) - c0) / seconds
+
+
+def closed_loop(servers: dict[str, Server], *args: str, arm: str, max_s: float = 600) -> dict[str, Any]:
+    """One measuring client of `arm` against its server."""
+    system, extra = ARMS[arm]
+    return procs.client(system, servers[arm].target, *args, *servers[arm].pid_args(), *extra, max_s=max_s)
+
+
+def summarize(row: dict[str, Any], reps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of the repeats for each figure, with its min-max spread."""
+    row["repeats"] = reps
+    for key in ("rtt_p50_ms", "rtt_p99_ms", "client_cpu_ms", "server_cpu_ms", "req_per_s"):
+        vals = [r[key] for r in reps]
+        row[key] = statistics.median(vals)
+        row[key + "_spread"] = [min(vals), max(vals)]
+    row["errors"] = sum(r["errors"] for r in reps)
+    row["resends"] = sum(r.get("resends", 0) for r in reps)
+    return row
+
+
 def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> list[dict[str, Any]]:
     rows = []
-    for arm in arms:
-        system, extra = ARMS[arm]
-        for s in sleeps:
-            server = Server(system, s, shm="--shm" in extra)
-            try:
-                reps = [procs.client(system, server.target, "--warmup", str(sizes.warmup), "--requests", str(sizes.requests),
-                                     *server.pid_args(), *extra) for _ in range(sizes.repeats)]
-                up, down = wire_bytes(server, system, extra)
-                rss = server.rss_mb()
-            finally:
-                server.stop()
-            row = {"arm": arm, "sleep_ms": s * 1000, "up_bytes": up, "down_bytes": down, "server_rss_mb": rss, "repeats": reps}
-            for key in ("rtt_p50_ms", "rtt_p99_ms", "client_cpu_ms", "server_cpu_ms", "req_per_s"):
-                vals = [r[key] for r in reps]
-                row[key] = statistics.median(vals)
-                row[key + "_spread"] = [min(vals), max(vals)]
-            row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
-            row["errors"] = sum(r["errors"] for r in reps)
-            row["resends"] = sum(r.get("resends", 0) for r in reps)
-            log(f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
-                f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
-                f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}")
-            rows.append(row)
-    return rows
+    for s in sleeps:
+        with contextlib.ExitStack() as stack:
+            servers: dict[str, Server] = {}
+            for arm in arms:
+                system, extra = ARMS[arm]
+                servers[arm] = Server(system, s, shm="--shm" in extra)
+                stack.callback(servers[arm].stop)
+            idle = idle_cpu_pct(list(servers.values()))
+            log(f"latency S={s * 1000:.0f}ms: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {sizes.repeats} interleaved repeats")
+
+            reps = interleaved(arms, sizes.repeats, functools.partial(closed_loop, servers, "--warmup", str(sizes.warmup),
+                                                                      "--requests", str(sizes.requests)))
+            for arm in arms:
+                system, extra = ARMS[arm]
+                up, down = wire_bytes(servers[arm], system, extra)
+                row = summarize({"arm": arm, "sleep_ms": s * 1000, "up_bytes": up, "down_bytes": down,
+                                 "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
+                log(f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
+                    f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
+                    f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}")
+                rows.append(row)
+    return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["sleep_ms"]))
 
 
 def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) -> list[dict[str, Any]]:
-    """The small real ACT on CPU, same checkpoint everywhere: round trip, CPU, req/s at N robots."""
+    """The small real ACT on CPU, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved repeats)."""
     from .act import save_act
 
     path = save_act(out / "act-checkpoint")
     rows = []
-    for arm in arms:
-        system, extra = ARMS[arm]
-        for n in ns:
-            server = Server(system, 0.0, act=str(path), shm="--shm" in extra)
-            try:
-                r = procs.client(system, server.target, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
-                                 "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120",
-                                 *server.pid_args(), *extra, max_s=900)
-                r["server_rss_mb"] = server.rss_mb()
-            finally:
-                server.stop()
-            r.update(arm=arm, n=n)
-            log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
-                f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
-            rows.append(r)
-    return rows
+    for n in ns:
+        with contextlib.ExitStack() as stack:
+            servers: dict[str, Server] = {}
+            for arm in arms:
+                system, extra = ARMS[arm]
+                servers[arm] = Server(system, 0.0, act=str(path), shm="--shm" in extra)
+                stack.callback(servers[arm].stop)
+            idle = idle_cpu_pct(list(servers.values()))
+            log(f"act N={n}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {sizes.repeats} interleaved repeats")
+
+            reps = interleaved(arms, sizes.repeats, functools.partial(
+                closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
+                "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120", max_s=900))
+            for arm in arms:
+                r = summarize({"arm": arm, "n": n, "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
+                    f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
+                rows.append(r)
+    return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
 
 
 def jain(xs: list[float]) -> float:
