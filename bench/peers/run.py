@@ -16,6 +16,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,20 @@ def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
     return 100 * (sum(proc_cpu_s(p) for p in pids) - c0) / seconds
 
 
+@contextlib.contextmanager
+def servers_up(arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any) -> Iterator[tuple[dict[str, Server], float]]:
+    """Every arm's server at once (stopped on the way out), and what they cost idle, logged."""
+    with contextlib.ExitStack() as stack:
+        servers: dict[str, Server] = {}
+        for arm in arms:
+            system, extra = ARMS[arm]
+            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra)
+            stack.callback(servers[arm].stop)
+        idle = idle_cpu_pct(list(servers.values()))
+        log(f"{phase}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {repeats} interleaved repeats")
+        yield servers, idle
+
+
 def closed_loop(servers: dict[str, Server], *args: str, arm: str, max_s: float = 600) -> dict[str, Any]:
     """One measuring client of `arm` against its server."""
     system, extra = ARMS[arm]
@@ -156,15 +171,7 @@ def summarize(row: dict[str, Any], reps: list[dict[str, Any]]) -> dict[str, Any]
 def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> list[dict[str, Any]]:
     rows = []
     for s in sleeps:
-        with contextlib.ExitStack() as stack:
-            servers: dict[str, Server] = {}
-            for arm in arms:
-                system, extra = ARMS[arm]
-                servers[arm] = Server(system, s, shm="--shm" in extra)
-                stack.callback(servers[arm].stop)
-            idle = idle_cpu_pct(list(servers.values()))
-            log(f"latency S={s * 1000:.0f}ms: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {sizes.repeats} interleaved repeats")
-
+        with servers_up(arms, s, "", f"latency S={s * 1000:.0f}ms", sizes.repeats, log) as (servers, idle):
             reps = interleaved(arms, sizes.repeats, functools.partial(closed_loop, servers, "--warmup", str(sizes.warmup),
                                                                       "--requests", str(sizes.requests)))
             for arm in arms:
@@ -187,15 +194,7 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) 
     path = save_act(out / "act-checkpoint")
     rows = []
     for n in ns:
-        with contextlib.ExitStack() as stack:
-            servers: dict[str, Server] = {}
-            for arm in arms:
-                system, extra = ARMS[arm]
-                servers[arm] = Server(system, 0.0, act=str(path), shm="--shm" in extra)
-                stack.callback(servers[arm].stop)
-            idle = idle_cpu_pct(list(servers.values()))
-            log(f"act N={n}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {sizes.repeats} interleaved repeats")
-
+        with servers_up(arms, 0.0, str(path), f"act N={n}", sizes.repeats, log) as (servers, idle):
             reps = interleaved(arms, sizes.repeats, functools.partial(
                 closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
                 "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120", max_s=900))
