@@ -67,7 +67,7 @@ def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any
                              name="delay relay", prefix=ns.prefix(ns.c))
         rport = relay.wait_for("RELAY READY", 60).split()[-1]
         target = f"tcp/127.0.0.1:{rport}" if system == "ours" else f"127.0.0.1:{rport}"
-        lat = procs.client(system, target, "--warmup", "0", "--requests", str(max(5, sizes.requests // 5)), "--timeout", "60",
+        lat = procs.client(system, target, "--warmup", "0", "--requests", str(sizes.link_requests), "--timeout", "60",
                            *extra, prefix=ns.prefix(ns.c))
         robot = procs.python("bench.peers.robot_loop", system, "--target", target, "--seconds", str(sizes.scale_seconds * 2),
                              *extra, name="robot", prefix=ns.prefix(ns.c))

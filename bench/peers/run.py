@@ -197,7 +197,7 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) 
         with servers_up(arms, 0.0, str(path), f"act N={n}", sizes.repeats, log) as (servers, idle):
             reps = interleaved(arms, sizes.repeats, functools.partial(
                 closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
-                "--requests", str(max(3, sizes.requests // 5)), "--act", str(path), "--timeout", "120", max_s=900))
+                "--requests", str(sizes.act_requests), "--act", str(path), "--timeout", "120", max_s=900))
             for arm in arms:
                 r = summarize({"arm": arm, "n": n, "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
                 log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
