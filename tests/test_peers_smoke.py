@@ -92,3 +92,23 @@ def test_interleaved_repeats_rotate_the_arms() -> None:
     reps = interleaved(["a", "b", "c"], 3, lambda arm: order.append(arm) or len(order))
     assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
     assert reps == {"a": [1, 6, 8], "b": [2, 4, 9], "c": [3, 5, 7]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
+    """`bench.peers.tail` (the S = 20 tail figures in docs/performance.md): every request of every repeat is kept,
+    with S taken off, and the summary names each arm."""
+    out = tmp_path / "tail.json"
+    cmd = [sys.executable, "-m", "bench.peers.tail", "--arms", "ours-samehost", "gr00t-zmq", "--requests", "4", "--repeats", "2",
+           "--sleep-ms", "20", "--out", str(out)]
+    proc = subprocess.run(["timeout", "-s", "KILL", "240", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=270)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = json.loads(out.read_text())
+    assert set(runs) == {"ours-samehost", "gr00t-zmq"}
+    for arm, seqs in runs.items():
+        assert [len(s) for s in seqs] == [4, 4], arm
+        starts = [t for s in seqs for t, _ in s]
+        assert starts == sorted(starts), arm  # the repeats ran one after the other, each in order
+        assert all(-1e-3 < over < 1.0 for s in seqs for _, over in s), (arm, seqs)  # S (20 ms) is taken off
+        assert f"{arm:14s} median of repeats" in proc.stdout
