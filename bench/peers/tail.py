@@ -2,7 +2,7 @@
 
 `bench.peers.run`'s latency rows take p99 over 150 requests per repeat, so a row's p99 is its second-largest
 sample and one slow second of the box moves it by 2-4x between repeats. This runs longer closed loops
-(default 4 repeats of 300 requests, the arms alternating, every server up throughout) in this process, through
+(default 4 repeats of 300 requests, the arms interleaved as in the bench, every server up throughout) in this process, through
 the same clients as the bench, and prints each repeat's p50/p99 over S and when its slow requests came
 (ms after the first measured one), so a reader can tell a system's tail from the box's.
 
@@ -12,29 +12,39 @@ the same clients as the bench, and prints each repeat's p50/p99 over S and when 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+
 from .client import make_client
-from .run import ARMS, servers_up
+from .run import ARMS, Server, interleaved, servers_up
 from .workload import frames, pct, state
 
 
-def closed_loop(arm: str, target: str, sleep_s: float, warmup: int, requests: int) -> list[tuple[float, float]]:
-    """(start, round trip - S) in seconds for each measured request of one fresh client."""
+def round_trips(servers: dict[str, Server], sleep_s: float, warmup: int, requests: int, *, arm: str) -> list[tuple[float, float]]:
+    """(start, round trip - S) in seconds for each measured request of one fresh client of `arm`.
+
+    Every chunk must answer its own observation (the stub's first row is the robot's state), as in the bench's client.
+    """
     system, extra = ARMS[arm]
     quality = int(extra[extra.index("--quality") + 1]) if "--quality" in extra else 90
-    c = make_client(system, target, 0, quality, 30.0, shm="--shm" in extra)
+    c = make_client(system, servers[arm].target, 0, quality, 30.0, shm="--shm" in extra)
     imgs, seq = frames(), []
     try:
         for i in range(warmup + requests):
+            st = state(i)
             t0 = time.perf_counter()
-            c.infer(imgs, state(i))
+            chunk = c.infer(imgs, st)
+            dt = time.perf_counter() - t0
+            if not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4)):
+                raise RuntimeError(f"{arm}: request {i} got a chunk for another observation")
             if i >= warmup:
-                seq.append((t0, time.perf_counter() - t0 - sleep_s))
+                seq.append((t0, dt - sleep_s))
     finally:
         c.close()
     return seq
@@ -52,12 +62,8 @@ def main() -> None:
     args = ap.parse_args()
     s = args.sleep_ms / 1000
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
-    runs: dict[str, list[list[tuple[float, float]]]] = {a: [] for a in args.arms}
     with servers_up(args.arms, s, "", f"tail S={args.sleep_ms:.0f}ms", args.repeats, print) as (servers, _idle):
-        for r in range(args.repeats):
-            k = r % len(args.arms)
-            for arm in args.arms[k:] + args.arms[:k]:
-                runs[arm].append(closed_loop(arm, servers[arm].target, s, args.warmup, args.requests))
+        runs = interleaved(args.arms, args.repeats, functools.partial(round_trips, servers, s, args.warmup, args.requests))
     for arm, seqs in runs.items():
         p50s, p99s = [], []
         for seq in seqs:
