@@ -140,7 +140,8 @@ def test_batching_fields_parse_from_cli_and_validate():
     m = parse_manifest(["--model.repo_or_path=x", "--default_task=t", "--batching.max_batch=8", "--batching.max_wait_ms=5"])
     assert (m.batching.max_batch, m.batching.max_wait_ms) == (8, 5.0)
     m.validate()
-    assert parse_manifest(["--model.repo_or_path=x", "--default_task=t"]).batching.max_batch == 1  # default: unbatched
+    default = parse_manifest(["--model.repo_or_path=x", "--default_task=t"]).batching
+    assert default.max_batch is None and (default.limit(True), default.limit(False)) == (8, 1)  # default: batch when the policy can
     m.batching.max_batch = 0
     with pytest.raises(ManifestError, match="batching.max_batch"):
         m.validate()
@@ -158,3 +159,36 @@ def test_default_window_fills_passes_of_saturating_robots(server_factory, robots
     assert min(counts) > 0, counts
     recent = [b for b, _ in server.worker.stats.recent()][4:]  # past the first passes (no pass time measured yet)
     assert sum(recent) / len(recent) >= 6.5, recent  # opportunistic picks settle near 4 + 4
+
+
+def test_default_batching_never_delays_robots_that_are_not_saturating(server_factory, robots):
+    """Batching is on by default for a policy that can batch, and robots that ask once a second (a real robot
+    refilling its buffer) are not waited for: the derived window only waits for robots due within it."""
+    import threading
+    import time
+
+    server = server_factory("stub", backend=StubBackend(0.1, SIM_ARM_ACTION_NAMES, per_robot_s=0.01), max_sessions=4)
+    assert server.batch_limit == 8
+    fleet = robots(server, 4)
+    for r in fleet:
+        assert r.open(server.replica).ok
+    rtts: list[list[float]] = [[] for _ in fleet]
+
+    def robot(i: int) -> None:
+        time.sleep(0.25 * i)  # staggered: one robot asks every 0.25 s, each once a second
+        for _ in range(5):
+            t0 = time.monotonic()
+            fleet[i].request(np.full(6, float(i)), timeout=10)
+            rtts[i].append(time.monotonic() - t0)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
+
+    threads = [threading.Thread(target=robot, args=(i,)) for i in range(len(fleet))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    served = sorted(x for r in rtts[:] for x in r[1:])  # past each robot's first request (no interval measured yet)
+    assert len(served) == 16, rtts
+    # A 0.1 s pass; the old "active in the last second" rule waited up to 0.05 s more on every one of these.
+    assert served[len(served) // 2] < 0.135, served
+    assert server.worker.stats.pass_ms_p50() > 0 and all(b == 1 for b, _ in server.worker.stats.recent())

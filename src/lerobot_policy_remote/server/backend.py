@@ -59,6 +59,11 @@ class Backend(abc.ABC):
         """One chunk for one robot: (model-space chunk, robot-space chunk), each (T, A) float32."""
 
     # ------------------------------------------------------------------ optional: defaults
+    @property
+    def batches(self) -> bool:
+        """Can any request of this backend share a forward pass (`can_batch` decides per request)? Default: no."""
+        return False
+
     def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         """May this request share a forward pass with others? Default: no (every request runs alone)."""
         return False
@@ -302,6 +307,10 @@ class LerobotBackend(Backend):
             else:
                 chunk = self.policy.predict_action_chunk(pre)
             return self._post(state, chunk)
+
+    @property
+    def batches(self) -> bool:
+        return self.classification.serving_mode == "shared" and not self.classification.queue_fed
 
     def can_batch(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         """Shared, chunk-stateless, no RTC: lerobot 0.6.1's RTC guidance takes one delay for the whole batch."""

@@ -44,14 +44,25 @@ def _server_rtc() -> RtcSettings:
 RtcSpec = RtcSettings  # old name, kept for callers not yet moved to the wire's type
 
 
+AUTO_MAX_BATCH = 8  # batching.max_batch when unset and the policy can batch (docs/server.md, "Batching")
+
+
 @dataclass
 class BatchingSpec:
     """Cross-robot micro-batching of shared-mode sessions (docs/server.md, "Batching")."""
 
-    max_batch: int = 1  # robots per forward pass; 1 = one robot per pass (no batching)
+    # robots per forward pass; None (default) = AUTO_MAX_BATCH when the policy can batch (shared, chunk-stateless), else 1;
+    # 1 = one robot per pass (no batching)
+    max_batch: int | None = None
     # None (default) = derived: wait up to half the measured pass time while fewer robots are ready than recently
     # active ones (never for a lone robot); 0 = opportunistic (never wait while a robot is ready); > 0 waits this long
     max_wait_ms: float | None = None
+
+    def limit(self, can_batch: bool) -> int:
+        """Robots per pass for a policy that can (or cannot) batch: an operator's value, else the default."""
+        if not can_batch:
+            return 1
+        return AUTO_MAX_BATCH if self.max_batch is None else self.max_batch
 
 
 @dataclass
@@ -134,7 +145,7 @@ class Manifest:
             raise ManifestError("rtc.max_guidance_weight must be > 0")
         if self.session_grace_s < 0 or self.drain_timeout_s < 0 or self.reclaim_idle_s < 0:
             raise ManifestError("session_grace_s, drain_timeout_s and reclaim_idle_s must be >= 0")
-        if self.batching.max_batch < 1:
+        if self.batching.max_batch is not None and self.batching.max_batch < 1:
             raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
         if self.batching.max_wait_ms is not None and not 0 <= self.batching.max_wait_ms <= 1000:
             raise ManifestError(f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}")
@@ -187,7 +198,7 @@ FIELD_HELP: dict[str, str] = {
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
     "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
-    "batching.max_batch": "robots per forward pass in shared mode; 1 is no batching",
+    "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
     "batching.max_wait_ms": "unset: wait up to half a measured pass while fewer robots are ready than are active; "
                             "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
     "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "

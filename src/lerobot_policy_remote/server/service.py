@@ -79,7 +79,7 @@ class PolicyServer:
         self.caps = self.backend.caps
         self.keys = manifest.keys()
         self.replica = manifest.replica()
-        self.batch_limit = 1 if self.caps.serving_mode == "exclusive" else manifest.batching.max_batch
+        self.batch_limit = manifest.batching.limit(self.caps.serving_mode != "exclusive" and self.backend.batches)
         self.scheduler: Scheduler = scheduler or scheduler_for(self.batch_limit)
         self.registry = Registry()
         self.metrics = ServerMetrics(self.replica)

@@ -18,6 +18,9 @@ from ..wire.messages import EventMsg, RtcSettings, SessionInfo, SessionOpen
 log = logging.getLogger("lerobot.policy_server")
 
 
+INTERVAL_GAIN = 0.25  # weight of the newest gap in a mailbox's smoothed arrival interval
+
+
 @dataclass
 class Mail:
     """One raw observation as deposited by the zenoh callback (decoded later, off the callback)."""
@@ -41,11 +44,15 @@ class Mailbox:
         self._mail: Mail | None = None
         self.superseded_pending = 0  # superseded since the last chunk was sent
         self.superseded_total = 0
-        self.last_arrival = float("-inf")  # t_arrival of the newest deposit: is this robot active (batch window)?
+        self.last_arrival = float("-inf")  # t_arrival of the newest deposit
+        self.interval: float | None = None  # smoothed time between deposits: when is this robot's next one due (batch window)?
 
     def deposit(self, mail: Mail) -> bool:
         """Returns True when an unread observation was replaced."""
         with self._lock:
+            gap = mail.t_arrival - self.last_arrival
+            if not math.isinf(gap):
+                self.interval = gap if self.interval is None else self.interval + INTERVAL_GAIN * (gap - self.interval)
             self.last_arrival = mail.t_arrival
             old = self._mail
             replaced = old is not None

@@ -54,6 +54,10 @@ class StubBackend(Backend):
         self.calls += 1
         return self._chunk(obs)
 
+    @property
+    def batches(self) -> bool:
+        return self.per_robot_s is not None and self.caps.serving_mode == "shared"
+
     def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         return self.per_robot_s is not None and self.caps.serving_mode == "shared" and rtc is None
 

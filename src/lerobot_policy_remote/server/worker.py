@@ -99,7 +99,7 @@ class Worker:
         # The one decode of an observation, run by the decode pool or, when no decoder got to it, by this worker.
         self.decode = functools.partial(decode_observation, limits=limits, targets=decode_targets(backend))
         self.batch_limit = batch_limit
-        self.window = BatchWindow(max_wait_s)  # None: derived from the pass time and the active sessions
+        self.window = BatchWindow(max_wait_s)  # None: derived from the pass time and when each robot is due
         self.capture = capture
         self.progress = progress
         self.stats = PassStats()
@@ -158,20 +158,24 @@ class Worker:
         if not chosen or self.batch_limit <= 1:
             return chosen
         win = self.window
-        sessions = self.registry.all()
-        fill = win.target(self.batch_limit, win.active(s.mailbox.last_arrival for s in sessions), len(sessions))
-        wait = win.wait_s(len(chosen), fill, self.stats.pass_ms_p50() / 1e3)
+        sessions = [s for s in self.registry.all() if s.rtc is None]  # an RTC request runs alone: never waited for
+        pass_s = self.stats.pass_ms_p50() / 1e3
+        batchable = [s for s in chosen if s.rtc is None]
+        others = [(s.mailbox.last_arrival, s.mailbox.interval) for s in sessions if s not in chosen]
+        fill = win.target(self.batch_limit, len(batchable), win.due(others, win.horizon_s(pass_s)), len(sessions))
+        wait = win.wait_s(len(batchable), fill, pass_s)
         if wait <= 0:
             return chosen
         self._prefetch(chosen)  # what arrived while this worker was idle is decoded during the window, by the pool
         deadline = win.clock() + wait
-        while len(chosen) < fill and not lc.stopped and not lc.draining:
+        while len(batchable) < fill and len(chosen) < self.batch_limit and not lc.stopped and not lc.draining:
             left = deadline - win.clock()
             if left <= 0:
                 break
             self.wake.wait(left)
             self.wake.clear()
             chosen = self.scheduler.select(self.registry.ready_in_ring_order())
+            batchable = [s for s in chosen if s.rtc is None]
         return chosen
 
     def _prefetch(self, sessions: list[Session]) -> None:
