@@ -85,7 +85,8 @@ def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any
     row = {"arm": arm, "link": link, "ttfc_s": res["first_chunk"] - res["started"] if res["first_chunk"] else None,
            "rtt_p50_ms": lat["rtt_p50_ms"], "rtt_p99_ms": lat["rtt_p99_ms"], "first_rtt_ms": lat.get("first_rtt_ms"),
            "errors": lat["errors"], "dry_fraction": dry / max(1, run_s * 30), "dry_ticks": dry, "robot_seconds": run_s,
-           "chunk_p50_ms": pct(lags, 50) * 1000, "robot_errors": len(res["errors"])}
+           "chunk_p50_ms": pct(lags, 50) * 1000, "robot_errors": len(res["errors"]),
+           "robot_error_samples": [e[1] if isinstance(e, (list, tuple)) else str(e) for e in res["errors"][:3]]}
     log(f"link {arm:12s} {link:13s} first chunk {row['ttfc_s'] or float('nan'):5.2f}s  rtt p50 {row['rtt_p50_ms']:7.1f} p99 {row['rtt_p99_ms']:7.1f} ms  "
         f"queue dry {100 * row['dry_fraction']:5.1f}% of ticks  errors {row['errors']}/{row['robot_errors']}")
     return row
