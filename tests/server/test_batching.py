@@ -173,21 +173,23 @@ def test_default_batching_never_delays_robots_that_are_not_saturating(server_fac
     for r in fleet:
         assert r.open(server.replica).ok
     rtts: list[list[float]] = [[] for _ in fleet]
+    period_s = 1.0  # a real robot refilling its buffer asks about this often
 
     def robot(i: int) -> None:
-        time.sleep(0.25 * i)  # staggered: one robot asks every 0.25 s, each once a second
-        for _ in range(5):
+        # The workload, not a wait for a condition: robot i starts at 0.25 s * i and asks once a second.
+        start = time.monotonic() + 0.25 * i
+        for k in range(5):
+            time.sleep(max(0.0, start + k * period_s - time.monotonic()))
             t0 = time.monotonic()
             fleet[i].request(np.full(6, float(i)), timeout=10)
             rtts[i].append(time.monotonic() - t0)
-            time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))
 
     threads = [threading.Thread(target=robot, args=(i,)) for i in range(len(fleet))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(30)
-    served = sorted(x for r in rtts[:] for x in r[1:])  # past each robot's first request (no interval measured yet)
+    served = sorted(x for r in rtts for x in r[1:])  # past each robot's first request (no interval measured yet)
     assert len(served) == 16, rtts
     # A 0.1 s pass; the old "active in the last second" rule waited up to 0.05 s more on every one of these.
     assert served[len(served) // 2] < 0.135, served

@@ -314,7 +314,7 @@ class LerobotBackend(Backend):
 
     def can_batch(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         """Shared, chunk-stateless, no RTC: lerobot 0.6.1's RTC guidance takes one delay for the whole batch."""
-        return self.classification.serving_mode == "shared" and not self.classification.queue_fed and rtc is None
+        return self.batches and rtc is None
 
     def infer_batch(self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor."""

@@ -54,8 +54,8 @@ class BatchingSpec:
     # robots per forward pass; None (default) = AUTO_MAX_BATCH when the policy can batch (shared, chunk-stateless), else 1;
     # 1 = one robot per pass (no batching)
     max_batch: int | None = None
-    # None (default) = derived: wait up to half the measured pass time while fewer robots are ready than recently
-    # active ones (never for a lone robot); 0 = opportunistic (never wait while a robot is ready); > 0 waits this long
+    # None (default) = derived: wait up to half the measured pass time for robots due within it (never for a lone
+    # robot); 0 = opportunistic (never wait while a robot is ready); > 0 waits this long
     max_wait_ms: float | None = None
 
     def limit(self, can_batch: bool) -> int:
@@ -199,7 +199,7 @@ FIELD_HELP: dict[str, str] = {
     "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
     "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
-    "batching.max_wait_ms": "unset: wait up to half a measured pass while fewer robots are ready than are active; "
+    "batching.max_wait_ms": "unset: wait up to half a measured pass for robots whose next observation is due within it; "
                             "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
     "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "
                          "replay them with `lerobot-policy-server replay DIR`; null disables",

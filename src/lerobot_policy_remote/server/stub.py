@@ -59,7 +59,7 @@ class StubBackend(Backend):
         return self.per_robot_s is not None and self.caps.serving_mode == "shared"
 
     def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
-        return self.per_robot_s is not None and self.caps.serving_mode == "shared" and rtc is None
+        return self.batches and rtc is None
 
     def infer_batch(self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
         time.sleep(self.infer_s + (self.per_robot_s or 0.0) * (len(items) - 1))
