@@ -48,6 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200, help="requests per side")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    ap.add_argument("--device", default="cpu", help="where both run the model (cuda on a GPU box)")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
 
@@ -67,9 +68,9 @@ def main() -> None:
     ours_obs = ObservationMsg({"observation.state": state}, {f"observation.images.{c}": img for c, img in images.items()})
 
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = save_act(Path(tmp) / "act")
+        ckpt = save_act(Path(tmp) / "act", device=args.device)
         wrapper = ActPolicy(str(ckpt))
-        backend = LerobotBackend(Manifest(model=ModelSpec(repo_or_path=str(ckpt), device="cpu"), default_task="bench", health_port=0),
+        backend = LerobotBackend(Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", health_port=0),
                                  progress=lambda s: None)
         session = backend.new_session_state()
         calls = {"wrapper": lambda: wrapper.infer(wrapper_obs), "backend": lambda: backend.infer(session, ours_obs, None)}

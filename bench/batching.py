@@ -56,7 +56,7 @@ class Inbox:
         self.got.set()
 
 
-def save_act(path: Path) -> Path:
+def save_act(path: Path, device: str = "cpu") -> Path:
     """A small random-weight ACT checkpoint saved like a training run (config, weights, processors)."""
     import torch
     from lerobot.configs.types import FeatureType, PolicyFeature
@@ -66,7 +66,7 @@ def save_act(path: Path) -> Path:
 
     feats = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))}
     feats |= {f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w)) for c, (h, w) in CAMERAS.items()}
-    cfg = ACTConfig(device="cpu", input_features=feats, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(6,))},
+    cfg = ACTConfig(device=device, input_features=feats, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(6,))},
                     chunk_size=50, n_action_steps=50, pretrained_backbone_weights=None, dim_model=64, n_heads=2,
                     dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False, push_to_hub=False)
     torch.manual_seed(0)
@@ -195,6 +195,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="short runs (about 1 min in all)")
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
+    ap.add_argument("--device", default="cpu", help="where the real ACT runs (cuda on a GPU box)")
     ap.add_argument("--stub-a", type=float, default=0.010, help="stub pass time a + b*B: a (s)")
     ap.add_argument("--stub-b", type=float, default=0.010, help="stub pass time a + b*B: b (s)")
     args = ap.parse_args()
@@ -213,11 +214,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as tmp:
-        ckpt = save_act(Path(tmp))
-        manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="bench", max_sessions=max(NS), health_port=0)
+        ckpt = save_act(Path(tmp), args.device)
+        manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", max_sessions=max(NS), health_port=0)
         act = LerobotBackend(manifest, progress=lambda s: None)
         act.warmup(3, lambda s: None)
-        res = table("ACT (2x 96x128 cameras, chunk 50) on CPU", act, seconds, reps, CAMERAS)
+        res = table(f"ACT (2x 96x128 cameras, chunk 50) on {args.device}", act, seconds, reps, CAMERAS)
     speedup, speedup_opp, bound = res[8]
     print(f"with max_wait_ms 0 (opportunistic): speedup at N=8: {speedup_opp:.2f}")
     print(f"batching speedup at N=8: {speedup:.2f} (model bound {bound:.2f}, {speedup / bound:.2f} of it)")

@@ -1,4 +1,4 @@
-"""The small real ACT on CPU, the same checkpoint for every system.
+"""The small real ACT (on CPU, or `--device cuda`), the same checkpoint for every system.
 
 `save_act(dir)` builds ACT from config (random weights, no backbone download) for this workload
 (two cameras, 14-dim state, 50x14 chunks; 480x640 frames on the wire, 120x160 into the model) and saves it with its processors, so each system
@@ -19,7 +19,8 @@ from .workload import CAMERAS, CHUNK, HEIGHT, STATE_DIM, WIDTH
 TRAINED_HW = (120, 160)  # the model's input size: every server resizes the 480x640 frames to it, as real deployments do
 
 
-def save_act(path: str | Path, seed: int = 0) -> Path:
+def save_act(path: str | Path, seed: int = 0, device: str = "cpu") -> Path:
+    """Build and save the checkpoint; `device` is stored in its config, so every system loads it there."""
     import torch
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.act.configuration_act import ACTConfig
@@ -28,7 +29,7 @@ def save_act(path: str | Path, seed: int = 0) -> Path:
 
     inputs: dict[str, Any] = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,))}
     inputs.update({f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, *TRAINED_HW)) for c in CAMERAS})
-    config = ACTConfig(device="cpu", input_features=inputs, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
+    config = ACTConfig(device=device, input_features=inputs, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
                        chunk_size=CHUNK[0], n_action_steps=CHUNK[0], pretrained_backbone_weights=None, dim_model=64, n_heads=2,
                        dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False, latent_dim=8, push_to_hub=False)
     torch.manual_seed(seed)

@@ -36,6 +36,11 @@ ARMS = {  # arm -> (system, extra client args)
 }
 
 
+def act_device(path: str) -> str:
+    """The device the checkpoint was saved for (`--device`): every system loads it there."""
+    return str(json.loads((Path(path) / "config.json").read_text()).get("device") or "cpu")
+
+
 class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
@@ -56,7 +61,7 @@ class Server:
         if self.system == "ours" and self.act:  # the real product CLI with a manifest
             manifest = Path(self.act) / "peers-manifest.yaml"
             manifest.write_text(json.dumps({
-                "model": {"repo_or_path": self.act, "device": "cpu"}, "default_task": "peers act", "max_sessions": 16,
+                "model": {"repo_or_path": self.act, "device": act_device(self.act)}, "default_task": "peers act", "max_sessions": 16,
                 "warmup_inferences": 1, "health_port": 0,
                 "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm}}))
             self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
@@ -171,8 +176,8 @@ def summarize(row: dict[str, Any], reps: list[dict[str, Any]]) -> dict[str, Any]
 def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> list[dict[str, Any]]:
     rows = []
     for s in sleeps:
-        with servers_up(arms, s, "", f"latency S={s * 1000:.0f}ms", sizes.repeats, log) as (servers, idle):
-            reps = interleaved(arms, sizes.repeats, functools.partial(closed_loop, servers, "--warmup", str(sizes.warmup),
+        with servers_up(arms, s, "", f"latency S={s * 1000:.0f}ms", sizes.latency_repeats, log) as (servers, idle):
+            reps = interleaved(arms, sizes.latency_repeats, functools.partial(closed_loop, servers, "--warmup", str(sizes.warmup),
                                                                       "--requests", str(sizes.requests)))
             for arm in arms:
                 system, extra = ARMS[arm]
@@ -187,11 +192,11 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["sleep_ms"]))
 
 
-def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) -> list[dict[str, Any]]:
-    """The small real ACT on CPU, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved repeats)."""
+def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu") -> list[dict[str, Any]]:
+    """The small real ACT on `device`, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved repeats)."""
     from .act import save_act
 
-    path = save_act(out / "act-checkpoint")
+    path = save_act(out / "act-checkpoint", device=device)
     rows = []
     for n in ns:
         with servers_up(arms, 0.0, str(path), f"act N={n}", sizes.repeats, log) as (servers, idle):
@@ -199,7 +204,7 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any) 
                 closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
                 "--requests", str(sizes.act_requests), "--act", str(path), "--timeout", "120", max_s=900))
             for arm in arms:
-                r = summarize({"arm": arm, "n": n, "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                r = summarize({"arm": arm, "n": n, "device": device, "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
                 log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
                     f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
                 rows.append(r)
@@ -240,6 +245,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/peers/out")
     ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "faults", "link"])
     ap.add_argument("--act-n", nargs="*", type=int, default=[1, 4], help="robots per server for the ACT rows")
+    ap.add_argument("--act-device", default="cpu", help="where every system runs the ACT rows' model (cuda on a GPU box)")
     ap.add_argument("--arms", nargs="*", default=list(ARMS))
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
@@ -276,7 +282,7 @@ def main() -> None:
         save("scaling", scaling(sizes, args.n, args.scale_sleep_ms / 1000, args.arms, args.legacy_procs_max, log))
     if "act" in args.phases:
         load("act")
-        save("act", act_rows(sizes, args.arms, out, args.act_n, log))
+        save("act", act_rows(sizes, args.arms, out, args.act_n, log, args.act_device))
     if "faults" in args.phases:
         load("faults")
         from .faults import faults
