@@ -24,6 +24,9 @@ __all__ = ["BIN", "Proc", "client", "emit", "free_port", "python", "result", "ro
 
 ROOT = Path(__file__).resolve().parents[2]
 _workdir: Path | None = None
+# A server outlives every client of its phase: the S = 100 ms latency phase alone takes about 15 min with 5
+# repeats, and a server killed by its own bound mid-phase leaves the byte counts and the last arm's row unmeasured.
+SERVER_MAX_S = 7200.0
 
 
 def workdir() -> Path:
@@ -68,7 +71,7 @@ def router(port: int | None = None, prefix: list[str] | None = None, host: str =
     # the link phase listens on a veth address inside a network namespace the bench made (reachable from
     # nothing else): an open listen there is deliberate, so say so (the router refuses it otherwise)
     insecure = [] if host == "127.0.0.1" else ["--insecure"]
-    p = Proc([str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, *insecure], name="router", prefix=prefix)
+    p = Proc([str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, *insecure], name="router", prefix=prefix, max_s=SERVER_MAX_S)
     p.wait_for("Zenoh router up", timeout=60)
     return p, endpoint
 

@@ -65,7 +65,7 @@ class Server:
                 "warmup_inferences": 1, "health_port": 0,
                 "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm}}))
             self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
-                                     prefix=self.prefix)]
+                                     prefix=self.prefix, max_s=procs.SERVER_MAX_S)]
             self.procs[0].wait_for("Policy server up", timeout=300)
             return time.monotonic()
         act = ["--act", self.act] if self.act else []
@@ -73,7 +73,8 @@ class Server:
             argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s, *(["--shm"] if self.shm else [])]]
         else:
             argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
-        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix) for a in argvs]
+        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix, max_s=procs.SERVER_MAX_S)
+                      for a in argvs]
         for p in self.procs:
             p.wait_for("PEER READY", timeout=180)
         return time.monotonic()
