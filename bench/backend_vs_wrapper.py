@@ -7,7 +7,7 @@ ACT checkpoint (two 480x640 cameras resized to 120x160, 14-dim state, 50x14 chun
 Both run in a non-main thread, as the server's worker does, alternating request by request so both see the
 same load. The aim (issue 22): backend <= 1.05x the wrapper. `--profile` adds a cProfile of each.
 
-    .venv/bin/python bench/backend_vs_wrapper.py [--n 200] [--threads 0] [--profile]
+    .venv/bin/python bench/backend_vs_wrapper.py [--n 200] [--threads 0] [--device cpu|cuda] [--profile]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ that deposits an encoded observation (JPEG images, as on the wire) into its sess
 the next one as soon as its chunk is published, so the scheduler and the model are all that is measured
 (the network path is `bench/server.py`'s job). Two models:
   (a) a stub whose pass over B robots takes a + b*B seconds (shows the scheduler reaching the model bound);
-  (b) a small real ACT on CPU (two 96x128 cameras, 6-dim state, chunk 50, random weights).
+  (b) a small real ACT on CPU, or `--device cuda` (two 96x128 cameras, 6-dim state, chunk 50, random weights).
 The model bound at N is min(N, max_batch) / t(min(N, max_batch)), with t measured in the same run by
 calling the backend directly. Prints one table per model; the last line is
 `batching speedup at N=8: <x> (model bound <y>, <x/y> of it)` for the real ACT with the default window.

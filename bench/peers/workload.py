@@ -33,7 +33,7 @@ class Sizes:
     link_requests: int = 12
     repeats: int = 3
     # The loopback latency rows: one repeat's p50 moves by up to +-30 % on a 2-vCPU VM (issue 22, sessions 9-11),
-    # so the median of 3 could not resolve the 10 % the issue asks for; 5 costs about 13 more minutes.
+    # so the median of 3 could not resolve the 10 % the issue asks for; 5 costs about 11 more minutes (62 min for the four phases of issue 22).
     latency_repeats: int = 5
     scale_seconds: float = 4.0
 
