@@ -200,8 +200,10 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, 
     path = save_act(out / "act-checkpoint", device=device)
     rows = []
     for n in ns:
-        with servers_up(arms, 0.0, str(path), f"act N={n}", sizes.repeats, log) as (servers, idle):
-            reps = interleaved(arms, sizes.repeats, functools.partial(
+        # one robot's round trip is a latency row: as noisy on a small VM as the loopback ones (sizes.latency_repeats)
+        repeats = sizes.latency_repeats if n == 1 else sizes.repeats
+        with servers_up(arms, 0.0, str(path), f"act N={n}", repeats, log) as (servers, idle):
+            reps = interleaved(arms, repeats, functools.partial(
                 closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
                 "--requests", str(sizes.act_requests), "--act", str(path), "--timeout", "120", max_s=900))
             for arm in arms:
