@@ -33,8 +33,9 @@ class Sizes:
     link_requests: int = 12
     repeats: int = 3
     # The loopback latency rows and the 1-robot ACT: one repeat's p50 moves by up to +-30 % on a 2-vCPU VM (issue 22,
-    # sessions 9-11), so the median of 3 could not resolve the 10 % the issue asks for; 5 costs about 11 more minutes
-    # for the loopback rows (62 min for the four phases of issue 22) and about 3 for the ACT (session 13).
+    # sessions 9-11), so the median of 3 could not resolve the 10 % the issue asks for. 5 cost about 11 more minutes for
+    # the loopback rows (62 min for the four phases of issue 22) and under one for the ACT (its N = 1 phase took
+    # 4.7 min in session 13 against 4.3 with 3).
     latency_repeats: int = 5
     scale_seconds: float = 4.0
 
