@@ -92,7 +92,13 @@ class ZenohSettings:
     # How long a BLOCK put may wait for room in the tx queue before zenoh closes the link (ms); 0 keeps
     # zenoh's default (5 s). The robot sets its request timeout: a large observation waits no longer.
     block_wait_before_close_ms: int = 0
+    # Gossip scouting (peers learning each other's locators through a router); None: on except in client mode.
+    gossip: bool | None = None
     extra_json5: str | None = None  # a JSON5 file path or inline JSON5 text, merged key by key last
+
+    @property
+    def uses_tls(self) -> bool:
+        return any(e.startswith("tls/") for e in self.connect_endpoints + self.listen_endpoints)
 
     def validate(self) -> None:
         for name in ("tx_queue_interactive_high", "tx_queue_data"):
@@ -121,12 +127,11 @@ class ZenohSettings:
             path = getattr(self, name)
             if path and not Path(path).is_file():
                 raise ZenohConfigError(f"{name}: file {path!r} does not exist")
-        uses_tls = any(e.startswith("tls/") for e in self.connect_endpoints + self.listen_endpoints)
         if any(e.startswith("tls/") for e in self.connect_endpoints) and not self.tls_root_ca_certificate:
             raise ZenohConfigError("a tls/ connect endpoint needs tls_root_ca_certificate (the CA that signed the router)")
         if any(e.startswith("tls/") for e in self.listen_endpoints) and not self.tls_listen_certificate:
             raise ZenohConfigError("a tls/ listen endpoint needs tls_listen_certificate and tls_listen_private_key")
-        if self.tls_connect_certificate and not uses_tls:
+        if self.tls_connect_certificate and not self.uses_tls:
             raise ZenohConfigError("a client certificate was given but no endpoint uses tls/: use tls/host:port")
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,7 +139,7 @@ class ZenohSettings:
         self.validate()
         conf: dict[str, Any] = {
             "mode": self.mode,
-            "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": self.mode != "client"}},
+            "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": self.mode != "client" if self.gossip is None else self.gossip}},
             "transport": {
                 "link": {"tx": {"lease": self.lease_ms, "keep_alive": self.keep_alive}},
                 "shared_memory": {"enabled": self.shared_memory},

@@ -70,7 +70,10 @@ def test_engine_rides_out_forgery_sigstop_router_restart_and_drain(own_router, t
     hw = hw_to_dataset_features(robot.observation_features, "observation")
     cfg = RemoteInferenceConfig(connect_endpoint=own_router.endpoint, rtc=RTCConfig(enabled=True, execution_horizon=8),
                                 max_action_age_s=MAX_AGE, request_timeout_s=0.5, degraded_after_s=0.5, max_offline_s=60,
-                                reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0, buffer_time_s=0.4)
+                                reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0, buffer_time_s=0.4,
+                                # the forger answers the observations it reads on the router: on the direct link (one
+                                # host) they never cross it (test_direct_link.py covers that path's faults)
+                                direct_on_same_host=False)
     e = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(robot.action_features), task=task, fps=30,
                               model_id=str(model), policy_type="act", shutdown_event=threading.Event())
     e.reset()

@@ -49,7 +49,8 @@ def _run(router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same
     cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, client_uuid=robot, rtc=RTCConfig(enabled=False),
                                 raw_frames_on_same_host=raw_on_same_host, request_timeout_s=5.0, buffer_time_s=0.2)
     keys = ServiceKeys.for_service("stub", cfg.service_revision, task)
-    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=robot_shm), keys, robot)
+    # The router path (direct=False): the spy reads the frames on the router; test_direct_link.py covers the other.
+    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=robot_shm), keys, robot, direct=False)
     codecs: set[str] = set()
     seen = [0]
     lock = threading.Lock()

@@ -70,6 +70,10 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     # one router (or each other) over zenoh shared memory, so the frames cross no network and JPEG would only
     # cost CPU on both sides. With false, frames always go at jpeg_quality.
     raw_frames_on_same_host: bool = True
+    # Send observations straight to a replica on this machine (its loopback listener, offered in the session
+    # ack), skipping the router hop both ways; tokens, telemetry and resets still go through the router. Never
+    # with TLS (the router's access control must see everything). false: every message through the router.
+    direct_on_same_host: bool = True
     # Shrink each camera frame to the model's trained input size (from the session ack) before encoding
     # (area interpolation): a 480x640 camera feeding a 120x160 model sends 16x fewer pixels. false sends
     # full frames and the server resizes them (docs/wire.md: parity of the two).

@@ -86,7 +86,7 @@ class RemoteInferenceEngine(InferenceEngine):
         if transport is None:
             from .zenoh_link import ZenohLink
 
-            transport = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid)
+            transport = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid, direct=config.direct_on_same_host)
         self.transport: RemoteLink = transport
         self._clock_ns = request_clock_ns
 
@@ -325,10 +325,11 @@ class RemoteInferenceEngine(InferenceEngine):
         self._episode_start = True
         self.states.on_handshake_ok(time.monotonic())
         self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
-        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s)", printable(self.session_id, 80),
+        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s, %s)", printable(self.session_id, 80),
                     self.replica, self.session_epoch, self.rtc_active, self.session.chunk_size,
                     "raw over shared memory (same host)" if self.frame_quality == 0 and self.session.same_host
-                    else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"))
+                    else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"),
+                    "direct link" if self.transport.direct else "via the router")
 
     def _try_reconnect(self, now: float) -> None:
         if not self.reconnect.due(now):

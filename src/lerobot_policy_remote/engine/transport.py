@@ -61,6 +61,10 @@ class RemoteLink(Protocol):
     def bind(self, replica: str) -> None:
         """Send observations to `replica` and watch its liveliness token from now on."""
 
+    @property
+    def direct(self) -> bool:
+        """Observations and chunks of the bound replica skip the router (a replica on this host offered it)."""
+
     def publish_observation(self, body: bytes, header: Header) -> None:
         """Fire and forget to the bound replica (dropped under congestion, never blocks)."""
 

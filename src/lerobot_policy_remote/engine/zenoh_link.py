@@ -7,7 +7,9 @@ inside `with query:` (the reset query is held until then).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -39,12 +41,28 @@ class _ZenohResetQuery:
             self._query.reply(self._query.key_expr, encode(ack))
 
 
-class ZenohLink:
-    """The real transport: one client session through the configured router(s)."""
+# What a robot dials when a replica offers a direct link: loopback only (server/direct.py); anything else in an
+# ack is ignored, so a server cannot make a robot dial elsewhere.
+_LOOPBACK = re.compile(r"tcp/127\.0\.0\.1:\d{1,5}")
+MAX_DIRECT_ENDPOINTS = 4
 
-    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str, session: Any = None) -> None:
+
+def direct_endpoints(offered: Any) -> list[str]:
+    """The loopback endpoints of an ack's `direct_endpoints` (others dropped)."""
+    if not isinstance(offered, list):
+        return []
+    return [e for e in offered[:MAX_DIRECT_ENDPOINTS] if isinstance(e, str) and _LOOPBACK.fullmatch(e)]
+
+
+class ZenohLink:
+    """The real transport: one client session through the configured router(s), and for a replica on this host a
+    second one straight to it (observations out, chunks in; server/direct.py says why)."""
+
+    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str, session: Any = None,
+                 direct: bool = True) -> None:
         """`session`: an already open Zenoh session to declare on (the fleet simulator multiplexes many robots on
-        one); this link then never closes it. Each robot keeps its own token, keys, publishers and inbox."""
+        one); this link then never closes it. Each robot keeps its own token, keys, publishers and inbox.
+        `direct`: dial a replica on this host straight when it offers it (never with TLS or a shared session)."""
         self.settings = settings
         self._shared = session
         self.keys = keys
@@ -62,6 +80,9 @@ class ZenohLink:
         self._queries: collections.deque[_ZenohResetQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
         self._lost = threading.Event()
+        self._direct_allowed = direct and session is None and not settings.uses_tls
+        self._direct: Any = None  # the session straight to the bound replica, when it is on this host
+        self._direct_offer: tuple[str, list[str]] = ("", [])  # (replica, its loopback endpoints) from the last handshake
 
     # -- lifecycle
     def open(self, notify: Callable[[], None]) -> None:
@@ -82,10 +103,16 @@ class ZenohLink:
         # Every replica of the service, present (history) and future: failover reacts to a new token at once.
         self._objs.append(s.liveliness().declare_subscriber(self.keys.server("*", "alive"), self._on_server_token, history=True))
 
+    @property
+    def direct(self) -> bool:
+        """Observations and chunks take the direct link to the bound replica (not the router)."""
+        return self._direct is not None
+
     def close(self) -> None:
         for obj in self._replica_objs + self._objs:
             _undeclare(obj)
         self._replica_objs, self._objs = [], []
+        self._close_direct()
         self._publisher = self._publisher_block = self._telemetry_pub = None
         if self._session is not None and self._session is not self._shared:
             try:
@@ -100,15 +127,20 @@ class ZenohLink:
         opened = open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
                                      known=known, seen=self._known)
         opened.same_host = reaches_over_shm(self._session, opened.ack.shm_zids)
+        offered = direct_endpoints(opened.ack.direct_endpoints) if opened.same_host and self._direct_allowed else []
+        self._direct_offer = (opened.ack.replica, offered)
         return opened
 
     def bind(self, replica: str) -> None:
         for obj in self._replica_objs:
             _undeclare(obj)
         self._replica_objs = []
+        self._close_direct()
         self._lost.clear()
         self._replica = replica  # the replica-wide token subscriber of `open` now reports this one's DELETE as lost
-        s = self._session
+        s = self._open_direct(replica) or self._session
+        if s is not self._session:  # the replica answers the way the observation came: listen there too
+            self._replica_objs.append(s.declare_subscriber(self.keys.robot(self.client_uuid, "action"), self._on_action))
         self._publisher = s.declare_publisher(
             self.keys.obs(replica, self.client_uuid),
             congestion_control=zenoh.CongestionControl.DROP,
@@ -123,12 +155,35 @@ class ZenohLink:
         pub = self._publisher
         if is_large(len(body)):  # never silently dropped (engine/resend.py): the same key, BLOCK
             if self._publisher_block is None:
-                self._publisher_block = self._session.declare_publisher(
+                self._publisher_block = (self._direct or self._session).declare_publisher(
                     self.keys.obs(self._replica, self.client_uuid), congestion_control=zenoh.CongestionControl.BLOCK,
                     priority=zenoh.Priority.DATA, express=False)
                 self._replica_objs.append(self._publisher_block)
             pub = self._publisher_block
         pub.put(body, attachment=header.pack())
+
+    def _open_direct(self, replica: str) -> Any:
+        """A client session straight to `replica`'s loopback listener, if its last ack offered one; None otherwise
+        (the router path). Its settings are the robot's own (lease, queues, shared memory) minus the router."""
+        offer_replica, endpoints = self._direct_offer
+        if offer_replica != replica or not endpoints:
+            return None
+        settings = dataclasses.replace(self.settings, mode="client", connect_endpoints=endpoints, listen_endpoints=[],
+                                       connect_timeout_ms=min(self.settings.connect_timeout_ms, 500))
+        try:
+            self._direct = open_session(settings)
+        except Exception as exc:  # the router path works as before: say so once per bind, never fail the session
+            logger.warning("Direct link to replica %s at %s failed (%s): using the router", replica, endpoints[0], exc)
+            self._direct = None
+        return self._direct
+
+    def _close_direct(self) -> None:
+        z, self._direct = self._direct, None
+        if z is not None:
+            try:
+                z.close()
+            except Exception as exc:  # the replica went first: nothing left to release
+                logger.debug("closing the direct link: %s", exc)
 
     def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
         for reply in self._session.get(self.keys.reset(self._replica, self.client_uuid), payload=encode(request), timeout=timeout_s):

@@ -96,6 +96,8 @@ class Manifest:
     max_obs_bytes: int = 16 * 1024 * 1024  # observations above this are refused before decoding
     batching: BatchingSpec = field(default_factory=BatchingSpec)
     debug: DebugSpec = field(default_factory=DebugSpec)
+    # Offer robots on this host a loopback link that skips the router (server/direct.py); never under TLS.
+    direct_link: bool = True
     # Client mode with no connect endpoint dials DEFAULT_ROUTER; peer mode dials only what is listed.
     zenoh: ZenohSettings = field(default_factory=lambda: ZenohSettings(mode="client"))
 
@@ -198,6 +200,7 @@ FIELD_HELP: dict[str, str] = {
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
     "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
+    "direct_link": "offer robots on this host a loopback listener that skips the router (never under TLS); false: all through the router",
     "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
     "batching.max_wait_ms": "unset: wait up to half a measured pass for robots whose next observation is due within it; "
                             "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
@@ -224,6 +227,7 @@ FIELD_HELP: dict[str, str] = {
     "zenoh.tx_queue_data": "TX queue depth for observations and other DATA-priority messages; 0 keeps Zenoh's default (robots and routers use 16)",
     "zenoh.max_message_bytes": "largest message Zenoh reassembles (bytes); 0: max_obs_bytes + 64 KiB (Zenoh's own default is 1 GiB)",
     "zenoh.block_wait_before_close_ms": "how long a BLOCK put may wait for tx queue room before Zenoh closes the link; 0 keeps Zenoh's 5 s",
+    "zenoh.gossip": "peers learn each other's locators through a router; null: on in peer and router mode, off in client mode",
     "zenoh.extra_json5": "a JSON5 file or inline JSON5 merged last into the Zenoh config",
 }
 

@@ -43,13 +43,14 @@ from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
 from .decode_pool import DecodePool
+from .direct import DirectListener, eligible
 from .housekeeping import Housekeeper
 from .lifecycle import Lifecycle
 from .load import LoadGauge
 from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
 from .scheduler import Scheduler, scheduler_for
-from .sessions import Mail, Registry, Session, new_session_id, reply_terms
+from .sessions import Mail, Registry, Session, declare_action_publisher, new_session_id, reply_terms
 from .worker import Worker
 
 log = logging.getLogger("lerobot.policy_server")
@@ -87,6 +88,7 @@ class PolicyServer:
         self.lifecycle = Lifecycle()
         self.load = LoadGauge()
         self.z: Any = None
+        self.direct: DirectListener | None = None  # the loopback link for robots on this host (direct.py)
         self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max, manifest) if manifest.debug.capture_dir else None
         self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open
         self.worker = Worker(
@@ -144,6 +146,11 @@ class PolicyServer:
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
             self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
         ]
+        if self.manifest.direct_link and eligible(settings):
+            try:
+                self.direct = DirectListener(settings, k.obs(r, "*"), self._on_direct_obs).start()
+            except Exception as exc:  # robots on this host then use the router, as every other robot does
+                log.warning("no direct link for robots on this host (%s): they go through the router", exc)
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
         self.decoder.start()
         housekeeping = threading.Thread(target=self.housekeeper.run, name="housekeeping", daemon=True)
@@ -155,6 +162,7 @@ class PolicyServer:
             f"type={self.caps.policy_type} mode={self.caps.serving_mode} max_sessions={self.caps.max_sessions} "
             f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc} max_batch={self.batch_limit} "
             f"zenoh={settings.mode} {zenoh_where(settings)} {self.endpoints_line()}"
+            + (f" direct={self.direct.endpoint}" if self.direct is not None else "")
             + (f" {self.audit_where}" if self.audit_where else "")
         )
         return self
@@ -263,9 +271,11 @@ class PolicyServer:
         sessions = self.registry.all()
         for s in sessions:
             self.close_session(s, "shutdown")
+        if sessions and (self.z is not None or self.direct is not None):
+            time.sleep(0.2)  # let the last chunks/events leave before the transports close
+        if self.direct is not None:
+            self.direct.close()
         if self.z is not None:
-            if sessions:
-                time.sleep(0.2)  # let the last chunks/events leave before the transport closes
             try:
                 self.z.close()
             except Exception as exc:  # already closed by zenoh (router gone): nothing left to release
@@ -354,7 +364,7 @@ class PolicyServer:
                         chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
                         serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions,
                         image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2},
-                        shm_zids=shm_zids(self.z))
+                        shm_zids=shm_zids(self.z), direct_endpoints=self.direct.endpoints if self.direct is not None else [])
             if not verdict.ok:
                 self.metrics.rejected.labels(verdict.code).inc()
                 log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))
@@ -366,9 +376,9 @@ class PolicyServer:
                                   action_names_checked=verdict.names_checked, **base)
             session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
                               req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
-            session.pub = self.z.declare_publisher(
-                self.keys.robot(req.client_uuid, "action"), congestion_control=zenoh.CongestionControl.DROP,
-                priority=zenoh.Priority.INTERACTIVE_HIGH, express=True, reliability=zenoh.Reliability.RELIABLE)
+            session.pub = declare_action_publisher(self.z, self.keys.robot(req.client_uuid, "action"))
+            if self.direct is not None:
+                session.direct_pub = declare_action_publisher(self.direct.z, self.keys.robot(req.client_uuid, "action"))
             session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(req, session.rtc is not None)
             self.backend.on_session_open(session.state)
             old = self.registry.add(session)
@@ -434,7 +444,11 @@ class PolicyServer:
             query.reply(self.keys.server(self.replica, "drain"), encode(ack))
 
     # ================================================================== data plane (callbacks deposit only)
-    def _on_obs(self, sample: Any) -> None:
+    def _on_direct_obs(self, sample: Any) -> None:
+        self._on_obs(sample, direct=True)
+
+    def _on_obs(self, sample: Any, direct: bool = False) -> None:
+        """An observation (router or direct link): the session's replies go back the way the latest one came."""
         if self.lifecycle.draining:
             return  # robots were told to move; only work deposited before the drain is finished
         try:
@@ -451,6 +465,7 @@ class PolicyServer:
         att = att.to_bytes() if att is not None and len(att) == HEADER_SIZE else None  # sized before any copy
         mail = Mail(payload, att, time.perf_counter(), size)
         session.last_obs = time.monotonic()
+        session.via_direct = direct
         if session.mailbox.deposit(mail):
             self.metrics.superseded.labels(client).inc()  # a robot outrunning the worker: the worker decodes its newest
         elif not self.worker.idle:  # an idle worker decodes it at once itself (worker.py `idle`)
@@ -468,9 +483,11 @@ class PolicyServer:
         s.mailbox.clear()
         self.metrics.closed.labels(reason).inc()
         self.metrics.forget_client(s.client_uuid)
-        if s.pub is not None:
+        for pub in (s.pub, s.direct_pub):
+            if pub is None:
+                continue
             try:
-                s.pub.undeclare()
+                pub.undeclare()
             except Exception as exc:  # the session is closing or closed: the publisher goes with it
                 log.debug("publisher undeclare for %s failed: %s", s.client_uuid, exc)
         log.info("session %s of %s closed (%s)", s.session_id, s.client_uuid, reason)

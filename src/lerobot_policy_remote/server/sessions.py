@@ -10,6 +10,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import zenoh
+
 from ..wire.codec import encode
 from ..wire.codes import EventKind
 from ..wire.header import Header, MsgType
@@ -99,6 +101,8 @@ class Session:
     gone_since: float | None = None  # monotonic time the robot's liveliness token disappeared
     closed: bool = False
     pub: Any = None  # the zenoh publisher on this robot's action key (QoS of spec 6.3)
+    direct_pub: Any = None  # the same key on the loopback link (server/direct.py), when this server offers one
+    via_direct: bool = False  # the latest observation came over the loopback link: reply on it
     pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
     # The reply negotiated at open (issue 22): float16 when a chunk fits within reply_max_error, model space or not.
     reply_dtype: str = "float32"
@@ -117,16 +121,27 @@ class Session:
                    header.session_epoch if header else 0)
         return encode(EventMsg(event, message, self.session_id, h.seq_id)), h.pack()
 
+    @property
+    def out(self) -> Any:
+        """The publisher replies take: the way this robot's latest observation came (router or loopback link)."""
+        return self.direct_pub if self.via_direct and self.direct_pub is not None else self.pub
+
     def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
         """Anything that is not a chunk, on the robot's action key (this session's publisher: droppable, express)."""
         payload, attachment = self.event_message(event, message, header)
         try:
-            self.pub.put(payload, attachment=attachment)
+            self.out.put(payload, attachment=attachment)
         except Exception:
             log.debug("event publish failed (session closed?)", exc_info=True)
 
 
 SESSION_ID_SHOWN = 8
+
+
+def declare_action_publisher(z: Any, key: str) -> Any:
+    """A robot's action key: chunks and events, droppable, express, at the robot-facing priority (spec 6.3)."""
+    return z.declare_publisher(key, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH,
+                               express=True, reliability=zenoh.Reliability.RELIABLE)
 
 
 def new_session_id() -> str:

@@ -306,7 +306,7 @@ class Worker:
         s.requests += 1
         self.metrics.requests.labels(s.client_uuid).inc()
         try:
-            s.pub.put(payload, attachment=attachment)
+            s.out.put(payload, attachment=attachment)
             outcome = "ok"
         except Exception as exc:
             outcome = "publish_failed"

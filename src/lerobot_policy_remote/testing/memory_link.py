@@ -147,6 +147,8 @@ class MemoryLink:
                           supports_rtc=rep.rtc, rtc_active=rep.rtc and request.rtc.enabled, warmed_up=True,
                           schema_version=rep.schema_version, warnings=warnings, action_names_checked=rep.names_checked)
 
+    direct = False  # one in-memory path: there is no router to skip
+
     def bind(self, replica: str) -> None:
         with self._lock:
             self.bound = replica

@@ -118,6 +118,9 @@ class SessionAck:
     # shared memory (same host). A robot linked by shared memory to one of them sends raw frames (issue 22).
     # Additive: old servers omit it (the robot then encodes as configured).
     shm_zids: list[str] = field(default_factory=list)
+    # Where a robot on this replica's host (see shm_zids) may dial it straight, skipping the router: loopback
+    # endpoints, offered only without TLS (server/direct.py). Additive: old servers omit it (the router path).
+    direct_endpoints: list[str] = field(default_factory=list)
 
 
 @dataclass
