@@ -9,6 +9,7 @@ must see nothing, because nothing crossed the router.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -64,6 +65,22 @@ def _drive(e: RemoteInferenceEngine, chunks: int, timeout_s: float = 10.0) -> No
     assert e.counters["chunks"] >= goal, f"no chunks came back: {dict(e.counters)} (state {e.state.value})"
 
 
+@contextlib.contextmanager
+def _running(e: RemoteInferenceEngine, *servers: PolicyServer, spy: Spy | None = None):
+    """The robot started and streaming-ready; the robot, its servers and the spy stopped on the way out."""
+    try:
+        e.reset()
+        e.start()
+        e.resume()
+        yield e
+    finally:
+        if spy is not None:
+            spy.close()
+        e.stop()
+        for server in servers:
+            server.stop()
+
+
 class Spy:
     """Counts the robot's observations that cross the router."""
 
@@ -85,10 +102,7 @@ def test_a_robot_on_the_servers_host_skips_the_router(router, zenoh_client):
     server = _server(router, task)
     e = _engine(router, task)
     spy = Spy(zenoh_client, e.keys.obs("*", e.client_uuid))
-    try:
-        e.reset()
-        e.start()
-        e.resume()
+    with _running(e, server, spy=spy):
         _drive(e, 5)
         assert e.transport.direct and e.session.same_host and e.frame_quality == 0
         assert server.direct is not None and server.direct.endpoint.startswith("tcp/127.0.0.1:")
@@ -98,21 +112,14 @@ def test_a_robot_on_the_servers_host_skips_the_router(router, zenoh_client):
         # the fleet still sees the robot: its token is on the router
         replies = list(zenoh_client().liveliness().get(e.keys.robot(e.client_uuid, "alive"), timeout=2.0))
         assert any(r.ok is not None for r in replies)
-    finally:
-        spy.close()
-        e.stop()
-        server.stop()
 
 
-def test_a_drained_replica_hands_a_direct_robot_to_the_next(router, zenoh_client):
+def test_a_drained_replica_hands_a_direct_robot_to_the_next(router):
     """The DRAINING event comes back over the direct link; the robot closes it and dials the next replica's."""
     task = f"direct {uuid.uuid4().hex[:6]}"
     a, b = _server(router, task), _server(router, task)
     e = _engine(router, task)
-    try:
-        e.reset()
-        e.start()
-        e.resume()
+    with _running(e, a, b):
         _drive(e, 3)
         first = e.replica
         assert e.transport.direct
@@ -124,10 +131,6 @@ def test_a_drained_replica_hands_a_direct_robot_to_the_next(router, zenoh_client
         _drive(e, 3)
         assert e.transport.direct, "the next replica on this host is dialled directly too"
         assert (a if a.replica == e.replica else b).registry.get(e.client_uuid).via_direct
-    finally:
-        e.stop()
-        a.stop()
-        b.stop()
 
 
 def test_a_router_restart_under_a_direct_robot(own_router):
@@ -136,10 +139,7 @@ def test_a_router_restart_under_a_direct_robot(own_router):
     task = f"direct {uuid.uuid4().hex[:6]}"
     server = _server(own_router, task)
     e = _engine(own_router, task)
-    try:
-        e.reset()
-        e.start()
-        e.resume()
+    with _running(e, server):
         _drive(e, 3)
         assert e.transport.direct
         epoch = e.session_epoch
@@ -152,9 +152,6 @@ def test_a_router_restart_under_a_direct_robot(own_router):
         assert e.session_epoch > epoch, f"no fresh handshake after the router restart (state {e.state.value})"
         _drive(e, 3)
         assert e.transport.direct and server.registry.get(e.client_uuid).via_direct
-    finally:
-        e.stop()
-        server.stop()
 
 
 @pytest.mark.parametrize(("robot_direct", "server_direct", "robot_shm"), [
@@ -167,18 +164,11 @@ def test_any_other_case_goes_through_the_router(router, zenoh_client, robot_dire
     server = _server(router, task, direct_link=server_direct)
     e = _engine(router, task, shm=robot_shm, direct=robot_direct)
     spy = Spy(zenoh_client, e.keys.obs("*", e.client_uuid))
-    try:
-        e.reset()
-        e.start()
-        e.resume()
+    with _running(e, server, spy=spy):
         _drive(e, 3)
         assert not e.transport.direct
         assert not server.registry.get(e.client_uuid).via_direct
         assert spy.n >= 3
-    finally:
-        spy.close()
-        e.stop()
-        server.stop()
 
 
 def test_a_robot_dials_only_loopback_endpoints_from_an_ack():
