@@ -115,6 +115,20 @@ def test_proc_that_exits_early_is_reported_with_its_output():
     assert time.monotonic() - t0 < 20  # noticed the exit, did not wait out the timeout
 
 
+def test_output_after_wait_has_the_last_line():
+    """`wait()` returns once the child is reaped, possibly before the reader drained the pipe: `output()` then
+    reads to the end (a `--json` verb's one line was once read as empty on a loaded box)."""
+    burst = "print('\\n'.join(['x' * 100] * 600)); print('{\"last\": 1}')"  # 60 kB: fits the pipe, the child exits
+    child = Proc([sys.executable, "-c", burst], name="burst", max_seconds=30)
+    try:
+        with child._cond:  # the reader can record no line until output() waits: the slow reader, made certain
+            assert child.wait(timeout=20) == 0
+            out = child.output()
+        assert out.splitlines()[-1] == '{"last": 1}' and len(out.splitlines()) == 601
+    finally:
+        child.stop()
+
+
 # ------------------------------------------------------------------ fake robot <-> fake server through the router
 
 

@@ -112,8 +112,12 @@ class Proc:
         except subprocess.TimeoutExpired:
             return None
 
-    def output(self) -> str:
+    def output(self, settle_s: float = 2.0) -> str:
+        """Everything kept so far; once the child has exited, read to the end of its pipe first (bounded by
+        `settle_s`): `wait()` returns when the child is reaped, which can be before this reader saw its last line."""
         with self._cond:
+            if self.popen.poll() is not None:
+                self._cond.wait_for(lambda: self._eof, timeout=settle_s)
             return "\n".join(self.lines)
 
     def tail(self, n: int = 20) -> str:
