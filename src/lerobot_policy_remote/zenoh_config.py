@@ -236,6 +236,13 @@ class Problem:
 CERT_PROBLEMS = (Problem.ROUTER_CERT, Problem.CERT_REQUIRED, Problem.CERT_REFUSED, Problem.TLS_FILES, Problem.NOT_TLS)
 
 
+def free_loopback_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it; someone may take it before use)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def split_endpoint(endpoint: str) -> tuple[str, str, int]:
     """`tls/host:7447#iface=lo` -> ("tls", "host", 7447); ValueError when it is not proto/host:port."""
     proto, _, rest = endpoint.partition("/")

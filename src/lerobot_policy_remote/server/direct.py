@@ -15,21 +15,14 @@ Without TLS the router checks nothing, so a loopback link skips nothing but the 
 from __future__ import annotations
 
 import logging
-import socket
 from collections.abc import Callable
 from typing import Any
 
-from ..zenoh_config import ZenohConfigError, ZenohSettings, open_session
+from ..zenoh_config import ZenohConfigError, ZenohSettings, free_loopback_port, open_session
 
 log = logging.getLogger("lerobot.policy_server")
 
 _TRIES = 3  # a port picked free can be taken before zenoh binds it: pick another
-
-
-def _loopback_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def eligible(settings: ZenohSettings) -> bool:
@@ -49,7 +42,7 @@ class DirectListener:
     def start(self) -> DirectListener:
         last: Exception | None = None
         for _ in range(_TRIES):
-            endpoint = f"tcp/127.0.0.1:{_loopback_port()}"
+            endpoint = f"tcp/127.0.0.1:{free_loopback_port()}"
             settings = ZenohSettings(mode="peer", listen_endpoints=[endpoint], gossip=False, lease_ms=self._main.lease_ms,
                                      keep_alive=self._main.keep_alive, shared_memory=self._main.shared_memory,
                                      tx_queue_interactive_high=self._main.tx_queue_interactive_high,

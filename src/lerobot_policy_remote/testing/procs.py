@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,14 +17,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
+from ..zenoh_config import free_loopback_port
+
 VENV_BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_loopback_port()
 
 
 def tool(name: str) -> str:
