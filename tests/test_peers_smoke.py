@@ -112,3 +112,39 @@ def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
         assert starts == sorted(starts), arm  # the repeats ran one after the other, each in order
         assert all(-1e-3 < over < 1.0 for s in seqs for _, over in s), (arm, seqs)  # S (20 ms) is taken off
         assert f"{arm:14s} median of repeats" in proc.stdout
+
+
+def test_kill_row_is_the_median_of_interleaved_trials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kill runs `kill_trials` times, the arms rotated as the latency repeats are; the row is the median of the
+    times (a trial that never recovered counts as slowest) and the worst of the safety figures."""
+    from bench.peers import faults as F
+
+    again = {"a": [0.66, 0.43, 0.36], "b": [0.51, None, 0.54]}
+    calls: list[tuple[str, str]] = []
+
+    def fake_run(server: object, arm: str, system: str, extra: list[str], fault: str, log: object, window: float) -> dict:
+        calls.append((arm, fault))
+        k = sum(1 for a, f in calls if a == arm and f == fault) - 1
+        t = again[arm][k] if fault == "kill" else 2.1
+        return {"arm": arm, "fault": fault, "noticed_s": 0.01 * (k + 1), "dry_s": 0.1 * k, "run_again_s": t, "server_back_s": 0.3,
+                "stale_executed": k, "max_lag_s": 0.2 * k, "error_kinds": [f"E{k}"], "reconnects": 1 + k}
+
+    class FakeServer:
+        def __init__(self, system: str, sleep_s: float, shm: bool = False) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(F, "fault_run", fake_run)
+    rows = F.faults(["a", "b"], {"a": ("ours", []), "b": ("gr00t", [])}, FakeServer, print, ("kill", "sigstop"), 4.0, 3)
+    assert [c for c in calls if c[1] == "kill"] == [("a", "kill"), ("b", "kill"), ("b", "kill"), ("a", "kill"), ("a", "kill"), ("b", "kill")]
+    by = {(r["arm"], r["fault"]): r for r in rows}
+    a, b = by["a", "kill"], by["b", "kill"]
+    assert a["run_again_s"] == 0.43 and a["run_again_s_spread"] == [0.36, 0.66] and len(a["trials"]) == 3
+    assert b["run_again_s"] == 0.54 and b["run_again_s_spread"] == [0.51, 0.54]  # the trial that never recovered is slowest
+    assert a["stale_executed"] == 0 + 1 + 2 and a["max_lag_s"] == 0.4 and a["error_kinds"] == ["E0", "E1", "E2"]
+    assert by["a", "sigstop"]["run_again_s"] == 2.1 and "trials" not in by["a", "sigstop"]
+    from bench.peers.report import faults_table
+
+    assert "| 0.43 (0.36-0.66, 3 trials) |" in faults_table(rows)

@@ -4,16 +4,19 @@ A 30 fps robot (`robot_loop`) runs against one server (stub S = 20 ms); the faul
 steady. From the robot's monotonic timeline: how long until it noticed (its client raised), how long
 the action queue ran dry, how long until it executed an action from an observation taken after the
 fault, and whether it executed any action from a chunk whose observation was more than 1 s old when
-the chunk arrived (a late answer to a pre-fault observation, acted on as if fresh).
+the chunk arrived (a late answer to a pre-fault observation, acted on as if fresh). A kill runs
+`Sizes.kill_trials` times (`--kill-trials`) and its row is the median.
 """
 
 from __future__ import annotations
 
 import signal
+import statistics
 import time
 from typing import Any
 
 from . import procs
+from .workload import interleaved
 
 FAULTS = ("kill", "sigstop", "partition")
 PAUSE_S = 2.0
@@ -71,15 +74,42 @@ def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, 
     return row
 
 
+def median_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for several trials of a fault: the median of each time (a trial that never recovered counts as
+    slowest), the worst of each safety figure, every trial kept."""
+    def med(key: str) -> float | None:
+        vals = sorted((float("inf") if t[key] is None else t[key]) for t in trials)
+        m = statistics.median(vals)
+        return None if m == float("inf") else m
+
+    row = {**trials[0], "trials": trials}
+    for key in ("noticed_s", "run_again_s", "server_back_s"):
+        row[key] = med(key)
+        done = [t[key] for t in trials if t[key] is not None]
+        row[key + "_spread"] = [min(done), max(done)] if done else None
+    row["dry_s"] = statistics.median(t["dry_s"] for t in trials)
+    row["stale_executed"] = sum(t["stale_executed"] for t in trials)
+    row["max_lag_s"] = max(t["max_lag_s"] for t in trials)
+    row["reconnects"] = min(t["reconnects"] for t in trials)
+    row["error_kinds"] = sorted({k for t in trials for k in t["error_kinds"]})[:6]
+    return row
+
+
 def faults(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, log: Any,
-           which: tuple[str, ...] = FAULTS, kill_window_s: float = 30.0) -> list[dict[str, Any]]:
+           which: tuple[str, ...] = FAULTS, kill_window_s: float = 30.0, kill_trials: int = 1) -> list[dict[str, Any]]:
+    """Every fault on every arm, each on a fresh server. A kill runs `kill_trials` times, the arms interleaved (a slow
+    window of the box lands on every arm), and its row is their median."""
+    def trial(arm: str, fault: str) -> dict[str, Any]:
+        system, extra = arm_table[arm]
+        server = server_cls(system, 0.02, shm="--shm" in extra)
+        try:
+            return fault_run(server, arm, system, extra, fault, log, kill_window_s)
+        finally:
+            server.stop()
+
+    kills = interleaved(arms, kill_trials, lambda arm: trial(arm, "kill")) if "kill" in which else {}
     rows = []
     for arm in arms:
-        system, extra = arm_table[arm]
         for fault in which:
-            server = server_cls(system, 0.02, shm="--shm" in extra)
-            try:
-                rows.append(fault_run(server, arm, system, extra, fault, log, kill_window_s))
-            finally:
-                server.stop()
+            rows.append(median_trials(kills[arm]) if fault == "kill" else trial(arm, fault))
     return rows

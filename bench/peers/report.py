@@ -41,7 +41,11 @@ def faults_table(rows: list[dict[str, Any]]) -> str:
            "actions from a chunk >1 s late executed | worst chunk lag s | what the client raised |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        out.append(f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {fmt(r['run_again_s'])} | "
+        again = fmt(r['run_again_s'])
+        if len(r.get("trials", [])) > 1:  # a median of trials: its spread, and how many
+            lo_hi = r["run_again_s_spread"]
+            again += f" ({lo_hi[0]:.2f}-{lo_hi[1]:.2f}, {len(r['trials'])} trials)" if lo_hi else f" ({len(r['trials'])} trials)"
+        out.append(f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {again} | "
                    f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | {r['max_lag_s']:.2f} | "
                    f"{', '.join(r['error_kinds']) or 'nothing'} |")
     return "\n".join(out)

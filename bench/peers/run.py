@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 from . import procs
 from .relay import Relay
-from .workload import Sizes, proc_cpu_s, proc_rss_mb
+from .workload import Sizes, interleaved, proc_cpu_s, proc_rss_mb
 
 ARMS = {  # arm -> (system, extra client args)
     "ours-jpeg": ("ours", ["--quality", "90"]),
@@ -118,20 +119,6 @@ def wire_bytes(server: Server, system: str, extra: list[str]) -> tuple[float, fl
             relay.stop()
     (u1, d1), (u2, d2) = counts
     return (u2 - u1) / 10, (d2 - d1) / 10
-
-
-def interleaved(arms: list[str], repeats: int, measure: Any) -> dict[str, list[Any]]:
-    """Every arm once per repeat, the order rotated each repeat, all servers up throughout.
-
-    This box's speed swings by tens of percent over minutes; measured arm by arm, a slow window lands on
-    whichever arm's block it falls in and the ratio measures the box. Interleaved, it lands on every arm.
-    """
-    reps: dict[str, list[Any]] = {a: [] for a in arms}
-    for r in range(repeats):
-        k = r % len(arms)
-        for arm in arms[k:] + arms[:k]:
-            reps[arm].append(measure(arm=arm))
-    return reps
 
 
 def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
@@ -256,9 +243,12 @@ def main() -> None:
     ap.add_argument("--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)")
     ap.add_argument("--faults", nargs="*", default=["kill", "sigstop", "partition"], help="which faults the faults phase runs")
     ap.add_argument("--kill-window", type=float, default=30.0, help="seconds the robot runs after the kill (slow peers need 30)")
+    ap.add_argument("--kill-trials", type=int, default=None, help="trials of the kill fault, the row their median (default 3; 1 with --quick)")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()
+    if args.kill_trials is not None:
+        sizes = dataclasses.replace(sizes, kill_trials=args.kill_trials)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
@@ -290,7 +280,7 @@ def main() -> None:
         load("faults")
         from .faults import faults
 
-        save("faults", faults(args.arms, ARMS, Server, log, tuple(args.faults), args.kill_window))
+        save("faults", faults(args.arms, ARMS, Server, log, tuple(args.faults), args.kill_window, sizes.kill_trials))
     if "link" in args.phases:
         load("link")
         from .link import links

@@ -10,6 +10,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,11 +38,15 @@ class Sizes:
     # the loopback rows (62 min for the four phases of issue 22) and under one for the ACT (its N = 1 phase took
     # 4.7 min in session 13 against 4.3 with 3).
     latency_repeats: int = 5
+    # A kill's "fresh actions again" is mostly the restarted server's start: one trial moved by +-0.2 s on this box
+    # (issue 22, session 14: 0.66 s, then 0.43 / 0.53 / 0.36 on the same code), so the row is a median of 3.
+    kill_trials: int = 3
     scale_seconds: float = 4.0
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(warmup=2, requests=5, act_requests=3, link_requests=5, repeats=1, latency_repeats=1, scale_seconds=1.5)
+        return cls(warmup=2, requests=5, act_requests=3, link_requests=5, repeats=1, latency_repeats=1, kill_trials=1,
+                   scale_seconds=1.5)
 
 
 def frame(cam: int, t: int = 0) -> np.ndarray:
@@ -105,3 +110,17 @@ def pct(xs: list[float], q: float) -> float:
 
 def now() -> float:
     return time.perf_counter()
+
+
+def interleaved(arms: list[str], repeats: int, measure: Any) -> dict[str, list[Any]]:
+    """Every arm once per repeat, the order rotated each repeat, all servers up throughout.
+
+    This box's speed swings by tens of percent over minutes; measured arm by arm, a slow window lands on
+    whichever arm's block it falls in and the ratio measures the box. Interleaved, it lands on every arm.
+    """
+    reps: dict[str, list[Any]] = {a: [] for a in arms}
+    for r in range(repeats):
+        k = r % len(arms)
+        for arm in arms[k:] + arms[:k]:
+            reps[arm].append(measure(arm=arm))
+    return reps
