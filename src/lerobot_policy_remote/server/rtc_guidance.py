@@ -1,0 +1,124 @@
+"""Real-time chunking guidance for a batch of robots, each with its own delay, prefix, horizon and weight.
+
+lerobot 0.6.1's `RTCProcessor.denoise_step` takes one `inference_delay` and one `execution_horizon` for the
+whole batch, so robots with RTC could not share a forward pass. `BatchedGuidance` is an `RTCProcessor` whose
+`denoise_step` reads a per-row plan instead (set by the backend around each pass with `planned`), builds each
+row's prefix weights with lerobot's own schedule code, and takes one vector-Jacobian product for all rows: the
+rows of a policy's velocity field do not interact, so row i's correction is the one lerobot computes for row i
+alone. A row without a prefix gets zero weights and so exactly its unguided velocity, as lerobot returns it.
+
+The guidance needs autograd (`torch.enable_grad` + `torch.autograd.grad` inside the step), so a pass that
+carries a prefix runs under `torch.no_grad()`, never `torch.inference_mode()` (whose tensors cannot enter a
+graph); a pass without one keeps `inference_mode`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from lerobot.configs import RTCAttentionSchedule
+from lerobot.policies.rtc.configuration_rtc import RTCConfig
+from lerobot.policies.rtc.modeling_rtc import RTCProcessor
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """One robot's guidance in a pass: its prefix (model space, (T', A) or None) and its settings."""
+
+    prefix: torch.Tensor | None
+    inference_delay: int
+    execution_horizon: int
+    max_guidance_weight: float
+    schedule: RTCAttentionSchedule
+
+
+class BatchedGuidance(RTCProcessor):
+    """lerobot's RTC processor with a per-row plan; without a plan it is lerobot's processor unchanged."""
+
+    def __init__(self, rtc_config: RTCConfig) -> None:
+        super().__init__(rtc_config)
+        self._plan: list[RowPlan] | None = None
+        self._schedules: dict[RTCAttentionSchedule, RTCProcessor] = {}
+
+    @contextlib.contextmanager
+    def planned(self, plan: list[RowPlan]) -> Iterator[None]:
+        """Guide the next pass row by row (the inference worker is the only caller, one pass at a time)."""
+        self._plan = plan
+        try:
+            yield
+        finally:
+            self._plan = None
+
+    def _weights(self, row: RowPlan, horizon: int, total: int) -> torch.Tensor:
+        """lerobot's prefix weights for this row's schedule (its own `get_prefix_weights`)."""
+        proc = self._schedules.get(row.schedule)
+        if proc is None:
+            proc = self._schedules[row.schedule] = RTCProcessor(RTCConfig(prefix_attention_schedule=row.schedule))
+        return proc.get_prefix_weights(row.inference_delay, horizon, total)
+
+    def denoise_step(
+        self,
+        x_t: torch.Tensor,
+        prev_chunk_left_over: torch.Tensor | None,
+        inference_delay: int | None,
+        time: float | torch.Tensor,
+        original_denoise_step_partial: Callable[[torch.Tensor], torch.Tensor],
+        execution_horizon: int | None = None,
+    ) -> torch.Tensor:
+        plan = self._plan
+        if plan is None:
+            return super().denoise_step(x_t, prev_chunk_left_over, inference_delay, time, original_denoise_step_partial,
+                                        execution_horizon)
+        if all(row.prefix is None for row in plan):
+            return original_denoise_step_partial(x_t)
+        batch, total, action_dim = x_t.shape
+        if batch != len(plan):
+            raise ValueError(f"RTC plan has {len(plan)} rows for a batch of {batch}")
+        target = torch.zeros(batch, total, action_dim, device=x_t.device)
+        weights = torch.zeros(batch, total, 1, device=x_t.device)
+        max_weight = torch.zeros(batch, 1, 1)
+        for i, row in enumerate(plan):
+            max_weight[i] = row.max_guidance_weight
+            if row.prefix is None:
+                continue
+            steps, dims = min(row.prefix.shape[0], total), min(row.prefix.shape[1], action_dim)
+            target[i, :steps, :dims] = row.prefix[:steps, :dims].to(x_t.device)
+            horizon = min(row.execution_horizon, row.prefix.shape[0])  # lerobot: no longer than the prefix
+            weights[i, :, 0] = self._weights(row, horizon, total).to(x_t.device)
+
+        x_t = x_t.clone().detach()
+        with torch.enable_grad():
+            v_t = original_denoise_step_partial(x_t)
+            x_t.requires_grad_(True)
+            x1_t = x_t - time * v_t
+            err = (target - x1_t) * weights
+            correction = torch.autograd.grad(x1_t, x_t, err.clone().detach(), retain_graph=False)[0]
+
+        tau = torch.as_tensor(1 - time)
+        squared_one_minus_tau = (1 - tau) ** 2
+        inv_r2 = (squared_one_minus_tau + tau**2) / squared_one_minus_tau
+        c = torch.nan_to_num((1 - tau) / tau, posinf=float("inf"))
+        guidance = torch.minimum(torch.nan_to_num(c * inv_r2, posinf=float("inf")), max_weight)
+        return v_t - guidance.to(v_t.device, v_t.dtype) * correction
+
+
+UNGUIDED = RowPlan(None, 0, 1, 0.0, RTCAttentionSchedule.LINEAR)  # a row in a guided pass that asked for no RTC
+
+
+def install(policy: Any, rtc_config: RTCConfig) -> BatchedGuidance:
+    """Replace the policy's RTC processor (on the policy and its inner model) with a `BatchedGuidance`."""
+    guidance = BatchedGuidance(rtc_config)
+    policy.rtc_processor = guidance
+    inner = getattr(policy, "model", None)
+    if inner is not None and hasattr(inner, "rtc_processor"):
+        inner.rtc_processor = guidance
+    return guidance
+
+
+def autograd_context(torch_module: Any, guided: bool) -> contextlib.AbstractContextManager[Any]:
+    """What a pass runs under: `no_grad` when RTC guidance needs autograd, `inference_mode` otherwise."""
+    return torch_module.no_grad() if guided else torch_module.inference_mode()

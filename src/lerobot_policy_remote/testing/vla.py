@@ -1,0 +1,194 @@
+"""Build tiny offline SmolVLA, pi0 and pi0.5 checkpoints with lerobot 0.6.1's own classes.
+
+Why: the VLA families load a vision-language backbone and a tokenizer from the hub by name. Here nothing is
+downloaded: the tokenizer is trained on the spot with `tokenizers`, SmolVLA's backbone is a local SmolVLM
+directory (config, tokenizer, processor) that the checkpoint's `vlm_model_name` points at, and pi0 / pi0.5
+are shrunk by `testing.tiny_pi` (call `tiny_pi.install()` first, in this process and in every subprocess
+that loads them: `tiny_pi.SITE_DIR` on PYTHONPATH). Weights are random; the checkpoints are saved exactly as
+a training run saves them (config.json, model.safetensors, the processor pipelines).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lerobot_policy_remote.testing.policies import _features, make_dataset_stats
+from lerobot_policy_remote.testing.tiny_pi import TINY_VOCAB
+
+# Special tokens the SmolVLM processor and the PaliGemma prompt format look up by name.
+_SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<image>", "<fake_token_around_image>", "<global-img>",
+            "<end_of_utterance>", "<video>"]
+_CORPUS = [
+    "pick up the cube", "pick the red cube and place it in the bowl", "fold the towel", "open the drawer",
+    "stack the blocks", "push the t to the target", "Task: State: Action: ;", "move the arm to the left",
+] + [" ".join(str(n) for n in range(i, i + 16)) for i in range(0, 256, 16)]
+VLA_CAMERA = "front"
+
+
+def save_tokenizer(path: str | Path, vocab_size: int = 512) -> Path:
+    """Train a small byte-level BPE tokenizer offline and save it as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    assert vocab_size <= TINY_VOCAB, "tiny pi0 embeds at most TINY_VOCAB token ids"
+    path = Path(path)
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=_SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(_CORPUS * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
+                                   eos_token="<eos>", extra_special_tokens={
+                                       "image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
+                                       "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"})
+    fast.model_max_length = 512
+    path.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(path)
+    return path
+
+
+def save_tiny_smolvlm(path: str | Path, image_size: int = 64) -> Path:
+    """A SmolVLM backbone directory (config, tokenizer, processor) small enough for a CPU test."""
+    from transformers import AutoTokenizer, SmolVLMConfig
+    from transformers.models.smolvlm import SmolVLMImageProcessor, SmolVLMProcessor, SmolVLMVideoProcessor
+
+    path = Path(path)
+    save_tokenizer(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    text = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": len(tokenizer),
+            "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "pad_token_id": tokenizer.pad_token_id}
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "image_size": image_size, "patch_size": 16}
+    config = SmolVLMConfig(text_config=text, vision_config=vision, scale_factor=2,
+                           image_token_id=tokenizer.convert_tokens_to_ids("<image>"), pad_token_id=tokenizer.pad_token_id)
+    config.save_pretrained(path)
+    size = {"longest_edge": image_size}
+    processor = SmolVLMProcessor(
+        image_processor=SmolVLMImageProcessor(size=size, max_image_size=size, do_image_splitting=False),
+        tokenizer=tokenizer,
+        video_processor=SmolVLMVideoProcessor(),
+        image_seq_len=(image_size // 16) ** 2 // 4,
+    )
+    processor.save_pretrained(path)
+    return path
+
+
+def _stats(state_dim: int, action_dim: int, cameras: dict[str, tuple[int, int]]) -> dict[str, dict[str, torch.Tensor]]:
+    """The ACT kit's statistics plus the 1st / 99th percentiles pi0.5's quantile normalization reads."""
+    stats = make_dataset_stats(state_dim, action_dim, cameras)
+    for entry in stats.values():
+        entry["q01"], entry["q99"] = entry["min"] * 0.9, entry["max"] * 0.9
+    return stats
+
+
+def _camera(size: int) -> dict[str, tuple[int, int]]:
+    return {VLA_CAMERA: (size, size)}
+
+
+def save_tiny_smolvla(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+                      num_steps: int = 3, image_size: int = 64, seed: int = 0) -> Path:
+    """A random-weight SmolVLA checkpoint whose backbone lives in `<path>/vlm` (no hub access at load time)."""
+    from lerobot.policies.factory import make_pre_post_processors
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    path = Path(path)
+    vlm = save_tiny_smolvlm(path / "vlm", image_size)
+    cameras = _camera(image_size)
+    inputs, outputs = _features(state_dim, action_dim, cameras)
+    config = SmolVLAConfig(
+        device="cpu", input_features=inputs, output_features=outputs, chunk_size=chunk_size,
+        n_action_steps=chunk_size, num_steps=num_steps, vlm_model_name=str(vlm.resolve()), load_vlm_weights=False,
+        num_vlm_layers=2, resize_imgs_with_padding=(image_size, image_size), tokenizer_max_length=16,
+        max_state_dim=8, max_action_dim=8, push_to_hub=False,
+    )
+    torch.manual_seed(seed)
+    policy = SmolVLAPolicy(config)
+    policy.eval()
+    stats = _stats(state_dim, action_dim, cameras)
+    path.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(path)
+    pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    pre.save_pretrained(path)
+    post.save_pretrained(path)
+    return path
+
+
+@contextlib.contextmanager
+def _tokenizer_from(local: Path) -> Iterator[None]:
+    """While lerobot's pi factories build their pipelines, their hub tokenizer name resolves to `local`."""
+    from lerobot.processor import tokenizer_processor
+    from transformers import AutoTokenizer
+
+    class _Local:
+        @staticmethod
+        def from_pretrained(_name: str, *args: Any, **kwargs: Any) -> Any:
+            return AutoTokenizer.from_pretrained(local)
+
+    real = tokenizer_processor.AutoTokenizer
+    tokenizer_processor.AutoTokenizer = _Local
+    try:
+        yield
+    finally:
+        tokenizer_processor.AutoTokenizer = real
+
+
+def _save_pi(kind: str, path: str | Path, *, state_dim: int, action_dim: int, chunk_size: int, num_steps: int,
+             image_size: int, seed: int) -> Path:
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+    from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
+
+    from lerobot_policy_remote.testing import tiny_pi
+
+    tiny_pi.install()
+    path = Path(path)
+    tokenizer_dir = save_tokenizer(path / "tokenizer")
+    cameras = _camera(image_size)
+    inputs, outputs = _features(state_dim, action_dim, cameras)
+    if kind == "pi0":
+        from lerobot.policies.pi0.configuration_pi0 import PI0Config as Config
+    else:
+        from lerobot.policies.pi05.configuration_pi05 import PI05Config as Config
+    config = Config(
+        device="cpu", input_features=inputs, output_features=outputs, chunk_size=chunk_size, n_action_steps=chunk_size,
+        num_inference_steps=num_steps, image_resolution=(image_size, image_size), tokenizer_max_length=24,
+        max_state_dim=8, max_action_dim=8, push_to_hub=False,
+    )
+    torch.manual_seed(seed)
+    policy = get_policy_class(kind)(config)
+    policy.eval()
+    stats = _stats(state_dim, action_dim, cameras)
+    path.mkdir(parents=True, exist_ok=True)
+    policy.save_pretrained(path)
+    with _tokenizer_from(tokenizer_dir):
+        pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for step in pre.steps:  # the saved pipeline names the local tokenizer, so loading it needs no hub
+        if isinstance(step, TokenizerProcessorStep):
+            step.tokenizer_name = str(tokenizer_dir.resolve())
+    pre.save_pretrained(path)
+    post.save_pretrained(path)
+    return path
+
+
+def save_tiny_pi0(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+                  num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
+    """A random-weight pi0 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
+    return _save_pi("pi0", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
+                    image_size=image_size, seed=seed)
+
+
+def save_tiny_pi05(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+                   num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
+    """A random-weight pi0.5 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
+    return _save_pi("pi05", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
+                    image_size=image_size, seed=seed)
+
+
+SAVERS = {"smolvla": save_tiny_smolvla, "pi0": save_tiny_pi0, "pi05": save_tiny_pi05}
