@@ -24,6 +24,7 @@ from ..wire.messages import ModelInfo, RtcSettings
 from . import torch_threads
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
+from .weights import check_weights, load_error_refusal
 
 log = logging.getLogger("lerobot.policy_server")
 
@@ -146,7 +147,15 @@ class LerobotBackend(Backend):
         cfg = PreTrainedConfig.from_pretrained(m.repo_or_path, revision=revision)
         cfg.device = m.device
         progress(f"Loading {cfg.type} weights on {m.device}...")
-        policy = get_policy_class(cfg.type).from_pretrained(m.repo_or_path, config=cfg, revision=revision)
+        try:
+            policy = get_policy_class(cfg.type).from_pretrained(m.repo_or_path, config=cfg, revision=revision)
+        except RuntimeError as exc:  # torch's multi-line state_dict error (a shape mismatch) -> the same one line
+            refusal = load_error_refusal(cfg.type, exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
+        weight_files = _weight_files(m.repo_or_path, revision)
+        check_weights(policy, cfg.type, weight_files)  # before anything else: never serve weights that did not load
         if m.dtype:
             policy = policy.to(getattr(torch, m.dtype))
         policy.eval()
@@ -160,7 +169,7 @@ class LerobotBackend(Backend):
         )
         self.policy, self.config, self.device = policy, cfg, m.device
         self.classification: Classification = classify(policy, cfg.type, manifest.serving_mode)
-        self.fingerprint = fingerprint_files(_weight_files(m.repo_or_path, revision))
+        self.fingerprint = fingerprint_files(weight_files)
 
         self.supports_rtc = False
         if manifest.rtc.enabled:

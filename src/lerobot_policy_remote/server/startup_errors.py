@@ -8,6 +8,7 @@ traceback stays available with `--verbose` or `LOG_LEVEL=DEBUG`.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,42 @@ def checkpoint_advice(repo_or_path: str, revision: str, exc: BaseException) -> s
     return None
 
 
+# What `pip install 'lerobot_policy_remote[vla]'` brings (lerobot's smolvla and pi extras), by import name and by
+# the lerobot extra its "is required" message names.
+VLA_MODULES = frozenset({"transformers", "accelerate", "num2words", "scipy"})
+VLA_LEROBOT_EXTRAS = frozenset({"smolvla", "pi", "transformers-dep", "accelerate-dep", "scipy-dep"})
+_REQUIRED = re.compile(r"'([\w.-]+)' is required but not installed.*?lerobot\[([\w-]+)\]")
+
+
+def missing_module_advice(exc: BaseException) -> str | None:
+    """The pip command for a package the model's code could not import, or None when `exc` is not one.
+
+    lerobot raises `ImportError("'transformers' is required but not installed. Install it with: pip install
+    'lerobot[smolvla]' ...")`; a plain import raises ModuleNotFoundError with `.name`. A missing module of lerobot
+    or of this package is a broken install, not a missing extra: None.
+    """
+    e: BaseException | None = exc
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, ImportError):
+            found = _REQUIRED.search(str(e))
+            if found:
+                module, extra = found.group(1), found.group(2)
+            elif isinstance(e, ModuleNotFoundError) and e.name:
+                module, extra = e.name.split(".")[0], None
+            else:
+                module, extra = None, None
+            if module and module not in ("lerobot", "lerobot_policy_remote"):
+                if module in VLA_MODULES or extra in VLA_LEROBOT_EXTRAS:
+                    return (f"the policy needs the Python package {module!r}, which is not installed: pip install "
+                            "'lerobot_policy_remote[vla]' (the SmolVLA / pi0 / pi0.5 dependencies)")
+                how = f"pip install 'lerobot[{extra}]'" if extra else f"pip install {module} (or the lerobot extra of this policy family)"
+                return f"the policy needs the Python package {module!r}, which is not installed: {how}"
+        e = e.__cause__  # not __context__: an ImportError handled inside a library (an optional speed-up) is no cause
+    return None
+
+
 def explain(exc: BaseException, manifest: Any | None = None, manifest_path: str | None = None) -> str:
     """One specific sentence for any startup failure; falls back to the exception text."""
     names = _names(exc)
@@ -87,7 +124,7 @@ def explain(exc: BaseException, manifest: Any | None = None, manifest_path: str 
         return exc.in_words(SERVER_FLAGS) if hasattr(exc, "in_words") else str(exc)
     if "ManifestError" in names or "StartupRefusal" in names:
         return str(exc)  # already written for the user
-    advice = checkpoint_advice(manifest.model.repo_or_path, manifest.model.revision or "main", exc)
+    advice = missing_module_advice(exc) or checkpoint_advice(manifest.model.repo_or_path, manifest.model.revision or "main", exc)
     if advice:
         return advice
     if "OutOfMemoryError" in names:
