@@ -172,6 +172,7 @@ class LerobotBackend(Backend):
         self.fingerprint = fingerprint_files(weight_files)
 
         self.supports_rtc = False
+        self.guidance: Any = None
         if manifest.rtc.enabled:
             self.supports_rtc = self._enable_rtc(manifest)
 
@@ -231,6 +232,7 @@ class LerobotBackend(Backend):
 
     # ------------------------------------------------------------------ setup
     def _enable_rtc(self, manifest: Manifest) -> bool:
+        """Configure lerobot's RTC on the policy and give it the per-robot guidance (`rtc_guidance`)."""
         from lerobot.rollout.inference.rtc import supports_rtc_inference
 
         policy = self.policy
@@ -238,6 +240,8 @@ class LerobotBackend(Backend):
             try:
                 from lerobot.configs import RTCAttentionSchedule
                 from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+                from . import rtc_guidance
 
                 policy.config.rtc_config = RTCConfig(
                     enabled=True,
@@ -247,10 +251,10 @@ class LerobotBackend(Backend):
                 )
                 if hasattr(policy, "init_rtc_processor"):
                     policy.init_rtc_processor()
+                    self.guidance = rtc_guidance.install(policy, policy.config.rtc_config)
             except Exception as exc:  # a policy whose config rejects RTC simply does not support it
-                # expected for such a policy: its sessions get plain chunks (INFO, issue 23)
                 log.info("RTC not supported by this %s policy (%s): sessions get plain chunks", self.config.type, exc)
-        return bool(supports_rtc_inference(policy))
+        return bool(supports_rtc_inference(policy)) and self.guidance is not None
 
     # ------------------------------------------------------------------ sessions
     def new_session_state(self) -> SessionPipelines:
@@ -306,32 +310,54 @@ class LerobotBackend(Backend):
         return batch
 
     def infer(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
-        torch = self._torch
-        with torch.inference_mode():
-            pre = self._pre(state, obs)
-            if self.classification.queue_fed:
-                chunk = self._queue_fed_chunk(pre)
-            elif rtc is not None:
-                chunk = self.policy.predict_action_chunk(pre, **self._rtc_kwargs(state, obs, rtc))
-            else:
-                chunk = self.policy.predict_action_chunk(pre)
-            return self._post(state, chunk)
+        if self.classification.queue_fed:
+            with self._torch.inference_mode():
+                return self._post(state, self._queue_fed_chunk(self._pre(state, obs)))
+        return self.infer_batch([(state, obs, rtc)])[0]
 
     @property
     def batches(self) -> bool:
         return self.classification.serving_mode == "shared" and not self.classification.queue_fed
 
     def can_batch(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
-        """Shared, chunk-stateless, no RTC: lerobot 0.6.1's RTC guidance takes one delay for the whole batch."""
-        return self.batches and rtc is None
+        """Shared and chunk-stateless; RTC robots too, each guided by its own delay and prefix (`rtc_guidance`)."""
+        return self.batches and (rtc is None or self.guidance is not None)
 
     def infer_batch(self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor."""
+        """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor.
+
+        Each robot's noise is drawn on its own, in order, so a robot's chunk does not depend on who shares its pass.
+        """
+        from . import rtc_guidance
+
         torch = self._torch
-        with torch.inference_mode():
-            batch = stack_batches([self._pre(state, obs) for state, obs, _ in items], torch)
-            chunk = self.policy.predict_action_chunk(batch)
+        guided = self.guidance is not None and any(
+            rtc is not None and obs.prefix_model is not None and obs.prefix_model.size for _, obs, rtc in items)
+        with rtc_guidance.autograd_context(torch, guided):
+            pres = [self._pre(state, obs) for state, obs, _ in items]
+            # after preprocessing: a relative-action prefix is re-anchored at the state this observation cached
+            plan = [self._rtc_row(state, obs, rtc) for state, obs, rtc in items]
+            batch = pres[0] if len(pres) == 1 else stack_batches(pres, torch)
+            kwargs: dict[str, Any] = {}
+            noise = self._noise(len(items))
+            if noise is not None:
+                kwargs["noise"] = noise
+            if self.guidance is not None and any(row is not None for row in plan):
+                rows = [row if row is not None else rtc_guidance.UNGUIDED for row in plan]
+                with self.guidance.planned(rows):
+                    chunk = self.policy.predict_action_chunk(batch, **kwargs)
+            else:
+                chunk = self.policy.predict_action_chunk(batch, **kwargs)
             return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
+
+    def _noise(self, n: int) -> Any:
+        """Flow-matching noise, one (1, T, A) draw per robot with the policy's own sampler; None for other families."""
+        model = getattr(self.policy, "model", None)
+        sample = getattr(model, "sample_noise", None)
+        steps, dims = getattr(self.config, "chunk_size", None), getattr(self.config, "max_action_dim", None)
+        if sample is None or not steps or not dims:
+            return None
+        return self._torch.cat([sample((1, steps, dims), self.device) for _ in range(n)], dim=0)
 
     def _pre(self, state: SessionPipelines, obs: ObservationMsg) -> dict[str, Any]:
         torch = self._torch
@@ -359,21 +385,22 @@ class LerobotBackend(Backend):
             return torch.stack([first, *rest], dim=1)
         return self.policy.predict_action_chunk(batch)
 
-    def _rtc_kwargs(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings) -> dict[str, Any]:
-        """Client RTC settings honoured per request; the prefix re-anchored for relative-action policies."""
+    def _rtc_row(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> Any:
+        """This robot's guidance: its prefix (re-anchored for relative-action policies, padded or cut to its horizon
+        as lerobot's RTC engine does) and its own settings; None without RTC."""
+        if rtc is None or self.guidance is None:
+            return None
         torch = self._torch
+        from lerobot.configs import RTCAttentionSchedule
         from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
 
-        rtc_cfg = getattr(self.policy.config, "rtc_config", None)
-        if rtc_cfg is not None:
-            from lerobot.configs import RTCAttentionSchedule
+        from .rtc_guidance import RowPlan
 
-            rtc_cfg.execution_horizon = int(rtc.execution_horizon)
-            rtc_cfg.max_guidance_weight = float(rtc.max_guidance_weight)
-            try:
-                rtc_cfg.prefix_attention_schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
-            except ValueError:
-                pass
+        try:
+            schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
+        except ValueError:
+            schedule = self.guidance.rtc_config.prefix_attention_schedule
+        horizon = max(1, int(rtc.execution_horizon))
         prefix = None
         if obs.prefix_model is not None and obs.prefix_model.size:
             prefix = torch.from_numpy(np.array(obs.prefix_model, dtype=np.float32))
@@ -391,8 +418,8 @@ class LerobotBackend(Backend):
                     )
                     if prefix.ndim == 3:
                         prefix = prefix.squeeze(0)
-            prefix = _normalize_prev_actions_length(prefix.cpu(), target_steps=int(rtc.execution_horizon)).to(self.device)
-        return {"inference_delay": int(obs.inference_delay_steps), "prev_chunk_left_over": prefix}
+            prefix = _normalize_prev_actions_length(prefix.cpu(), target_steps=horizon).to(self.device)
+        return RowPlan(prefix, int(obs.inference_delay_steps), horizon, float(rtc.max_guidance_weight), schedule)
 
     def dummy_observation(self) -> ObservationMsg:
         """A plausible observation for warm-up (trained image size, zero state)."""
@@ -406,11 +433,29 @@ class LerobotBackend(Backend):
         torch_threads.claim(self._torch, self._cpu_threads)
 
     def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
+        """`n` plain passes, then, when RTC is offered, one guided pass with a prefix: a policy whose RTC cannot
+        run fails here, at startup, not on every robot's request."""
         state = self.new_session_state()
+        obs = self.dummy_observation()
+        model_chunk = None
         for i in range(n):
             t0 = time.perf_counter()
-            self.infer(state, self.dummy_observation(), None)
+            model_chunk, _ = self.infer(state, obs, None)
             progress(f"Warm-up inference {i + 1}/{n}: {(time.perf_counter() - t0) * 1000:.0f} ms")
+        if self.supports_rtc:
+            t0 = time.perf_counter()
+            try:
+                if model_chunk is None:
+                    model_chunk, _ = self.infer(state, obs, None)
+                obs.prefix_model = model_chunk[1:]
+                obs.inference_delay_steps = 1
+                self.infer(state, obs, RtcSettings(enabled=True, execution_horizon=max(1, min(10, len(model_chunk) // 2))))
+            except Exception as exc:
+                from .capabilities import StartupRefusal
+
+                raise StartupRefusal(f"real-time chunking cannot run with this {self.config.type} policy "
+                                     f"({type(exc).__name__}: {exc}): serve it with --rtc.enabled=false") from exc
+            progress(f"Warm-up RTC pass with a prefix: {(time.perf_counter() - t0) * 1000:.0f} ms")
         if self.classification.serving_mode == "exclusive":
             self.policy.reset()
 

@@ -92,7 +92,7 @@ def _camera(size: int) -> dict[str, tuple[int, int]]:
     return {VLA_CAMERA: (size, size)}
 
 
-def save_tiny_smolvla(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+def save_tiny_smolvla(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
                       num_steps: int = 3, image_size: int = 64, seed: int = 0) -> Path:
     """A random-weight SmolVLA checkpoint whose backbone lives in `<path>/vlm` (no hub access at load time)."""
     from lerobot.policies.factory import make_pre_post_processors
@@ -177,14 +177,14 @@ def _save_pi(kind: str, path: str | Path, *, state_dim: int, action_dim: int, ch
     return path
 
 
-def save_tiny_pi0(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+def save_tiny_pi0(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
                   num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
     """A random-weight pi0 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
     return _save_pi("pi0", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
                     image_size=image_size, seed=seed)
 
 
-def save_tiny_pi05(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 10,
+def save_tiny_pi05(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
                    num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
     """A random-weight pi0.5 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
     return _save_pi("pi05", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,

@@ -1,8 +1,11 @@
 """Put this folder on PYTHONPATH to make a subprocess build tiny pi0 / pi0.5 models (test kit only).
 
-See `lerobot_policy_remote.testing.tiny_pi`: the hook is installed once lerobot's pi modules can be imported.
+See `lerobot_policy_remote.testing.tiny_pi`. Installing the hook imports lerobot before lerobot imports this
+package as a plugin, so the package's lerobot hooks (`--inference.type=remote`, `sim_arm`) are registered here.
 """
 
+import lerobot_policy_remote
 from lerobot_policy_remote.testing.tiny_pi import install
 
 install()
+lerobot_policy_remote.register_lerobot_plugins()
