@@ -52,7 +52,7 @@ def test_batched_pass_equals_each_robots_unbatched_chunk(act_rel_ckpt):
         assert np.abs(m1 - m2).max() <= MODEL_ATOL and np.abs(r1 - r2).max() <= ROBOT_ATOL
     # Each robot got its own result: its anchor and image matter by far more than the tolerance.
     assert min(np.abs(together[i][1] - together[j][1]).max() for i in range(6) for j in range(6) if i != j) > 1.0
-    # RTC requests never join a batch (lerobot 0.6.1 applies one inference_delay to the whole batch).
+    # ACT has no RTC: an RTC request from a robot runs alone (VLAs batch them: tests/server/test_vla_rtc.py).
     assert not backend.can_batch(states[0], obs[0], RtcSettings(enabled=True))
 
 

@@ -69,6 +69,11 @@ class Backend(abc.ABC):
         """May this request share a forward pass with others? Default: no (every request runs alone)."""
         return False
 
+    @property
+    def batches_rtc(self) -> bool:
+        """Can RTC requests (each with its own delay and prefix) share a pass? Default: no."""
+        return False
+
     def infer_batch(self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """One result per item, in order. Default: `infer` for each (a batching backend overrides this)."""
         return [self.infer(state, obs, rtc) for state, obs, rtc in items]
@@ -319,9 +324,13 @@ class LerobotBackend(Backend):
     def batches(self) -> bool:
         return self.classification.serving_mode == "shared" and not self.classification.queue_fed
 
+    @property
+    def batches_rtc(self) -> bool:
+        return self.batches and self.guidance is not None
+
     def can_batch(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         """Shared and chunk-stateless; RTC robots too, each guided by its own delay and prefix (`rtc_guidance`)."""
-        return self.batches and (rtc is None or self.guidance is not None)
+        return self.batches and (rtc is None or self.batches_rtc)
 
     def infer_batch(self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor.

@@ -158,9 +158,9 @@ class Worker:
         if not chosen or self.batch_limit <= 1:
             return chosen
         win = self.window
-        sessions = [s for s in self.registry.all() if s.rtc is None]  # an RTC request runs alone: never waited for
+        sessions = [s for s in self.registry.all() if self._may_share(s)]  # a request that runs alone is never waited for
         pass_s = self.stats.pass_ms_p50() / 1e3
-        batchable = [s for s in chosen if s.rtc is None]
+        batchable = [s for s in chosen if self._may_share(s)]
         others = [(s.mailbox.last_arrival, s.mailbox.interval) for s in sessions if s not in chosen]
         fill = win.target(self.batch_limit, len(batchable), win.due(others, win.horizon_s(pass_s)), len(sessions))
         wait = win.wait_s(len(batchable), fill, pass_s)
@@ -175,8 +175,12 @@ class Worker:
             self.wake.wait(left)
             self.wake.clear()
             chosen = self.scheduler.select(self.registry.ready_in_ring_order())
-            batchable = [s for s in chosen if s.rtc is None]
+            batchable = [s for s in chosen if self._may_share(s)]
         return chosen
+
+    def _may_share(self, s: Session) -> bool:
+        """Can this session's requests share a pass: plain ones can, RTC ones where the backend batches guidance."""
+        return s.rtc is None or self.backend.batches_rtc
 
     def _prefetch(self, sessions: list[Session]) -> None:
         """Hand these sessions' undecoded observations to the decode pool (a mail it already has is skipped there)."""
