@@ -4,25 +4,36 @@
 The real PolicyServer worker, scheduler, checks and backends, driven in-process: each robot is a thread
 that deposits an encoded observation (JPEG images, as on the wire) into its session's mailbox and sends
 the next one as soon as its chunk is published, so the scheduler and the model are all that is measured
-(the network path is `bench/server.py`'s job). Two models:
-  (a) a stub whose pass over B robots takes a + b*B seconds (shows the scheduler reaching the model bound);
-  (b) a small real ACT on CPU, or `--device cuda` (two 96x128 cameras, 6-dim state, chunk 50, random weights).
+(the network path is `bench/server.py`'s job). Three models (`--models`, default all):
+  stub: a pass over B robots takes a + b*B seconds (shows the scheduler reaching the model bound);
+  act:  a small real ACT on CPU, or `--device cuda` (two 96x128 cameras, 6-dim state, chunk 50, random weights);
+  vla:  a tiny SmolVLA (`testing.vla.save_tiny_smolvla`: one 64x64 camera, 6-dim state, chunk 50, 3 flow steps,
+        random weights) served with real-time chunking on. Each robot sends what a robot with RTC sends: its
+        session asks for RTC with its own execution horizon (6, 8, 10, 12 by robot), and each observation carries
+        its own inference delay (1, 2, 3 steps by robot) and the unexecuted tail of its previous chunk, cut to
+        its horizon by the robot's own code (`engine.request`), so robots with different prefixes share a pass.
 The model bound at N is min(N, max_batch) / t(min(N, max_batch)), with t measured in the same run by
-calling the backend directly. Prints one table per model; the last line is
-`batching speedup at N=8: <x> (model bound <y>, <x/y> of it)` for the real ACT with the default window.
+calling the backend directly (for the VLA with RTC batches of that size, each row its robot's prefix, delay
+and horizon). Prints one table per model; the last lines are
+`batching speedup at N=8: <x> (model bound <y>, <x/y> of it)` for the real ACT with the default window and
+`VLA batching speedup at N=8 with RTC: <x> (model bound <y>, <x/y> of it)` for the VLA. The VLA run checks
+that robots shared passes (the worker's batch sizes) and that the guidance ran on their prefixes.
 
 Run: `.venv/bin/python bench/batching.py` or `--quick` (cells last at least 6 passes at B=8, so a slow
-box makes the run longer).
+box makes the run longer); `--models vla` runs the VLA table alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import statistics
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +43,23 @@ from lerobot_policy_remote.server.manifest import BatchingSpec, Manifest, ModelS
 from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.server.sessions import Mail, Session, new_session_id
 from lerobot_policy_remote.server.stub import StubBackend
-from lerobot_policy_remote.wire.data import ObservationMsg, encode_observation
+from lerobot_policy_remote.wire.data import ObservationMsg, decode_chunk, encode_observation
 from lerobot_policy_remote.wire.header import Header, MsgType
-from lerobot_policy_remote.wire.messages import SCHEMA_VERSION
+from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, RtcSettings
 
 ACTIONS = [f"joint{i}.pos" for i in range(6)]
 CAMERAS = {"front": (96, 128), "wrist": (96, 128)}
 NS = (1, 2, 4, 8, 16)
 MAX_BATCH = 8
+MODELS = ("stub", "act", "vla")
+VLA_CAMERAS = {"front": (64, 64)}  # testing.vla's camera at the tiny SmolVLA's trained size (the robot resizes to it)
+VLA_TASK = "pick up the cube"
+# Robot i's RTC: its session's execution horizon and its observations' inference delay (steps), different by robot.
+RTC_HORIZONS = (6, 8, 10, 12)
+RTC_DELAYS = (1, 2, 3)
+# Steps left in a robot's queue when it asks for the next chunk: the engine's buffer_time_s (0.5 s) at 30 fps. The
+# robot's prefix is the head of this leftover, cut to its horizon (engine.request.rtc_prefix).
+LEFTOVER_STEPS = 15
 
 
 def jain(xs: list[float]) -> float:
@@ -51,9 +71,140 @@ class Inbox:
 
     def __init__(self) -> None:
         self.got = threading.Event()
+        self.payload = b""
 
     def put(self, payload: bytes, attachment: bytes | None = None) -> None:
+        self.payload = payload
         self.got.set()
+
+
+class Feed:
+    """What one robot sends without RTC: the same encoded observation every time (its session asks for no RTC)."""
+
+    rtc: RtcSettings | None = None
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def next_payload(self) -> bytes:
+        return self.payload
+
+    def on_reply(self, payload: bytes) -> None:
+        return None
+
+
+def robot_rtc(i: int) -> tuple[RtcSettings, int]:
+    """Robot i's RTC as a real robot states it: the settings its session open carries (built from the rollout's
+    `--inference.rtc.*` config by the engine's own code) and the inference delay its observations carry."""
+    from lerobot_policy_remote.engine.config import RemoteRTCConfig
+    from lerobot_policy_remote.engine.request import rtc_settings
+
+    return rtc_settings(RemoteRTCConfig(enabled=True, execution_horizon=RTC_HORIZONS[i % len(RTC_HORIZONS)])), RTC_DELAYS[i % len(RTC_DELAYS)]
+
+
+def with_prefix(obs: ObservationMsg, left_over: tuple[Any, Any] | None, horizon: int, delay: int) -> ObservationMsg:
+    """The observation as the engine sends it with RTC on: its delay, and the head of the leftover (model and robot
+    space) cut to the horizon by the engine's `rtc_prefix` (no prefix while the queue is empty: the first request)."""
+    from lerobot_policy_remote.engine.request import rtc_prefix
+
+    model, robot = rtc_prefix(*(left_over or (None, None)), horizon)
+    return dataclasses.replace(obs, inference_delay_steps=delay, prefix_model=model, prefix_robot=robot)
+
+
+def left_over(chunk_model: np.ndarray, chunk_robot: np.ndarray) -> tuple[Any, Any]:
+    """What is left of a chunk in the robot's queue when it asks for the next one (LEFTOVER_STEPS), as tensors."""
+    import torch
+
+    return (torch.from_numpy(np.array(chunk_model[-LEFTOVER_STEPS:], dtype=np.float32)),  # copies: the decoded reply is read-only
+            torch.from_numpy(np.array(chunk_robot[-LEFTOVER_STEPS:], dtype=np.float32)))
+
+
+class RtcFeed(Feed):
+    """A robot with RTC: each observation carries its delay and the unexecuted tail of the chunk it was last sent."""
+
+    def __init__(self, obs: ObservationMsg, rtc: RtcSettings, delay: int) -> None:
+        self.obs, self.rtc, self.delay = obs, rtc, delay
+        self.left: tuple[Any, Any] | None = None
+        self.bad_replies = 0
+
+    def next_payload(self) -> bytes:
+        return encode_observation(with_prefix(self.obs, self.left, self.rtc.execution_horizon, self.delay))
+
+    def on_reply(self, payload: bytes) -> None:
+        try:
+            chunk = decode_chunk(payload)
+        except Exception:  # an event (a refusal, an inference error) instead of a chunk: counted, checked at the end
+            self.bad_replies += 1
+            return
+        self.left = left_over(chunk.chunk_model, chunk.chunk_robot)
+
+
+class GuidanceProbe:
+    """Watches the backend's RTC guidance (`rtc_guidance.BatchedGuidance`) from outside: each pass's plan (rows with a
+    prefix, their delays and horizons) and the denoise steps it guided with a prefix in force."""
+
+    def __init__(self, guidance: Any) -> None:
+        self.passes = self.rows = self.prefixed = self.guided_steps = self.max_guided_batch = self.max_settings = 0
+        self.delays: set[int] = set()
+        self.horizons: set[int] = set()
+        self._active = False
+        planned, denoise = guidance.planned, guidance.denoise_step
+
+        @contextlib.contextmanager
+        def counting_planned(plan: list[Any]) -> Iterator[None]:
+            rows = [r for r in plan if r.prefix is not None]
+            self.passes += 1
+            self.rows += len(plan)
+            self.prefixed += len(rows)
+            self.max_guided_batch = max(self.max_guided_batch, len(rows))
+            self.max_settings = max(self.max_settings, len({(r.inference_delay, r.execution_horizon) for r in rows}))
+            self.delays.update(r.inference_delay for r in rows)
+            self.horizons.update(r.execution_horizon for r in rows)
+            self._active = bool(rows)
+            try:
+                with planned(plan):
+                    yield
+            finally:
+                self._active = False
+
+        def counting_denoise(*args: Any, **kwargs: Any) -> Any:
+            if self._active:
+                self.guided_steps += 1
+            return denoise(*args, **kwargs)
+
+        guidance.planned = counting_planned
+        guidance.denoise_step = counting_denoise
+
+    def counts(self) -> tuple[int, int]:
+        return self.rows, self.prefixed
+
+
+@dataclasses.dataclass
+class Workload:
+    """What the robots of one table send: plain observations, or (rtc) observations with RTC as a robot sends them."""
+
+    cameras: dict[str, tuple[int, int]]
+    rtc: bool = False
+
+    def feeds(self, n: int) -> list[Feed]:
+        rng = np.random.default_rng(n)
+        if not self.rtc:
+            return [Feed(encode_observation(observation(rng, self.cameras))) for _ in range(n)]
+        return [RtcFeed(observation(rng, self.cameras), *robot_rtc(i)) for i in range(n)]
+
+    def items(self, backend: Any, b: int) -> list[tuple[Any, ObservationMsg, RtcSettings | None]]:
+        """b robots' requests for one direct backend pass (the model bound): with RTC, each row its robot's own prefix
+        (the tail of a chunk this model computed), delay and horizon, as in the served run."""
+        obs = observation(np.random.default_rng(0), self.cameras)
+        states = [backend.new_session_state() for _ in range(b)]
+        if not self.rtc:
+            return [(s, obs, None) for s in states]
+        left = left_over(*backend.infer(backend.new_session_state(), obs, None))
+        out = []
+        for i, s in enumerate(states):
+            rtc, delay = robot_rtc(i)
+            out.append((s, with_prefix(obs, left, rtc.execution_horizon, delay), rtc))
+        return out
 
 
 def save_act(path: Path, device: str = "cpu") -> Path:
@@ -84,31 +235,32 @@ def observation(rng: np.random.Generator, cameras: dict[str, tuple[int, int]]) -
     return ObservationMsg({"observation.state": rng.uniform(-50, 50, 6).astype(np.float32)}, images)
 
 
-def model_time(backend: Any, b: int, obs: ObservationMsg, reps: int) -> float:
-    """Median seconds of one backend pass over b robots (the model's own time, no scheduler)."""
-    states = [backend.new_session_state() for _ in range(b)]
+def model_time(backend: Any, items: list[tuple[Any, ObservationMsg, RtcSettings | None]], reps: int) -> float:
+    """Median seconds of one backend pass over these robots' requests (the model's own time, no scheduler), after one
+    untimed pass at this batch size (its first pass at a new shape allocates)."""
     times = []
-    for _ in range(reps):
+    for k in range(reps + 1):
         t0 = time.perf_counter()
-        if b == 1:
-            backend.infer(states[0], obs, None)
+        if len(items) == 1:
+            backend.infer(*items[0])
         else:
-            backend.infer_batch([(s, obs, None) for s in states])
-        times.append(time.perf_counter() - t0)
+            backend.infer_batch(items)
+        if k:
+            times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: dict[str, tuple[int, int]], settle: float) -> dict[str, float]:
+def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, workload: Workload, settle: float) -> dict[str, float]:
     """N saturating robots against the real worker for `seconds`; returns chunks/s, RTT p50/p99, Jain, mean batch."""
     manifest = Manifest(model=ModelSpec(repo_or_path="bench"), default_task=f"bench {uuid.uuid4().hex[:6]}", max_sessions=max(n, 1),
                         health_port=0, warmup_inferences=0, batching=batching)
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None)
-    rng = np.random.default_rng(n)
-    payloads = [encode_observation(observation(rng, cameras)) for _ in range(n)]
+    feeds = workload.feeds(n)
     inboxes = [Inbox() for _ in range(n)]
     sessions = []
     for i in range(n):
-        s = Session(new_session_id(), f"robot-{i}", backend.new_session_state(), None, SCHEMA_VERSION)
+        # the session as opened: with RTC, the robot's settings from its session open (what the worker hands the backend)
+        s = Session(new_session_id(), f"robot-{i}", backend.new_session_state(), feeds[i].rtc, SCHEMA_VERSION)
         s.pub = inboxes[i]
         server.registry.add(s)
         sessions.append(s)
@@ -121,13 +273,16 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: d
         seq = 0
         while not stop.is_set():
             seq += 1
+            payload = feeds[i].next_payload()  # the robot's own work (with RTC: its prefix), before the clock starts
             att = Header(SCHEMA_VERSION, MsgType.OBS, seq, 0, time.monotonic_ns(), 1).pack()
             inboxes[i].got.clear()
             t0 = time.perf_counter()
-            sessions[i].mailbox.deposit(Mail(payloads[i], att, t0, len(payloads[i])))
+            sessions[i].mailbox.deposit(Mail(payload, att, t0, len(payload)))
             server.worker.wake.set()
-            if inboxes[i].got.wait(30) and measuring.is_set() and not stop.is_set():
-                rtts[i].append(time.perf_counter() - t0)
+            if inboxes[i].got.wait(30) and not stop.is_set():
+                if measuring.is_set():
+                    rtts[i].append(time.perf_counter() - t0)
+                feeds[i].on_reply(inboxes[i].payload)
 
     threads = [threading.Thread(target=robot, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
@@ -157,15 +312,18 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, cameras: d
         "p99_ms": flat[min(len(flat) - 1, int(len(flat) * 0.99))] * 1e3 if flat else float("nan"),
         "jain": jain([float(c) for c in counts]),
         "mean_batch": sum(b for b, _ in recent) / len(recent) if recent else 0.0,
+        "errors": float(sum(s.errors for s in sessions) + sum(getattr(f, "bad_replies", 0) for f in feeds)),
     }
 
 
-def table(name: str, backend: Any, seconds: float, reps: int, cameras: dict[str, tuple[int, int]]) -> dict[int, tuple[float, float, float]]:
-    """Prints one model's table; returns {N: (speedup on/off, speedup opportunistic/off, bound(N)/bound(1))}."""
-    obs = observation(np.random.default_rng(0), cameras)
+def table(name: str, backend: Any, seconds: float, reps: int, workload: Workload,
+          probe: GuidanceProbe | None = None) -> dict[int, dict[str, Any]]:
+    """Prints one model's table; returns {N: {"on"/"opp": speedup over off, "bound": bound(N)/bound(1), "rows": cells}}.
+
+    With a probe (RTC), a column says which fraction of the rows in the cell's passes carried a prefix."""
     def times() -> None:  # on a serving thread, as the worker runs the model (server/torch_threads.py)
         backend.bind_serving_thread()
-        t.update({b: model_time(backend, b, obs, reps) for b in sorted({min(n, MAX_BATCH) for n in NS})})
+        t.update({b: model_time(backend, workload.items(backend, b), reps) for b in sorted({min(n, MAX_BATCH) for n in NS})})
 
     t: dict[int, float] = {}
     th = threading.Thread(target=times, name="bench-model-time")
@@ -175,27 +333,55 @@ def table(name: str, backend: Any, seconds: float, reps: int, cameras: dict[str,
     cell, settle = max(seconds, 6 * t[MAX_BATCH]), max(0.5, 2 * t[MAX_BATCH])
     print(f"\n== {name}: model time per pass " + ", ".join(f"B={b}: {v * 1e3:.1f} ms" for b, v in t.items())
           + f"; {cell:.1f} s per cell")
-    print(f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} {'Jain':>6} {'batch':>6}")
+    print(f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} {'Jain':>6} {'batch':>6}"
+          + (f" {'prefixed':>8}" if probe else ""))
     out = {}
     for n in NS:
         rows = {}
         for mode, spec in (("off", BatchingSpec(1)), ("on", BatchingSpec(MAX_BATCH)), ("opp", BatchingSpec(MAX_BATCH, 0.0))):
             b = min(n, spec.max_batch)
             bound = b / t[b]
-            r = rows[mode] = run(backend, n, spec, cell, cameras, settle)
+            before = probe.counts() if probe else (0, 0)
+            r = rows[mode] = run(backend, n, spec, cell, workload, settle)
+            extra = ""
+            if probe:
+                planned, prefixed = (x - y for x, y in zip(probe.counts(), before, strict=True))
+                r["prefixed"] = prefixed / planned if planned else 0.0
+                extra = f" {r['prefixed']:>8.2f}"
             print(f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} {r['p50_ms']:>8.1f} "
-                  f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}")
+                  f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}{extra}"
+                  + (f"  ERRORS {r['errors']:.0f}" if r["errors"] else ""))
         off = rows["off"]["chunks_s"]
-        out[n] = (rows["on"]["chunks_s"] / off, rows["opp"]["chunks_s"] / off, (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1])
+        out[n] = {"on": rows["on"]["chunks_s"] / off, "opp": rows["opp"]["chunks_s"] / off,
+                  "bound": (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1], "rows": rows}
     return out
+
+
+def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
+    """The VLA rows mean what they say: no robot got an error, robots with RTC shared passes, and the guidance ran on
+    their prefixes with several robots' own delays and horizons in one pass."""
+    errors = sum(r["errors"] for cells in res.values() for r in cells["rows"].values())
+    print(f"RTC check: {probe.passes} passes planned, {probe.prefixed} of {probe.rows} rows with a prefix, up to "
+          f"{probe.max_guided_batch} robots with a prefix in one pass ({probe.max_settings} different delay/horizon pairs), "
+          f"delays {sorted(probe.delays)}, horizons {sorted(probe.horizons)}, {probe.guided_steps} denoise steps guided; "
+          f"mean batch at N=8 on / opp {res[8]['rows']['on']['mean_batch']:.2f} / {res[8]['rows']['opp']['mean_batch']:.2f}; "
+          f"errors {errors:.0f}")
+    assert errors == 0, "a robot got an error instead of a chunk"
+    assert probe.guided_steps > 0 and probe.prefixed > 0, "the backend never guided a pass with a prefix"
+    assert probe.max_guided_batch > 1 and probe.max_settings > 1, "robots with RTC never shared a guided pass"
+    assert probe.delays >= set(RTC_DELAYS) and probe.horizons >= set(RTC_HORIZONS), "not every robot's own delay and horizon was applied"
+    for mode in ("on", "opp"):
+        assert res[8]["rows"][mode]["mean_batch"] > 1.0, f"N=8 {mode}: robots with RTC were not batched"
+        assert res[8]["rows"][mode]["prefixed"] > 0.9, f"N=8 {mode}: most rows should carry the robot's prefix"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="short runs (about 1 min in all)")
+    ap.add_argument("--quick", action="store_true", help="short runs (about 1 min per model)")
+    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="which tables to run (default: all)")
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
-    ap.add_argument("--device", default="cpu", help="where the real ACT runs (cuda on a GPU box)")
+    ap.add_argument("--device", default="cpu", help="where the real ACT and the VLA run (cuda on a GPU box)")
     ap.add_argument("--stub-a", type=float, default=0.010, help="stub pass time a + b*B: a (s)")
     ap.add_argument("--stub-b", type=float, default=0.010, help="stub pass time a + b*B: b (s)")
     args = ap.parse_args()
@@ -203,9 +389,13 @@ def main() -> None:
     reps = 5 if args.quick else 15
     print(f"batching bench: N={list(NS)}; off = max_batch 1; on = max_batch {MAX_BATCH}, default window (up to half a "
           f"pass while fewer robots are ready than active); opp = max_batch {MAX_BATCH}, max_wait_ms 0 (opportunistic); "
-          f">= {seconds:.1f} s per cell, torch threads {args.threads}")
-    stub = StubBackend(args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b)
-    table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, {})
+          f">= {seconds:.1f} s per cell, torch threads {args.threads}; models {' '.join(args.models)}")
+    lines = []
+    if "stub" in args.models:
+        stub = StubBackend(args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b)
+        table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, Workload({}))
+    if "act" not in args.models and "vla" not in args.models:
+        return
 
     import torch
 
@@ -213,15 +403,35 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ckpt = save_act(Path(tmp), args.device)
-        manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", max_sessions=max(NS), health_port=0)
-        act = LerobotBackend(manifest, progress=lambda s: None)
-        act.warmup(3, lambda s: None)
-        res = table(f"ACT (2x 96x128 cameras, chunk 50) on {args.device}", act, seconds, reps, CAMERAS)
-    speedup, speedup_opp, bound = res[8]
-    print(f"with max_wait_ms 0 (opportunistic): speedup at N=8: {speedup_opp:.2f}")
-    print(f"batching speedup at N=8: {speedup:.2f} (model bound {bound:.2f}, {speedup / bound:.2f} of it)")
+    if "act" in args.models:
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = save_act(Path(tmp), args.device)
+            manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", max_sessions=max(NS), health_port=0)
+            act = LerobotBackend(manifest, progress=lambda s: None)
+            act.warmup(3, lambda s: None)
+            res = table(f"ACT (2x 96x128 cameras, chunk 50) on {args.device}", act, seconds, reps, Workload(CAMERAS))
+        r8 = res[8]
+        lines += [f"with max_wait_ms 0 (opportunistic): speedup at N=8: {r8['opp']:.2f}",
+                  f"batching speedup at N=8: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"]
+        print("\n".join(lines))
+    if "vla" in args.models:
+        from lerobot_policy_remote.testing.vla import save_tiny_smolvla
+
+        with tempfile.TemporaryDirectory() as tmp:
+            ckpt = save_tiny_smolvla(Path(tmp) / "smolvla", chunk_size=50)
+            manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task=VLA_TASK, max_sessions=max(NS),
+                                health_port=0)
+            manifest.rtc.enabled = True
+            vla = LerobotBackend(manifest, progress=lambda s: None)
+            assert vla.supports_rtc and vla.guidance is not None, "the tiny SmolVLA should serve RTC"
+            vla.warmup(3, lambda s: None)  # before the probe: its guided pass has no robot behind it
+            probe = GuidanceProbe(vla.guidance)
+            res = table(f"tiny SmolVLA with RTC (64x64 camera, chunk 50, 3 flow steps; per robot delay {list(RTC_DELAYS)}, "
+                        f"horizon {list(RTC_HORIZONS)}) on {args.device}", vla, seconds, reps, Workload(VLA_CAMERAS, rtc=True), probe)
+        vla_checks(res, probe)
+        r8 = res[8]
+        print(f"VLA with max_wait_ms 0 (opportunistic): speedup at N=8 with RTC: {r8['opp']:.2f}")
+        print(f"VLA batching speedup at N=8 with RTC: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)")
 
 
 if __name__ == "__main__":
