@@ -4,6 +4,7 @@ peer-mode settings, and the debug capture replayed byte for byte (pure units + i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import logging
 
 import numpy as np
@@ -183,3 +184,41 @@ def test_replay_of_a_directory_that_is_no_capture_says_what_to_do(tmp_path, caps
 
     assert replay_main([str(tmp_path)]) == 2
     assert "--debug.capture_dir=DIR" in capsys.readouterr().err
+
+
+def _doc_value(text: str) -> object:
+    """A default as docs/server.md writes it (`true`, 10, 10.0, `LINEAR`, `""`) as the Python value."""
+    text = text.strip().strip("`")
+    if text in ("true", "false"):
+        return text == "true"
+    if text in ('""', "[]"):
+        return "" if text == '""' else []
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def test_the_manifest_table_in_server_md_gives_the_defaults_help_gives():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    defaults = {name: default for name, _, default in manifest_fields()}
+    compared = 0
+    for line in docs.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`") or "*" in cells[0]:
+            continue
+        names = [n.strip().strip("`") for n in cells[0].split(",")]
+        values = [v.strip() for v in cells[1].split(",")] if len(names) > 1 else [cells[1]]
+        if len(values) != len(names) or not all(n in defaults for n in names):
+            continue
+        for name, value in zip(names, values, strict=True):
+            if value in ("unset", "(required)", "`null`") or "MiB" in value:
+                continue
+            want = defaults[name]
+            assert _doc_value(value) == want, f"docs/server.md says {name} defaults to {value}, --help says {want!r}"
+            compared += 1
+    assert compared >= 20

@@ -237,16 +237,17 @@ def _type_name(tp: object) -> str:
     return getattr(tp, "__name__", text) if not typing.get_args(tp) else text
 
 
-def manifest_fields(cls: type = None, prefix: str = "") -> list[tuple[str, str, object]]:  # type: ignore[assignment]
-    """Every leaf field of the manifest as (dotted name, type, default), nested dataclasses flattened."""
-    cls = cls or Manifest
-    hints = typing.get_type_hints(cls)
-    instance = cls()
+def manifest_fields(instance: object = None, prefix: str = "") -> list[tuple[str, str, object]]:
+    """Every leaf field of the manifest as (dotted name, type, default), nested dataclasses flattened.
+
+    Nested defaults are read from the manifest's own instance (the server's RTC default differs from the wire's)."""
+    instance = Manifest() if instance is None else instance
+    hints = typing.get_type_hints(type(instance))
     out: list[tuple[str, str, object]] = []
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(instance):  # type: ignore[arg-type]
         tp, value = hints[f.name], getattr(instance, f.name)
         if dataclasses.is_dataclass(value):
-            out += manifest_fields(type(value), f"{prefix}{f.name}.")
+            out += manifest_fields(value, f"{prefix}{f.name}.")
         else:
             out.append((prefix + f.name, _type_name(tp), value))
     return out
