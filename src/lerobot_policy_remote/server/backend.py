@@ -259,7 +259,7 @@ class LerobotBackend(Backend):
                     self.guidance = rtc_guidance.install(policy, policy.config.rtc_config)
             except Exception as exc:  # a policy whose config rejects RTC simply does not support it
                 log.info("RTC not supported by this %s policy (%s): sessions get plain chunks", self.config.type, exc)
-        return bool(supports_rtc_inference(policy)) and self.guidance is not None
+        return bool(supports_rtc_inference(policy))
 
     # ------------------------------------------------------------------ sessions
     def new_session_state(self) -> SessionPipelines:
@@ -340,7 +340,7 @@ class LerobotBackend(Backend):
         from . import rtc_guidance
 
         torch = self._torch
-        guided = self.guidance is not None and any(
+        guided = self.supports_rtc and any(
             rtc is not None and obs.prefix_model is not None and obs.prefix_model.size for _, obs, rtc in items)
         with rtc_guidance.autograd_context(torch, guided):
             pres = [self._pre(state, obs) for state, obs, _ in items]
@@ -355,7 +355,9 @@ class LerobotBackend(Backend):
                 rows = [row if row is not None else rtc_guidance.UNGUIDED for row in plan]
                 with self.guidance.planned(rows):
                     chunk = self.policy.predict_action_chunk(batch, **kwargs)
-            else:
+            else:  # a policy that takes RTC as arguments (no lerobot RTC processor) guides one robot per pass
+                if plan[0] is not None and len(plan) == 1:
+                    kwargs.update(self._rtc_kwargs(plan[0]))
                 chunk = self.policy.predict_action_chunk(batch, **kwargs)
             return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
 
@@ -394,10 +396,20 @@ class LerobotBackend(Backend):
             return torch.stack([first, *rest], dim=1)
         return self.policy.predict_action_chunk(batch)
 
+    def _rtc_kwargs(self, row: Any) -> dict[str, Any]:
+        """lerobot's RTC call convention for a policy without an RTC processor: the robot's settings on the policy's
+        `rtc_config`, its delay and prefix as arguments."""
+        rtc_cfg = getattr(self.policy.config, "rtc_config", None)
+        if rtc_cfg is not None:
+            rtc_cfg.execution_horizon = row.execution_horizon
+            rtc_cfg.max_guidance_weight = row.max_guidance_weight
+            rtc_cfg.prefix_attention_schedule = row.schedule
+        return {"inference_delay": row.inference_delay, "prev_chunk_left_over": row.prefix}
+
     def _rtc_row(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> Any:
         """This robot's guidance: its prefix (re-anchored for relative-action policies, padded or cut to its horizon
         as lerobot's RTC engine does) and its own settings; None without RTC."""
-        if rtc is None or self.guidance is None:
+        if rtc is None or not self.supports_rtc:
             return None
         torch = self._torch
         from lerobot.configs import RTCAttentionSchedule
@@ -408,7 +420,7 @@ class LerobotBackend(Backend):
         try:
             schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
         except ValueError:
-            schedule = self.guidance.rtc_config.prefix_attention_schedule
+            schedule = RTCAttentionSchedule.LINEAR
         horizon = max(1, int(rtc.execution_horizon))
         prefix = None
         if obs.prefix_model is not None and obs.prefix_model.size:
