@@ -163,6 +163,7 @@ class RobotRow:
     row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
     max_action_age_s: float | None = None  # the robot's own hard bound on action age (None: not reported)
     recent_staleness: tuple[float, ...] = ()  # its last few staleness samples, oldest first (the alert's persistence)
+    rtc: str = ""  # on | off: its session runs real-time chunking or appends chunks; "" before a session (or an older robot)
 
     @property
     def key(self) -> str:
@@ -420,6 +421,8 @@ def _num(v: float | None) -> float:
     return -math.inf if v is None else v
 
 
+RTC_RANK = {"on": 0, "off": 1}  # then unknown
+
 ROBOT_SORT_KEYS: dict[str, tuple[str, Callable[[RobotRow], tuple]]] = {
     "state": ("state severity", lambda r: (r.state.rank,)),
     "robot": ("robot id", lambda r: ()),
@@ -428,6 +431,7 @@ ROBOT_SORT_KEYS: dict[str, tuple[str, Callable[[RobotRow], tuple]]] = {
     "rtt": ("RTT p95 (slowest first)", lambda r: (-(r.rtt_p95_ms or 0.0),)),
     "net": ("network time (slowest first)", lambda r: (-(r.network_ms or 0.0),)),
     "delay": ("delay", lambda r: (-(r.delay_steps or 0),)),
+    "rtc": ("rtc (on first)", lambda r: (RTC_RANK.get(r.rtc, 2), -(r.delay_steps or 0))),
     "episode": ("episode", lambda r: (-r.episode_id,)),
     "server": ("server", lambda r: (r.replica,)),
     "sup": ("superseded %", lambda r: (-_num(r.superseded_pct),)),

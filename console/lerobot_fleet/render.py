@@ -31,13 +31,14 @@ from .model import (
 
 ROBOT_COLUMNS: list[tuple[str, str, int]] = [
     ("mark", "", 1),
-    ("robot", "robot", 16),
+    ("robot", "robot", 20),
     ("state", "state", 12),
     ("stale", "stale s", 7),
     ("queue", "queue s", 7),
     ("rtt", "rtt p50/p95", 11),
     ("net", "net ms", 6),
     ("delay", "delay", 5),
+    ("rtc", "rtc", 5),
     ("episode", "ep", 4),
     ("server", "server", 14),
     ("sup", "sup%", 5),
@@ -120,6 +121,7 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
         fig(rtt),
         fig("—" if r.network_ms is None else fmt_ms(r.network_ms)),
         fig("—" if r.delay_steps is None else r.delay_steps),
+        fig(rtc_cell(r)),
         fig(r.episode_id),
         fig(r.replica or "—"),
         fig("—" if sup is None else f"{sup:.1f}"),
@@ -127,6 +129,23 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
         fig(outcome, outcome_style),
         _t(fmt_age(r.seen_age_s), "bold red" if old else age_style(r.seen_age_s)),
     )
+
+
+def rtc_cell(r: RobotRow) -> str:
+    """`d=2`: the session runs real-time chunking with a 2-step inference delay; `off`: chunks are appended
+    (the server's policy has no RTC, or the robot turned it off); `—` before a session or from an older robot."""
+    if r.rtc == "on":
+        return f"d={r.delay_steps or 0}"
+    return "off" if r.rtc == "off" else "—"
+
+
+def rtc_text(r: RobotRow) -> str:
+    """The detail screen's words for the same thing."""
+    if r.rtc == "on":
+        return f"on, inference delay {r.delay_steps or 0} steps"
+    if r.rtc == "off":
+        return "off (chunks are appended)"
+    return "—"
 
 
 def _robot_id(r: RobotRow, alerting: bool) -> Cell:
@@ -281,7 +300,8 @@ def robot_summary_text(d: RobotDetail) -> Text:
         t.append("  (figures below are the last received, not live)", style="bold red")
     t.append("\n")
     t.append(f"model {r.model_id or '—'}  rev {r.revision or '—'}  service {r.service or '—'}\n")
-    t.append(f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}\n")
+    t.append(f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}  "
+             f"rtc {rtc_text(r)}\n")
     delay = "—" if r.delay_steps is None else f"{r.delay_steps} steps"
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)} ms"
     t.append(

@@ -421,6 +421,7 @@ class FleetStore:
             action_order=t.action_order,
             row_key=r.key,
             max_action_age_s=t.max_action_age_s or None,
+            rtc=t.rtc,
             recent_staleness=tuple(r.staleness[i] for i in range(-min(RECENT_STALENESS, len(r.staleness)), 0)),  # O(1) per item at a deque's end
         )
 

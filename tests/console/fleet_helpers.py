@@ -133,6 +133,7 @@ class DrainScenario:
                     replica="demo-b" if i < 4 else "", session_id=f"s-demo-arm-{i}" if i < 4 else "", episode_id=2,
                     staleness_s=0.14773235500001647, queue_s=0.5333333333333333, rtt_p50_ms=12.3456, rtt_p95_ms=20.5, requests=80,
                     delay_steps=1, last_outcome="ok" if i < 4 else "event:draining", fps=30.0, seq=10 + i,
+                    rtc="off" if i < 4 else "",  # ACT: chunks are appended
                 ),
                 DEMO,
             )

@@ -148,3 +148,41 @@ def test_robot_row_and_detail_show_network_time_and_an_unchecked_action_order():
     detail = store.robot_detail(robot_key(ns, "robot-217"))
     text = render.robot_summary_text(detail).plain
     assert "network 25 ms" in text and "inference 80 ms" in text and "action order NOT checked" in text
+
+
+def test_rtc_cell_shows_the_delay_when_on_off_without_rtc_and_a_dash_before_a_session():
+    """The robots table's `rtc` column and the robot detail say whether the session runs real-time chunking."""
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    clock = ManualClock(1000.0)
+    store = FleetStore(clock=clock)
+    ns = ("org/pi0", "main", "fold")
+    store.on_telemetry(RobotTelemetry("arm-rtc", "STREAMING", session_id="s-1", replica="gpu-0", delay_steps=3, rtc="on", seq=1), ns)
+    store.on_telemetry(RobotTelemetry("arm-act", "STREAMING", session_id="s-2", replica="gpu-0", delay_steps=1, rtc="off", seq=1), ns)
+    store.on_telemetry(RobotTelemetry("arm-new", "CONNECTING", seq=1), ns)
+    store.on_telemetry(RobotTelemetry("arm-odd", "STREAMING", session_id="s-3", rtc="\x1b[31mon", seq=1), ns)  # not a known value
+    snap = store.snapshot()
+    cols = [k for k, _, _ in render.ROBOT_COLUMNS]
+    width = {k: w for k, _, w in render.ROBOT_COLUMNS}["rtc"]
+
+    def cell(robot: str) -> str:
+        return _plain(render.robot_cells(snap.robot(robot_key(ns, robot))))[cols.index("rtc")]
+
+    assert [cell(x) for x in ("arm-rtc", "arm-act", "arm-new", "arm-odd")] == ["d=3", "off", "—", "—"]
+    assert all(len(cell(x)) <= width for x in ("arm-rtc", "arm-act", "arm-new"))
+    text = render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-rtc"))).plain
+    assert "rtc on, inference delay 3 steps" in text
+    assert "rtc off (chunks are appended)" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-act"))).plain
+    assert "rtc —" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-new"))).plain
+    from lerobot_fleet.model import ROBOT_SORT_KEYS, sort_rows
+
+    order = [r.robot_id for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, "rtc")]
+    assert order.index("arm-rtc") < order.index("arm-act") < order.index("arm-new")
+
+
+def test_robot_table_fits_200_columns_without_cutting_robot_ids():
+    """Every column of a robots line, with its separators, fits a 200-column terminal."""
+    spec = render.ROBOT_COLUMNS
+    line = sum(w for _, _, w in spec) + 2 * (len(spec) - 1)
+    assert line <= 200 - 4  # the table's own padding and scrollbar
+    assert {k: w for k, _, w in spec}["robot"] >= len("sim-arm-01" + render.UNCHECKED_ORDER_MARK)

@@ -161,3 +161,15 @@ def test_a_clean_run_against_a_policy_without_rtc_warns_only_about_the_action_or
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("Action order NOT checked"), warnings
     e.stop()
+
+
+@pytest.mark.parametrize(("replica_rtc", "robot_rtc", "expected"), [(True, True, "on"), (False, True, "off"), (True, False, "off")])
+def test_telemetry_says_whether_the_session_runs_rtc(replica_rtc, robot_rtc, expected):
+    """`rtc` is the session's own verdict: on only when the server offers RTC and the robot wants it; "" before a session."""
+    link = MemoryLink(MemoryReplica("mem-1", rtc=replica_rtc))
+    fresh = RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=robot_rtc)), hw_features=HW, ordered_action_keys=NAMES,
+                                  task="t", fps=30, model_id="m", transport=link)
+    assert fresh.telemetry().rtc == ""
+    e = engine(link, rtc=RTCConfig(enabled=robot_rtc))
+    assert (e.rtc_active, e.telemetry().rtc) == (expected == "on", expected)
+    e.stop()

@@ -12,7 +12,15 @@ from lerobot_policy_remote.wire.data import (
     encode_observation,
 )
 from lerobot_policy_remote.wire.images import encode_image
-from lerobot_policy_remote.wire.messages import AuditLine, FeatureSpec, RtcSettings, SessionAck, SessionOpen, negotiate_schema
+from lerobot_policy_remote.wire.messages import (
+    AuditLine,
+    FeatureSpec,
+    RobotTelemetry,
+    RtcSettings,
+    SessionAck,
+    SessionOpen,
+    negotiate_schema,
+)
 
 
 def test_control_message_round_trip():
@@ -38,6 +46,18 @@ def test_wrong_types_name_the_field():
         decode(SessionOpen, pack({"client_uuid": "r", "action_names": [], "rtc": {"execution_horizon": "10"}}))
     with pytest.raises(WireError, match=r"SessionOpen.client_uuid: required field is missing"):
         decode(SessionOpen, pack({"action_names": []}))
+
+
+def test_robot_telemetry_rtc_round_trip_and_an_older_robot_reads_as_unknown():
+    """`RobotTelemetry.rtc` is additive: "on"/"off" travel under the key `rtc`; a map without it (an older robot) is ""."""
+    msg = RobotTelemetry(client_uuid="arm-1", state="STREAMING", session_id="s-1", replica="gpu-0", delay_steps=2, rtc="on")
+    assert decode(RobotTelemetry, encode(msg)) == msg
+    assert decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "delay_steps": 2, "rtc": "off"})) == RobotTelemetry(
+        client_uuid="arm-1", state="STREAMING", delay_steps=2, rtc="off")
+    older = decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "session_id": "s-1", "delay_steps": 2}))
+    assert older.rtc == "" and older.delay_steps == 2
+    with pytest.raises(WireError, match=r"RobotTelemetry.rtc"):
+        decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "rtc": True}))
 
 
 def test_schema_negotiation():

@@ -198,6 +198,7 @@ class FakeSource:
             fps=30.0,
             seq=seq,
             max_action_age_s=FAKE_MAX_ACTION_AGE_S,
+            rtc=("on" if ns is PI0 else "off") if replica else "",  # pi0 runs real-time chunking; ACT appends chunks
         )
 
     def _run(self) -> None:

@@ -539,6 +539,7 @@ class RemoteInferenceEngine(InferenceEngine):
             dead_reason=self.states.dead_reason, fps=self.fps, seq=self.telemetry_seq,
             action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
             max_action_age_s=self.cfg.max_action_age_s,
+            rtc=("on" if self.session.rtc_active else "off") if self.session.epoch else "",
         )
 
     def telemetry(self) -> RobotTelemetry:

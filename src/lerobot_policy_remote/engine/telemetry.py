@@ -124,6 +124,7 @@ class EngineSnapshot:
     seq: int = 0  # telemetry sequence number
     action_order: str = ""  # checked | unchecked (the server compared only the dimension) | "" before a session
     max_action_age_s: float = 0.0  # the robot's hard bound on action age (from its config; 0 = unknown)
+    rtc: str = ""  # on | off (the session runs real-time chunking or appends chunks) | "" before a session
 
 
 def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
@@ -136,5 +137,5 @@ def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
         fallback_count=stats.fallback_count, requests=stats.requests, superseded=stats.superseded, errors=stats.errors,
         last_outcome=snap.dead_reason or snap.last_outcome, state_age_s=snap.state_age_s, fps=snap.fps, seq=snap.seq,
         queue_wait_ms_p50=stats.queue_wait_ms_p50, inference_ms_p50=stats.inference_ms_p50, network_ms_p50=stats.network_ms_p50,
-        action_order=snap.action_order, max_action_age_s=snap.max_action_age_s,
+        action_order=snap.action_order, max_action_age_s=snap.max_action_age_s, rtc=snap.rtc,
     )

@@ -248,6 +248,10 @@ class RobotTelemetry:
     # Additive (issue 23): the robot's own hard bound on action age (`max_action_age_s`; 0 = not reported,
     # an older robot). The console derives its staleness alert threshold from it.
     max_action_age_s: float = 0.0
+    # Additive: whether the robot's current session runs real-time chunking ("on": the server offered RTC and the
+    # robot wants it, "off": chunks are appended, "" before a session or from an older robot). With "on",
+    # `delay_steps` is the inference delay the robot sends with each request.
+    rtc: str = ""
 
 
 @dataclass
