@@ -20,11 +20,11 @@ from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
 def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float, act_path: str = "", resize: int = 0,
-                shm: bool = False) -> Any:
+                shm: bool = False, vla: bool = False) -> Any:
     if system == "ours":
         from .ours_peer import Client
 
-        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm)
+        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm, rtc=vla)
     host, port = target.rsplit(":", 1)
     if system == "legacy":
         from .legacy_peer import Client
@@ -40,7 +40,8 @@ def make_client(system: str, target: str, robot: int, quality: int, timeout_s: f
 
 
 def run(system: str, target: str, robots: int, warmup: int, requests: int, seconds: float, quality: int,
-        server_pids: list[int], timeout_s: float, act_path: str = "", resize: int = 0, shm: bool = False) -> dict[str, Any]:
+        server_pids: list[int], timeout_s: float, act_path: str = "", resize: int = 0, shm: bool = False,
+        vla: bool = False) -> dict[str, Any]:
     imgs = frames()
     clients: list[Any] = []
     errors: list[str] = []
@@ -48,7 +49,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     for i in range(robots):
         try:
             targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
-            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm))
+            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm, vla))
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
     open_s = time.perf_counter() - t_open
@@ -78,7 +79,8 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
             if seconds <= 0 and n <= warmup:
                 continue
             rtts[k].append(dt)
-            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not act_path and not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4))):
+            model = act_path or vla  # a real model's chunk: its shape and values are checked, not whose it is
+            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not model and not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4))):
                 wrong[k] += 1
 
     threads = [threading.Thread(target=loop, args=(k, c), daemon=True) for k, c in enumerate(clients)]
@@ -106,6 +108,15 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
         th.join(timeout_s)
     done = sum(len(r) for r in rtts)
     total = done + (warmup * len(clients) if seconds <= 0 else 0)
+    rtc = {"rtc_active": any(getattr(c, "rtc_active", False) for c in clients), "rtc_prefixed": sum(getattr(c, "prefixed", 0) for c in clients)}
+    if vla and system == "ours":  # what our server says of its passes: batching as by default, robots per pass
+        from .ours_peer import discover
+
+        try:
+            st = discover(target)
+            rtc.update(server_rtc=st.supports_rtc, server_max_batch=st.max_batch, server_batch_mean=st.batch_size_mean)
+        except Exception as exc:
+            errors.append(f"status: {type(exc).__name__}: {exc}")
     for c in clients:
         try:
             c.close()
@@ -120,7 +131,7 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
         "client_cpu_ms": (cpu1 - cpu0) * 1000 / max(1, total), "server_cpu_ms": sum(b - a for a, b in zip(srv0, srv1, strict=True)) * 1000 / max(1, total),
         "errors": len(errors), "error_samples": errors[:5], "wrong_chunks": sum(wrong),
         "cross_delivered": sum(getattr(c, "cross", 0) for c in clients),
-        "resends": sum(getattr(c, "resends", 0) for c in clients),
+        "resends": sum(getattr(c, "resends", 0) for c in clients), **rtc,
     }
 
 
@@ -138,11 +149,12 @@ def main() -> None:
     ap.add_argument("--server-pid", type=int, action="append", default=[])
     ap.add_argument("--timeout", type=float, default=30.0)
     ap.add_argument("--act", default="", help="the server runs this ACT checkpoint: check chunk shape only (legacy sends the path)")
+    ap.add_argument("--vla", action="store_true", help="the server runs the pi0 checkpoint: check chunk shape only; ours asks for RTC")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
     out = run(args.system, args.target, args.robots, args.warmup, args.requests, args.seconds, args.quality,
-              args.server_pid, args.timeout, args.act, args.resize, args.shm)
+              args.server_pid, args.timeout, args.act, args.resize, args.shm, args.vla)
     emit(out)
 
 

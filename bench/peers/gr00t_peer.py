@@ -47,10 +47,10 @@ def _as_obs(d: dict[str, Any]) -> dict[str, Any]:
     return obs
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
+def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "", vla_path: str = "") -> None:
     import zmq
 
-    policy = make_policy(sleep_s, act_path)
+    policy = make_policy(sleep_s, act_path, vla_path)
     sock = zmq.Context().socket(zmq.REP)
     sock.bind(f"tcp://{host}:{port}")
     endpoints = {

@@ -64,18 +64,23 @@ async def _handler(websocket: Any, policy: Any, metadata: dict[str, Any]) -> Non
             raise
 
 
-def make_policy(sleep_s: float, act_path: str = "") -> Any:
+def make_policy(sleep_s: float, act_path: str = "", vla_path: str = "") -> Any:
     if act_path:
         from .act import ActPolicy
 
         return ActPolicy(act_path)
+    if vla_path:
+        from .vla import VlaPolicy
+
+        return VlaPolicy(vla_path)
     return StubPolicy(sleep_s)
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
+def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "", vla_path: str = "") -> None:
     from websockets.asyncio.server import serve as ws_serve
 
-    policy, metadata = make_policy(sleep_s, act_path), {"policy": "act" if act_path else "stub", "action_horizon": 50}
+    name = "act" if act_path else "pi0" if vla_path else "stub"
+    policy, metadata = make_policy(sleep_s, act_path, vla_path), {"policy": name, "action_horizon": 50}
 
     async def main() -> None:
         async with ws_serve(lambda ws: _handler(ws, policy, metadata), host, port, compression=None, max_size=None,

@@ -5,6 +5,8 @@ real router, and the product's robot side: `RemoteInferenceEngine` over its `Zen
 Shared memory is off on both sides (it would not cross a real network), except in the same-host arm
 (`shm=True`): the product's defaults on one machine, where the robot sends raw frames over shared memory.
 `quality` 0 sends raw frames, otherwise JPEG at that quality (the rollout backend's default is 90).
+With `rtc` (the vla phase) the robot asks for real-time chunking, as `--inference.rtc.enabled` does by default, and
+each request carries the unexecuted head of its previous chunk, which the closed-loop client leaves in the queue.
 """
 
 from __future__ import annotations
@@ -76,20 +78,21 @@ def observation(images: dict[str, np.ndarray], st: np.ndarray) -> dict:
 
 
 def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_time_s: float, worker: bool,
-           max_action_age_s: float = 3.0, shm: bool = False) -> Any:
+           max_action_age_s: float = 3.0, shm: bool = False, rtc: bool = False) -> Any:
     """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN,
-    unless `shm`: the defaults on one machine)."""
+    unless `shm`: the defaults on one machine); `rtc`: the rollout's RTC defaults (`RemoteRTCConfig`), else RTC off."""
     import dataclasses
 
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
-    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig, RemoteRTCConfig
     from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
     from lerobot_policy_remote.engine.zenoh_link import ZenohLink
 
     st = discover(endpoint)
     uuid_ = f"peers-{robot}-{uuid.uuid4().hex[:8]}"
-    cfg = RemoteInferenceConfig(connect_endpoint=endpoint, client_uuid=uuid_, jpeg_quality=quality, rtc=RTCConfig(enabled=False),
+    cfg = RemoteInferenceConfig(connect_endpoint=endpoint, client_uuid=uuid_, jpeg_quality=quality,
+                                rtc=RemoteRTCConfig() if rtc else RTCConfig(enabled=False),
                                 buffer_time_s=buffer_time_s, request_timeout_s=timeout_s, max_action_age_s=max_action_age_s,
                                 degraded_after_s=min(1.0, timeout_s), reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
                                 handshake_jitter_s=0.0, max_offline_s=3600, service_revision=st.model.revision or "main",
@@ -108,20 +111,31 @@ class Client:
     its worker stepped here: send the observation, step until the chunk answering it is merged, return it.
 
     `re-sends` stays 0: the engine never re-sends an observation; a lost one ends in its request timeout.
+    With `rtc`, the robot executes (`get_action`) the chunk down to its 0.5 s buffer before the next request instead of
+    emptying the queue, so the request carries that leftover's head as its prefix, as a robot with RTC sends it;
+    `prefixed` counts such requests and `rtc_active` says the server granted RTC.
     """
 
-    def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0, shm: bool = False) -> None:
-        self.timeout_s, self.resends = timeout_s, 0
+    def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0, shm: bool = False,
+                 rtc: bool = False) -> None:
+        self.timeout_s, self.resends, self.rtc, self.prefixed = timeout_s, 0, rtc, 0
         # A merged 50-step chunk (1.7 s at 30 fps) is above the 0.5 s buffer, so nothing more is sent until
-        # the next call empties the queue: one request per call, as the other systems' clients do.
-        self.e = engine(endpoint, robot, quality, timeout_s, buffer_time_s=0.5, worker=False, shm=shm)
+        # the next call empties the queue (or, with RTC, executes it down to the buffer): one request per call,
+        # as the other systems' clients do.
+        self.e = engine(endpoint, robot, quality, timeout_s, buffer_time_s=0.5, worker=False, shm=shm, rtc=rtc)
         cfg = self.e.cfg
         # float16 replies (the default) are exact to the bound the robot asked for, not to float32's 1e-4
         self.atol = max(1e-4, cfg.reply_max_error) if cfg.reply_dtype == "float16" else 1e-4
 
     def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
         e = self.e
-        e.queue.clear()  # nothing consumes in a closed loop: the queue holds exactly the chunk that answers
+        if self.rtc:  # the robot executes its chunk until the buffer asks for the next one: the rest is the prefix
+            while e.queue.qsize() / e.fps > e.cfg.buffer_time_s:
+                e.get_action()
+            left = e.queue.get_left_over()
+            self.prefixed += int(e.rtc_active and left is not None and len(left) > 0)
+        else:
+            e.queue.clear()  # nothing consumes in a closed loop: the queue holds exactly the chunk that answers
         e.notify_observation(observation(images, state))
         sent, merged = e.counters["requests"], e.counters["chunks"]
         deadline = time.monotonic() + self.timeout_s
@@ -136,6 +150,10 @@ class Client:
             e.step()
         q = e.queue.queue
         return q.numpy() if q is not None else np.empty((0, STATE_DIM), np.float32)
+
+    @property
+    def rtc_active(self) -> bool:
+        return bool(self.e.rtc_active)
 
     def close(self) -> None:
         self.e.stop()

@@ -42,8 +42,9 @@ def workdir() -> Path:
 class Proc(KitProc):
     """A bounded child; `pid` is the program itself (what /proc CPU and memory figures must read)."""
 
-    def __init__(self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None) -> None:
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))}
+    def __init__(self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = "") -> None:
+        # `path`: appended to PYTHONPATH (the tiny pi0 hook's site for a process that loads the tiny checkpoint)
+        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", ""), path]))}
         super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s, cwd=workdir())
 
     @property
@@ -61,8 +62,8 @@ class Proc(KitProc):
         return self.popen.returncode
 
 
-def python(module: str, *args: str, name: str, max_s: float = 900, prefix: list[str] | None = None) -> Proc:
-    return Proc([sys.executable, "-m", module, *args], name=name, max_s=max_s, prefix=prefix)
+def python(module: str, *args: str, name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = "") -> Proc:
+    return Proc([sys.executable, "-m", module, *args], name=name, max_s=max_s, prefix=prefix, path=path)
 
 
 def router(port: int | None = None, prefix: list[str] | None = None, host: str = "127.0.0.1") -> tuple[Proc, str]:

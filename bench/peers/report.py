@@ -51,6 +51,31 @@ def faults_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def vla_table(rows: list[dict[str, Any]]) -> str:
+    """pi0 rows: each arm at each N, then ours / the best peer at that N (below 1: ours has the shorter round trip;
+    above 1 for chunks/s: ours delivers more)."""
+    first = rows[0] if rows else {}
+    out = [f"pi0 {first.get('size', '')} ({first.get('parameters', 0) / 1e6:.1f} M parameters) on {first.get('device', '')}. "
+           "RTC: ours serves each robot's request with its prefix (the unexecuted head of its previous chunk) and batches "
+           "as by default; the openpi- and GR00T-style servers run `predict_action_chunk` without RTC, as they do in "
+           "reality: neither protocol carries a prefix.", "",
+           "| arm | N | RTC | round trip p50 ms | p99 ms | chunks/s | client CPU ms/req | server CPU ms/req | server RSS MB | errors | wrong chunks |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        out.append(f"| {r['arm']} | {r['n']} | {r['rtc']} | {_spread(r, 'rtt_p50_ms')} | {_spread(r, 'rtt_p99_ms')} | {_spread(r, 'req_per_s')} "
+                   f"| {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} | {r['server_rss_mb']:.0f} | {r['errors']} | {r['wrong_chunks']} |")
+    ours = [r for r in rows if "vs_best_peer" in r]
+    if ours:
+        out += ["", "| ours | N | p50 ours / best peer | p99 ours / best peer | chunks/s ours / best peer | robots per pass (max batch) |",
+                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in ours:
+            v = r["vs_best_peer"]
+            batch = f"{r.get('server_batch_mean') or 0:.2f} ({r.get('server_max_batch')})"
+            out.append(f"| {r['arm']} | {r['n']} | {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}) | {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}) "
+                       f"| {v['chunks_s']:.2f} ({v['chunks_s_peer']}) | {batch} |")
+    return "\n".join(out)
+
+
 def link_table(rows: list[dict[str, Any]]) -> str:
     out = ["| arm | link | time to first chunk s | round trip p50 ms | p99 ms | queue dry (% of 30 fps ticks) | errors |",
            "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -142,6 +167,8 @@ def write_report(results: dict[str, Any], out: Path, img: Path | None = None) ->
         parts += ["", "### Per request", "", latency_table(results["latency"])]
     if results.get("scaling"):
         parts += ["", "### Scaling", "", scaling_table(results["scaling"])]
+    if results.get("vla"):
+        parts += ["", "### pi0 (vla)", "", vla_table(results["vla"])]
     if results.get("faults"):
         parts += ["", "### Faults", "", faults_table(results["faults"])]
     if results.get("link"):

@@ -2,8 +2,10 @@
 
 Phases: `latency` (round trip minus S, bytes, CPU, req/s for S in {0, 20, 100} ms), `scaling`
 (N robots against one server of each system; legacy's one-server-per-robot alternative with memory),
-`faults` (kill+restart, SIGSTOP, partition; bench.peers.faults) and `link` (tc tbf + delay relay
-between network namespaces; bench.peers.link).
+`act` (a small real ACT), `vla` (pi0, tiny on CPU or the stock size on a GPU: ours with RTC, the openpi/GR00T-style
+servers without, as their protocols carry no prefix; bench.peers.vla), `faults` (kill+restart, SIGSTOP, partition;
+bench.peers.faults) and `link` (tc tbf + delay relay between network namespaces; bench.peers.link).
+`--phases vla --quick` is the smoke test's size of the vla phase.
 Results go to DIR/results.json; `bench.peers.report` turns them into tables and PNGs.
 """
 
@@ -35,6 +37,8 @@ ARMS = {  # arm -> (system, extra client args)
     "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
     "gr00t-zmq": ("gr00t", []),
 }
+VLA_ARMS = ["ours-jpeg", "openpi-ws", "gr00t-zmq"]  # the systems that can serve a lerobot VLA (legacy: not measured here)
+VLA_READY_S = 900  # a stock-size pi0 (about 14 GB in float32) loads for minutes
 
 
 def act_device(path: str) -> str:
@@ -46,9 +50,14 @@ class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
     def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None,
-                 act: str = "", shm: bool = False) -> None:
+                 act: str = "", shm: bool = False, vla: str = "") -> None:
         self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
-        self.act, self.shm = act, shm
+        self.act, self.shm, self.vla = act, shm, vla
+        self.path = ""  # appended to the servers' PYTHONPATH: the tiny pi0 hook's site for a tiny checkpoint
+        if vla:
+            from .vla import pythonpath
+
+            self.path = pythonpath(vla)
         if system == "ours":
             self.router, self.endpoint = procs.router(prefix=prefix, host=host)
             self.targets = [self.endpoint]
@@ -59,25 +68,28 @@ class Server:
     def start(self) -> float:
         """Start (or restart, on the same ports and router) every server; returns when all are ready."""
         s = str(self.sleep_s)
-        if self.system == "ours" and self.act:  # the real product CLI with a manifest
-            manifest = Path(self.act) / "peers-manifest.yaml"
+        model = self.act or self.vla
+        if self.system == "ours" and model:  # the real product CLI with a manifest (RTC offered and batching: its defaults)
+            from .vla import TASK
+
+            manifest = Path(model) / "peers-manifest.yaml"
             manifest.write_text(json.dumps({
-                "model": {"repo_or_path": self.act, "device": act_device(self.act)}, "default_task": "peers act", "max_sessions": 16,
-                "warmup_inferences": 1, "health_port": 0,
+                "model": {"repo_or_path": model, "device": act_device(model)}, "default_task": TASK if self.vla else "peers act",
+                "max_sessions": 16, "warmup_inferences": 1, "health_port": 0,
                 "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm}}))
             self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
-                                     prefix=self.prefix, max_s=procs.SERVER_MAX_S)]
-            self.procs[0].wait_for("Policy server up", timeout=300)
+                                     prefix=self.prefix, max_s=procs.SERVER_MAX_S, path=self.path)]
+            self.procs[0].wait_for("Policy server up", timeout=VLA_READY_S if self.vla else 300)
             return time.monotonic()
-        act = ["--act", self.act] if self.act else []
+        act = ["--act", self.act] if self.act else ["--vla", self.vla] if self.vla else []
         if self.system == "ours":
             argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s, *(["--shm"] if self.shm else [])]]
         else:
             argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
-        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix, max_s=procs.SERVER_MAX_S)
-                      for a in argvs]
+        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix, max_s=procs.SERVER_MAX_S,
+                                   path=self.path) for a in argvs]
         for p in self.procs:
-            p.wait_for("PEER READY", timeout=180)
+            p.wait_for("PEER READY", timeout=VLA_READY_S if self.vla else 180)
         return time.monotonic()
 
     @property
@@ -130,13 +142,14 @@ def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
 
 
 @contextlib.contextmanager
-def servers_up(arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any) -> Iterator[tuple[dict[str, Server], float]]:
+def servers_up(arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any,
+               vla: str = "") -> Iterator[tuple[dict[str, Server], float]]:
     """Every arm's server at once (stopped on the way out), and what they cost idle, logged."""
     with contextlib.ExitStack() as stack:
         servers: dict[str, Server] = {}
         for arm in arms:
             system, extra = ARMS[arm]
-            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra)
+            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra, vla=vla)
             stack.callback(servers[arm].stop)
         idle = idle_cpu_pct(list(servers.values()))
         log(f"{phase}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {repeats} interleaved repeats")
@@ -201,6 +214,62 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, 
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
 
 
+def vla_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu", size: str = "tiny") -> list[dict[str, Any]]:
+    """pi0 on `device`, the same checkpoint everywhere: round trip, chunks/s at N robots (interleaved repeats). Ours serves it
+    with RTC (each robot's request carries its prefix) and batching, as by default; the peers run `predict_action_chunk`
+    without RTC, as their servers do. Each row of ours also carries ours / the best peer at that N."""
+    from .vla import info, save_pi0
+
+    path = save_pi0(out / f"pi0-{size}-checkpoint", size=size, device=device)
+    model = info(path)
+    log(f"vla: pi0 {size} ({model['parameters'] / 1e6:.1f} M parameters, {model['image']}x{model['image']} images) on {device}")
+    rows = []
+    for n in ns:
+        repeats = sizes.latency_repeats if n == 1 else sizes.repeats
+        with servers_up(arms, 0.0, "", f"vla N={n}", repeats, log, vla=str(path)) as (servers, idle):
+            reps = interleaved(arms, repeats, functools.partial(
+                closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
+                "--requests", str(sizes.vla_requests), "--vla", "--timeout", "120", max_s=900))
+            group = []
+            for arm in arms:
+                ours = ARMS[arm][0] == "ours"
+                r = summarize({"arm": arm, "n": n, "device": device, "size": size, "parameters": model["parameters"],
+                               "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                r["chunks_s"] = r["req_per_s"]
+                r["wrong_chunks"] = sum(x["wrong_chunks"] for x in reps[arm])
+                r["rtc_prefixed"] = sum(x.get("rtc_prefixed", 0) for x in reps[arm])
+                r["rtc"] = "prefix per robot" if ours and r["rtc_prefixed"] else "none (no prefix in its protocol)" if not ours else "off"
+                if ours:
+                    last = reps[arm][-1]
+                    r.update(server_max_batch=last.get("server_max_batch"), server_batch_mean=last.get("server_batch_mean"))
+                log(f"vla     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  {r['chunks_s']:6.2f} chunks/s  "
+                    f"cpu c/s {r['client_cpu_ms']:6.1f}/{r['server_cpu_ms']:6.1f} ms  rss {r['server_rss_mb']:5.0f} MB  RTC {r['rtc']}"
+                    + (f" ({r['rtc_prefixed']} requests with a prefix, max_batch {r['server_max_batch']}, "
+                       f"mean batch {r['server_batch_mean'] or 0:.2f})" if ours else "") + f"  errors {r['errors']}  wrong {r['wrong_chunks']}")
+                group.append(r)
+            vs_best_peer(group, log)
+            rows += group
+    return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
+
+
+def vs_best_peer(group: list[dict[str, Any]], log: Any) -> None:
+    """On each of our rows: ours / the best peer at that N (the lowest round trip, the most chunks/s)."""
+    peers = [r for r in group if ARMS[r["arm"]][0] != "ours"]
+    if not peers:
+        return
+    best50, best99 = min(peers, key=lambda r: r["rtt_p50_ms"]), min(peers, key=lambda r: r["rtt_p99_ms"])
+    best_cps = max(peers, key=lambda r: r["chunks_s"])
+    for r in group:
+        if ARMS[r["arm"]][0] == "ours":
+            r["vs_best_peer"] = {"rtt_p50": r["rtt_p50_ms"] / best50["rtt_p50_ms"], "rtt_p50_peer": best50["arm"],
+                                 "rtt_p99": r["rtt_p99_ms"] / best99["rtt_p99_ms"], "rtt_p99_peer": best99["arm"],
+                                 "chunks_s": r["chunks_s"] / best_cps["chunks_s"] if best_cps["chunks_s"] else float("nan"),
+                                 "chunks_s_peer": best_cps["arm"]}
+            v = r["vs_best_peer"]
+            log(f"vla     {r['arm']:12s} N={r['n']}  ours / best peer: rtt p50 {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}), "
+                f"p99 {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}), chunks/s {v['chunks_s']:.2f} ({v['chunks_s_peer']})")
+
+
 def jain(xs: list[float]) -> float:
     return (sum(xs) ** 2) / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
 
@@ -233,9 +302,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a few requests per system (the smoke test's size)")
     ap.add_argument("--out", default="bench/peers/out")
-    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "faults", "link"])
+    ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "vla", "faults", "link"])
     ap.add_argument("--act-n", nargs="*", type=int, default=[1, 4], help="robots per server for the ACT rows")
     ap.add_argument("--act-device", default="cpu", help="where every system runs the ACT rows' model (cuda on a GPU box)")
+    ap.add_argument("--vla-n", nargs="*", type=int, default=[1, 4], help="robots per server for the vla rows")
+    ap.add_argument("--vla-device", default="cpu", help="where every system runs the vla rows' pi0 (cuda on a GPU box)")
+    ap.add_argument("--vla-size", choices=["tiny", "full"], default=None,
+                    help="pi0's size: tiny (the test kit's hook) or full (stock gemma_2b + gemma_300m); default tiny on cpu, full on cuda")
+    ap.add_argument("--vla-arms", nargs="*", default=VLA_ARMS, choices=list(ARMS), help="the systems of the vla rows")
     ap.add_argument("--arms", nargs="*", default=list(ARMS))
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
@@ -276,6 +350,10 @@ def main() -> None:
     if "act" in args.phases:
         load("act")
         save("act", act_rows(sizes, args.arms, out, args.act_n, log, args.act_device))
+    if "vla" in args.phases:
+        load("vla")
+        size = args.vla_size or ("tiny" if args.vla_device == "cpu" else "full")
+        save("vla", vla_rows(sizes, args.vla_arms, out, args.vla_n, log, args.vla_device, size))
     if "faults" in args.phases:
         load("faults")
         from .faults import faults

@@ -31,6 +31,7 @@ class Sizes:
     # percentile, of 150 the 99th the row names. The ACT rows: 30 passes (were 12, spread 10-30 ms by repeat).
     requests: int = 150
     act_requests: int = 30
+    vla_requests: int = 30  # per robot, as the ACT rows
     link_requests: int = 12
     repeats: int = 3
     # The loopback latency rows and the 1-robot ACT: one repeat's p50 moves by up to +-30 % on a 2-vCPU VM (issue 22,
@@ -45,7 +46,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(warmup=2, requests=5, act_requests=3, link_requests=5, repeats=1, latency_repeats=1, kill_trials=1,
+        return cls(warmup=2, requests=5, act_requests=3, vla_requests=3, link_requests=5, repeats=1, latency_repeats=1, kill_trials=1,
                    scale_seconds=1.5)
 
 

@@ -1,0 +1,123 @@
+"""pi0 for the `vla` phase, the same checkpoint for every system: tiny on CPU, the stock size on a GPU box.
+
+`save_pi0(dir, size, device)` builds lerobot 0.6.1's pi0 from config (random weights, nothing downloaded: the
+tokenizer is trained offline by `testing.vla.save_tokenizer`) for the peers' workload (two cameras, 14-dim state,
+50x14 chunks, 10 flow-matching steps as stock) and saves it as a training run does:
+  tiny: the stock config under `testing.tiny_pi`'s hook (a few hundred thousand parameters, 64x64 images); every
+        process that loads it needs `tiny_pi.SITE_DIR` on its PYTHONPATH (`pythonpath(dir)` says what to append);
+  full: the stock gemma_2b + gemma_300m at 224x224, without the hook (about 3.5 B parameters: a GPU box).
+`device` is written into the saved config, so every system loads it there (as `act.save_act` does); the model is
+built and saved on the CPU (pi0 moves itself to its config's device when built: a stock-size one would sit on the GPU
+beside the servers' copies).
+
+`VlaPolicy` is what the openpi/GR00T-style servers run: what their users write around a lerobot policy
+(preprocess, `predict_action_chunk`, postprocess). No RTC: neither openpi's websocket protocol nor GR00T's carries
+the robot's previous chunk, so their robots get plain chunks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .workload import CAMERAS, CHUNK, HEIGHT, STATE_DIM, WIDTH
+
+SIZES = ("tiny", "full")
+IMAGE = {"tiny": 64, "full": 224}  # the model's square input (pi0's stock image_resolution is 224)
+TASK = "pick up the cube"
+MARKER = "bench-vla.json"
+
+
+def save_pi0(path: str | Path, size: str = "tiny", device: str = "cpu", seed: int = 0) -> Path:
+    """Build and save the checkpoint (its size and the tiny hook's site in `MARKER`)."""
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.factory import make_pre_post_processors
+    from lerobot.policies.pi0.configuration_pi0 import PI0Config
+    from lerobot.policies.pi0.modeling_pi0 import PI0Policy
+    from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
+
+    from lerobot_policy_remote.testing import tiny_pi
+    from lerobot_policy_remote.testing.vla import _tokenizer_from, save_tokenizer
+
+    if size not in SIZES:
+        raise ValueError(f"size {size!r}: one of {SIZES}")
+    if size == "tiny":
+        tiny_pi.install()
+    elif tiny_pi._installed:
+        raise RuntimeError("the tiny pi0 hook is installed in this process: a stock-size pi0 cannot be built here")
+    path = Path(path)
+    tokenizer = save_tokenizer(path / "tokenizer")
+    side = IMAGE[size]
+    inputs: dict[str, Any] = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,))}
+    inputs.update({f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, side, side)) for c in CAMERAS})
+    config = PI0Config(device="cpu", input_features=inputs, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
+                       chunk_size=CHUNK[0], n_action_steps=CHUNK[0], image_resolution=(side, side), push_to_hub=False)
+    torch.manual_seed(seed)
+    policy = PI0Policy(config).eval()
+    stats: dict[str, dict[str, Any]] = {k: {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM), "min": -torch.ones(STATE_DIM),
+                                            "max": torch.ones(STATE_DIM)} for k in ("observation.state", "action")}
+    for c in CAMERAS:
+        stats[f"observation.images.{c}"] = {"mean": torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1),
+                                            "std": torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1),
+                                            "min": torch.zeros(3, 1, 1), "max": torch.ones(3, 1, 1)}
+    policy.save_pretrained(path)
+    with _tokenizer_from(tokenizer):  # pi0's factory names PaliGemma's hub tokenizer: the local one stands in
+        pre, post = make_pre_post_processors(config, dataset_stats=stats)
+    for step in pre.steps:  # the saved pipeline names the local tokenizer, so loading it needs no hub
+        if isinstance(step, TokenizerProcessorStep):
+            step.tokenizer_name = str(tokenizer.resolve())
+    pre.save_pretrained(path)
+    post.save_pretrained(path)
+    params = sum(p.numel() for p in policy.parameters())
+    del policy
+    saved = json.loads((path / "config.json").read_text())
+    saved["device"] = device
+    (path / "config.json").write_text(json.dumps(saved, indent=4))
+    (path / MARKER).write_text(json.dumps({"size": size, "device": device, "parameters": params, "image": side,
+                                           "site": str(tiny_pi.SITE_DIR) if size == "tiny" else ""}))
+    return path
+
+
+def info(path: str | Path) -> dict[str, Any]:
+    """What `save_pi0` wrote about the checkpoint ({} for any other checkpoint)."""
+    marker = Path(path) / MARKER
+    return json.loads(marker.read_text()) if marker.exists() else {}
+
+
+def pythonpath(path: str | Path) -> str:
+    """The entry a process that loads this checkpoint appends to PYTHONPATH ('' for the stock size)."""
+    return str(info(path).get("site", ""))
+
+
+class VlaPolicy:
+    """A lerobot VLA behind the openpi/GR00T-style servers: `infer(obs) -> {"actions": (50, 14)}`, no RTC."""
+
+    def __init__(self, path: str) -> None:
+        import torch
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+        self.torch = torch
+        cfg = PreTrainedConfig.from_pretrained(path)
+        self.device = cfg.device
+        self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg).eval()
+        self.pre, self.post = make_pre_post_processors(cfg, pretrained_path=path,
+                                                       preprocessor_overrides={"device_processor": {"device": cfg.device}})
+        self.sizes = {c: tuple(cfg.input_features[f"observation.images.{c}"].shape[-2:]) for c in CAMERAS}
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        batch: dict[str, Any] = {"observation.state": torch.from_numpy(np.array(obs["observation/state"], np.float32)).unsqueeze(0)}
+        for c in CAMERAS:
+            img = np.asarray(obs[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"]).reshape(HEIGHT, WIDTH, 3)
+            t = torch.from_numpy(img).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
+            batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(t, size=self.sizes[c], mode="bilinear", align_corners=False)
+        batch["task"] = [TASK]
+        with torch.inference_mode():
+            chunk = self.policy.predict_action_chunk(self.pre(batch))
+            out = self.post(chunk)
+        return {"actions": out[0].float().cpu().numpy().astype(np.float32)}
