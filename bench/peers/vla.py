@@ -108,6 +108,11 @@ class VlaPolicy:
         self.pre, self.post = make_pre_post_processors(cfg, pretrained_path=path,
                                                        preprocessor_overrides={"device_processor": {"device": cfg.device}})
         self.sizes = {c: tuple(cfg.input_features[f"observation.images.{c}"].shape[-2:]) for c in CAMERAS}
+        blank: dict[str, Any] = {"observation/state": np.zeros(STATE_DIM, np.float32)}
+        for c in CAMERAS:
+            blank[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"] = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+        for _ in range(2):  # warm up as our server does (warmup_inferences: 2), so no arm's first request pays for it
+            self.infer(blank)
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
