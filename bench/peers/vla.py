@@ -33,47 +33,18 @@ MARKER = "bench-vla.json"
 
 def save_pi0(path: str | Path, size: str = "tiny", device: str = "cpu", seed: int = 0) -> Path:
     """Build and save the checkpoint (its size and the tiny hook's site in `MARKER`)."""
-    import torch
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.factory import make_pre_post_processors
-    from lerobot.policies.pi0.configuration_pi0 import PI0Config
-    from lerobot.policies.pi0.modeling_pi0 import PI0Policy
-    from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
+    from safetensors import safe_open
 
     from lerobot_policy_remote.testing import tiny_pi
-    from lerobot_policy_remote.testing.vla import _tokenizer_from, save_tokenizer
+    from lerobot_policy_remote.testing.vla import save_pi
 
     if size not in SIZES:
         raise ValueError(f"size {size!r}: one of {SIZES}")
-    if size == "tiny":
-        tiny_pi.install()
-    elif tiny_pi._installed:
-        raise RuntimeError("the tiny pi0 hook is installed in this process: a stock-size pi0 cannot be built here")
-    path = Path(path)
-    tokenizer = save_tokenizer(path / "tokenizer")
     side = IMAGE[size]
-    inputs: dict[str, Any] = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,))}
-    inputs.update({f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, side, side)) for c in CAMERAS})
-    config = PI0Config(device="cpu", input_features=inputs, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
-                       chunk_size=CHUNK[0], n_action_steps=CHUNK[0], image_resolution=(side, side), push_to_hub=False)
-    torch.manual_seed(seed)
-    policy = PI0Policy(config).eval()
-    stats: dict[str, dict[str, Any]] = {k: {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM), "min": -torch.ones(STATE_DIM),
-                                            "max": torch.ones(STATE_DIM)} for k in ("observation.state", "action")}
-    for c in CAMERAS:
-        stats[f"observation.images.{c}"] = {"mean": torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1),
-                                            "std": torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1),
-                                            "min": torch.zeros(3, 1, 1), "max": torch.ones(3, 1, 1)}
-    policy.save_pretrained(path)
-    with _tokenizer_from(tokenizer):  # pi0's factory names PaliGemma's hub tokenizer: the local one stands in
-        pre, post = make_pre_post_processors(config, dataset_stats=stats)
-    for step in pre.steps:  # the saved pipeline names the local tokenizer, so loading it needs no hub
-        if isinstance(step, TokenizerProcessorStep):
-            step.tokenizer_name = str(tokenizer.resolve())
-    pre.save_pretrained(path)
-    post.save_pretrained(path)
-    params = sum(p.numel() for p in policy.parameters())
-    del policy
+    path = save_pi("pi0", path, state_dim=STATE_DIM, action_dim=CHUNK[1], chunk_size=CHUNK[0], num_steps=10, image_size=side,
+                   cameras=list(CAMERAS), tiny=size == "tiny", seed=seed)
+    with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
+        params = sum(int(np.prod(weights.get_slice(k).get_shape())) for k in weights.keys())
     saved = json.loads((path / "config.json").read_text())
     saved["device"] = device
     (path / "config.json").write_text(json.dumps(saved, indent=4))

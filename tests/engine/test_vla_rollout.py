@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_policy_remote.testing import VENV_BIN, Proc
-from lerobot_policy_remote.testing import tiny_pi
+from lerobot_policy_remote.testing import VENV_BIN, Proc, tiny_pi
 from lerobot_policy_remote.testing.procs import policy_server
 from lerobot_policy_remote.testing.vla import SAVERS
 

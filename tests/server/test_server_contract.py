@@ -4,8 +4,8 @@ peer-mode settings, and the debug capture replayed byte for byte (pure units + i
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import logging
+from pathlib import Path
 
 import numpy as np
 import pytest

@@ -83,9 +83,14 @@ def _patch(module: Any) -> None:
     module.PiGemmaForCausalLM = TinyExpert
 
 
+def installed() -> bool:
+    """Is the hook in force in this process (so a stock-size pi0 cannot be built here)?"""
+    return _installed
+
+
 def tiny_sizes() -> dict[str, dict[str, int]]:
     """The sizes in force under the hook (for docs and assertions)."""
     return {"vlm": dict(TINY_VLM), "expert": dict(TINY_EXPERT), "vision": dict(TINY_VISION), "vocab": {"size": TINY_VOCAB}}
 
 
-__all__ = ["SITE_DIR", "install", "tiny_sizes"]
+__all__ = ["SITE_DIR", "install", "installed", "tiny_sizes"]

@@ -140,31 +140,41 @@ def _tokenizer_from(local: Path) -> Iterator[None]:
         tokenizer_processor.AutoTokenizer = real
 
 
-def _save_pi(kind: str, path: str | Path, *, state_dim: int, action_dim: int, chunk_size: int, num_steps: int,
-             image_size: int, seed: int) -> Path:
+def save_pi(kind: str, path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
+            num_steps: int = 3, image_size: int = 32, cameras: list[str] | None = None, tiny: bool = True,
+            seed: int = 0) -> Path:
+    """A random-weight pi0 / pi0.5 ("pi0" | "pi05") checkpoint with the stock config and lerobot's own pipelines.
+
+    `tiny` (the default) builds it under `testing.tiny_pi`'s hook; `tiny=False` builds the stock gemma_2b +
+    gemma_300m (about 4 B parameters: a GPU box), which the hook must not be installed for.
+    """
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
 
     from lerobot_policy_remote.testing import tiny_pi
 
-    tiny_pi.install()
+    if tiny:
+        tiny_pi.install()
+    elif tiny_pi.installed():
+        raise RuntimeError("the tiny pi0 hook is installed in this process: a stock-size pi0 cannot be built here")
     path = Path(path)
     tokenizer_dir = save_tokenizer(path / "tokenizer")
-    cameras = _camera(image_size)
-    inputs, outputs = _features(state_dim, action_dim, cameras)
+    views = {name: (image_size, image_size) for name in (cameras or [VLA_CAMERA])}
+    inputs, outputs = _features(state_dim, action_dim, views)
     if kind == "pi0":
         from lerobot.policies.pi0.configuration_pi0 import PI0Config as Config
     else:
         from lerobot.policies.pi05.configuration_pi05 import PI05Config as Config
+    padded = {"max_state_dim": max(8, state_dim), "max_action_dim": max(8, action_dim)} if tiny else {}
     config = Config(
         device="cpu", input_features=inputs, output_features=outputs, chunk_size=chunk_size, n_action_steps=chunk_size,
-        num_inference_steps=num_steps, image_resolution=(image_size, image_size), tokenizer_max_length=24,
-        max_state_dim=8, max_action_dim=8, push_to_hub=False,
+        num_inference_steps=num_steps, image_resolution=(image_size, image_size), tokenizer_max_length=24 if tiny else 48,
+        push_to_hub=False, **padded,
     )
     torch.manual_seed(seed)
     policy = get_policy_class(kind)(config)
     policy.eval()
-    stats = _stats(state_dim, action_dim, cameras)
+    stats = _stats(state_dim, action_dim, views)
     path.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(path)
     with _tokenizer_from(tokenizer_dir):
@@ -180,15 +190,15 @@ def _save_pi(kind: str, path: str | Path, *, state_dim: int, action_dim: int, ch
 def save_tiny_pi0(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
                   num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
     """A random-weight pi0 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
-    return _save_pi("pi0", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
-                    image_size=image_size, seed=seed)
+    return save_pi("pi0", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
+                   image_size=image_size, seed=seed)
 
 
 def save_tiny_pi05(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
                    num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
     """A random-weight pi0.5 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
-    return _save_pi("pi05", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
-                    image_size=image_size, seed=seed)
+    return save_pi("pi05", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
+                   image_size=image_size, seed=seed)
 
 
 SAVERS = {"smolvla": save_tiny_smolvla, "pi0": save_tiny_pi0, "pi05": save_tiny_pi05}
