@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -71,3 +72,80 @@ def test_demo_record_dir_records_each_robots_episodes(tmp_path):
         ds = LeRobotDataset(f"local/rollout_{robot.replace('-', '_')}", root=records / robot)
         assert ds.meta.total_episodes >= 1 and ds.num_frames > 0, robot
         assert "remote.degraded" in ds.features and "action" in ds.features
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, their children, ...), from /proc."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = [int(x) for x in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+        except OSError:
+            continue
+        out.update(kids)
+        todo.extend(kids)
+    return out
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
+    """`lerobot-fleet demo --policy smolvla`: the replicas serve a tiny offline SmolVLA with RTC; all four arms open
+    an RTC session, merge chunks the RTC way and report `rtc` on to the console; stopping the demo ends every child."""
+    port = free_port()
+    robots = [f"sim-arm-{i:02d}" for i in range(1, 5)]
+    demo = Proc(
+        [str(VENV_BIN / "lerobot-fleet"), "demo", "--policy", "smolvla", "--no-console", "--port", str(port),
+         "--duration", "150", "--workdir", str(tmp_path)],
+        name="demo-smolvla",
+        max_seconds=400,
+    )
+    children: set[int] = set()
+    try:
+        assert "serving tiny SmolVLA with RTC" in demo.wait_for("fleet is up", timeout=300)
+        children = _descendants(demo.program_pid())
+        assert len(children) >= 1 + 2 + len(robots), children  # router, two replicas, the arms
+        servers = [argv for argv in (_argv(pid) for pid in children) if any(a.endswith("lerobot-policy-server") for a in argv[:2])]
+        assert len(servers) == 2 and all("--rtc.enabled=true" in argv for argv in servers), servers
+
+        def log(robot: str) -> str:
+            path = tmp_path / f"{robot}.log"
+            return path.read_text(errors="replace") if path.exists() else ""
+
+        def streaming_with_rtc() -> bool:
+            return all(sum(1 for line in log(r).splitlines() if " chunk session_id=" in line and " delay=" in line) >= 5
+                       for r in robots)
+
+        wait_until(streaming_with_rtc, timeout=150, interval=1, message="four demo arms merging RTC chunks")
+        for robot in robots:
+            opened = [line for line in log(robot).splitlines() if "Session " in line and " opened on replica " in line]
+            assert opened and all("rtc=True" in line for line in opened), (robot, opened)
+
+        def console_sees_rtc() -> list[dict]:
+            out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
+                                 capture_output=True, text=True, timeout=60)
+            report = json.loads(out.stdout)
+            on = [r for r in report["robots"] if r["state"] == "STREAMING" and r["rtc"] == "on"]
+            return [report] if len(on) == len(robots) else []
+
+        (report,) = wait_until(console_sees_rtc, timeout=90, interval=2, message="the console sees four arms STREAMING with rtc on")
+        assert {r["replica"] for r in report["robots"]} == {"demo-a", "demo-b"}
+    finally:
+        demo.stop(timeout=60)
+    assert demo.popen.returncode == 0, demo.output()[-3000:]
+    assert "stopped; logs kept" in demo.output()
+    assert not [pid for pid in children if _alive(pid)], "demo children left running"

@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-console", action="store_true", help="keep the fleet running without the console (Ctrl-C stops it)")
     demo.add_argument("--workdir", default=None, help="where the policy and the logs go (default: a new temp dir)")
     demo.add_argument("--record-dir", default=None, help="each robot records its episodes (sentry) as a local dataset in DIR/<robot>")
+    demo.add_argument("--policy", choices=("toy", "smolvla", "pi0", "pi05"), default="toy",
+                      help="what the two replicas serve: toy (default), a small RTC-capable policy built on the spot; smolvla, pi0 "
+                           "or pi05, a tiny offline checkpoint of that VLA family (random weights, built in the work dir, "
+                           "nothing downloaded; needs the vla extra) served with real-time chunking, which the robots use")
     sim = sub.add_parser("simulate", help="simulate a fleet at scale: N protocol-exact robots, R stub replicas, M meshed routers",
                          description="N robots (the product's robot engine, many per process on one Zenoh session each), R stub replicas "
                                      "(batching on) and M meshed routers on loopback; per-robot state, chunks/s, staleness and totals as JSON.")
@@ -249,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir)
+            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir, args.policy)
         if args.command == "simulate":
             from .simulate import main as run_simulate
 

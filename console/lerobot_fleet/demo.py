@@ -1,13 +1,16 @@
 """`lerobot-fleet demo`: a whole local fleet on loopback, then the console on top of it.
 
 Router + two policy-server replicas serving a small RTC-capable policy (built on the spot, random
-weights) + N simulated arms, each a real `lerobot-rollout --inference.type=remote` process. Every
-child runs in its own process group, logs to the work directory, and is ended by PID on exit.
-This module imports neither torch nor lerobot: the heavy parts live in the child processes.
+weights) + N simulated arms, each a real `lerobot-rollout --inference.type=remote` process. With
+`--policy smolvla|pi0|pi05` the replicas serve a tiny offline checkpoint of that VLA family instead
+(random weights, built in a child process by `lerobot_policy_remote.sim.vla_policy`) with real-time
+chunking on. Every child runs in its own process group, logs to the work directory, and is ended by PID
+on exit. This module imports neither torch nor lerobot: the heavy parts live in the child processes.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import tempfile
@@ -18,6 +21,30 @@ from pathlib import Path
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 TASK = "pick the cube"  # no ": " — draccus would read it as a YAML mapping
+POLICIES = ("toy", "smolvla", "pi0", "pi05")  # what the replicas serve (`--policy`)
+VLA_NAMES = {"smolvla": "SmolVLA", "pi0": "pi0", "pi05": "pi0.5"}
+
+
+def policy_env(policy: str) -> dict[str, str]:
+    """What every child needs for `policy`: nothing for the toy; for a VLA, no hub access (the checkpoint is
+    offline) and, for pi0 / pi0.5, the tiny sizes (`testing.tiny_pi.SITE_DIR` first on PYTHONPATH)."""
+    if policy == "toy":
+        return {}
+    env = {"HF_HUB_OFFLINE": "1"}
+    if policy in ("pi0", "pi05"):
+        from lerobot_policy_remote.testing.tiny_pi import SITE_DIR  # stdlib-only module: no torch here
+
+        path = os.environ.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = f"{SITE_DIR}{os.pathsep}{path}" if path else str(SITE_DIR)
+    return env
+
+
+def build_command(policy: str, path: Path) -> tuple[str, list[str]]:
+    """(what is built, the child's argv) for the demo's policy."""
+    if policy == "toy":
+        return "a small RTC-capable policy (random weights)", [sys.executable, "-m", "lerobot_policy_remote.sim.toy", str(path)]
+    return (f"a tiny offline {VLA_NAMES[policy]} checkpoint (random weights)",
+            [sys.executable, "-m", "lerobot_policy_remote.sim.vla_policy", policy, str(path)])
 
 
 @dataclass
@@ -25,10 +52,11 @@ class Fleet:
     """The demo's children: each logs to `<workdir>/<name>.log` and is ended by PID."""
 
     workdir: Path
+    env: dict[str, str] = field(default_factory=dict)  # added to every child's environment (policy_env)
     children: list[Proc] = field(default_factory=list)
 
     def spawn(self, name: str, argv: list[str]) -> Proc:
-        child = Proc(argv, name=name, max_seconds=None, log=self.workdir / f"{name}.log", keep_lines=200)
+        child = Proc(argv, name=name, env=self.env, max_seconds=None, log=self.workdir / f"{name}.log", keep_lines=200)
         self.children.append(child)
         return child
 
@@ -48,14 +76,18 @@ def recording_flags(record_dir: Path | None, robot: str) -> list[str]:
             f"--dataset.root={record_dir / robot}", "--dataset.push_to_hub=false", f"--dataset.single_task={TASK}"]
 
 
-def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None) -> str:
-    """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there."""
+def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None,
+                kind: str = "toy") -> str:
+    """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there.
+    `kind` is what the replicas serve (POLICIES); a VLA is served with RTC on (`--rtc.enabled=true`)."""
     endpoint = f"tcp/127.0.0.1:{port}"
     policy = fleet.workdir / "policy"
-    say(f"[demo] building a small RTC-capable policy (random weights) in {policy} ...")
-    build = fleet.spawn("build-policy", [sys.executable, "-m", "lerobot_policy_remote.sim.toy", str(policy)])
+    what, argv = build_command(kind, policy)
+    say(f"[demo] building {what} in {policy} ...")
+    build = fleet.spawn("build-policy", argv)
     if build.wait(timeout=300) != 0:
-        raise RuntimeError(f"building the demo policy failed; see {build.log}:\n{build.tail(40)}")
+        hint = "" if kind == "toy" else f" (--policy {kind} needs the vla extra: pip install 'lerobot_policy_remote[vla]')"
+        raise RuntimeError(f"building the demo policy failed{hint}; see {build.log}:\n{build.tail(40)}")
 
     say(f"[demo] starting the Zenoh router on {endpoint} ...")
     router = fleet.spawn("router", [tool("lerobot-fleet"), "router", "--listen", endpoint])
@@ -76,11 +108,12 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
                     f"--max_sessions={per_server}",
                     f"--health_port={free_port()}",
                     f"--zenoh.connect_endpoints=[{endpoint}]",
+                    *([] if kind == "toy" else ["--rtc.enabled=true"]),
                 ],
             )
         )
     for server in servers:
-        server.wait_for("Policy server up", 180)
+        server.wait_for("Policy server up", 180 if kind == "toy" else 300)
 
     for i in range(robots):
         uuid = f"sim-arm-{i + 1:02d}"
@@ -121,7 +154,10 @@ def port_taken(port: int, host: str = "127.0.0.1") -> str:
 
 
 def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None,
-             record_dir: str | None = None) -> int:
+             record_dir: str | None = None, policy: str = "toy") -> int:
+    if policy not in POLICIES:
+        print(f"lerobot-fleet demo: --policy {policy!r} is not one of {', '.join(POLICIES)}", file=sys.stderr)
+        return 2
     taken = port_taken(port)
     if taken:  # before building anything: said at once, exit 2 like every usage error
         print(f"lerobot-fleet demo: {taken}", file=sys.stderr)
@@ -133,7 +169,7 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
         print(f"lerobot-fleet demo: --record-dir {records} is not empty: each robot creates a new dataset there; "
               "pick an empty or new directory", file=sys.stderr)
         return 2
-    fleet = Fleet(work)
+    fleet = Fleet(work, env=policy_env(policy))
     stop = {"now": False}
 
     def on_signal(*_: object) -> None:
@@ -141,8 +177,9 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        endpoint = start_fleet(fleet, robots, port, duration, record_dir=records)
-        print(f"[demo] fleet is up: router {endpoint}, logs in {work}" + (f", datasets in {records}" if records else ""))
+        endpoint = start_fleet(fleet, robots, port, duration, record_dir=records, kind=policy)
+        served = "" if policy == "toy" else f", serving tiny {VLA_NAMES[policy]} with RTC"
+        print(f"[demo] fleet is up: router {endpoint}{served}, logs in {work}" + (f", datasets in {records}" if records else ""))
         if console:
             from lerobot_policy_remote.zenoh_config import ZenohSettings
 

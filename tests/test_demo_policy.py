@@ -1,0 +1,40 @@
+"""`lerobot-fleet demo --policy`: what each policy kind builds and what every child's environment gets (no processes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lerobot_fleet import demo
+
+from lerobot_policy_remote.testing import tiny_pi
+
+
+def test_toy_is_todays_demo_and_a_vla_builds_offline_in_a_child(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    assert demo.policy_env("toy") == {}
+    what, argv = demo.build_command("toy", tmp_path)
+    assert argv[1:] == ["-m", "lerobot_policy_remote.sim.toy", str(tmp_path)] and "RTC-capable" in what
+    for kind in ("smolvla", "pi0", "pi05"):
+        what, argv = demo.build_command(kind, tmp_path)
+        assert argv[1:] == ["-m", "lerobot_policy_remote.sim.vla_policy", kind, str(tmp_path)], kind
+        assert demo.policy_env(kind)["HF_HUB_OFFLINE"] == "1"
+    assert "PYTHONPATH" not in demo.policy_env("smolvla")
+    for kind in ("pi0", "pi05"):  # the tiny sizes first, whatever PYTHONPATH already held
+        assert demo.policy_env(kind)["PYTHONPATH"].split(os.pathsep) == [str(tiny_pi.SITE_DIR), "/somewhere/else"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert demo.policy_env("pi0")["PYTHONPATH"] == str(tiny_pi.SITE_DIR)
+
+
+def test_an_unknown_policy_is_a_usage_error(capsys):
+    assert demo.run_demo(policy="act", console=False) == 2
+    assert "--policy 'act' is not one of toy, smolvla, pi0, pi05" in capsys.readouterr().err
+
+
+def test_the_demo_module_imports_neither_torch_nor_lerobot():
+    code = ("import sys; from lerobot_fleet import demo; demo.policy_env('pi05'); "
+            "print(sorted(m for m in ('torch', 'lerobot', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent)
+    assert out.stdout.strip() == "[]", out.stderr
