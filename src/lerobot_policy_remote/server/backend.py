@@ -362,11 +362,15 @@ class LerobotBackend(Backend):
             return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
 
     def _noise(self, n: int) -> Any:
-        """Flow-matching noise, one (1, T, A) draw per robot with the policy's own sampler; None for other families."""
+        """Flow-matching noise, one (1, T, A) draw per robot with the policy's own sampler; None for other families
+        (those whose model has no `sample_noise` or whose `sample_actions` takes no `noise`)."""
+        import inspect
+
         model = getattr(self.policy, "model", None)
         sample = getattr(model, "sample_noise", None)
         steps, dims = getattr(self.config, "chunk_size", None), getattr(self.config, "max_action_dim", None)
-        if sample is None or not steps or not dims:
+        sampler = getattr(model, "sample_actions", None)
+        if sample is None or sampler is None or not steps or not dims or "noise" not in inspect.signature(sampler).parameters:
             return None
         return self._torch.cat([sample((1, steps, dims), self.device) for _ in range(n)], dim=0)
 
