@@ -27,6 +27,8 @@ CONTRACT_ADVICE: dict[Refusal, str] = {
     Refusal.SERVER_FULL: ("wait for a free session, start another replica of this server, or raise max_sessions in the "
                           "server manifest if the hardware has room"),
     Refusal.DRAINING: "the replica is shutting down: wait for another replica or restart the server",
+    Refusal.CORDONED: ("an operator cordoned the replica (it admits no new sessions): use another replica of this "
+                       "service, or `lerobot-fleet uncordon REPLICA` with an operator certificate"),
 }
 
 

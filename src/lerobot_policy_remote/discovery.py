@@ -30,16 +30,19 @@ class ReplicaInfo:
     draining: bool
     warmed_up: bool
     load: float
+    cordoned: bool = False
 
     @property
     def free_sessions(self) -> int:
-        return 0 if self.draining else max(0, self.max_sessions - self.active_sessions)
+        return 0 if self.draining or self.cordoned else max(0, self.max_sessions - self.active_sessions)
 
     @property
     def health(self) -> str:
-        """What a robot opening a session would meet: ok | full | draining | warming."""
+        """What a robot opening a session would meet: ok | full | draining | cordoned | warming."""
         if self.draining:
             return "draining"
+        if self.cordoned:
+            return "cordoned"
         if not self.warmed_up:
             return "warming"
         return "full" if self.free_sessions == 0 else "ok"
@@ -114,7 +117,7 @@ def group(statuses: list[tuple[ServerStatus, Namespace]]) -> list[ServiceInfo]:
         if any(r.replica == status.replica for r in svc.replicas):
             continue
         svc.replicas.append(ReplicaInfo(status.replica, status.active_sessions, status.max_sessions, status.draining,
-                                        status.warmed_up, status.load))
+                                        status.warmed_up, status.load, status.cordoned))
     for svc in by_ns.values():
         svc.replicas.sort(key=lambda r: r.replica)
     return sorted(by_ns.values(), key=lambda s: (s.model_id, s.revision, s.service))

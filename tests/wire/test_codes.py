@@ -20,10 +20,12 @@ OLD_CONTRACT = {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "sch
 OLD_EVENTS = {"unknown_session", "bad_request", "draining", "error"}
 # Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it cannot place).
 ADDED_REFUSALS = {"action_order_unchecked", "identity_mismatch"}  # issue 18: strict_action_names; issue 19: identity
+# Added since, not contract refusals: an older robot that does not know one tries the next replica, as for `server_full`.
+ADDED_RETRYABLE = {"cordoned"}  # an operator cordoned the replica
 
 
 def test_values_are_the_old_strings():
-    assert {r.value for r in Refusal} == OLD_REFUSALS | ADDED_REFUSALS
+    assert {r.value for r in Refusal} == OLD_REFUSALS | ADDED_REFUSALS | ADDED_RETRYABLE
     assert {r.value for r in CONTRACT_REFUSALS} == OLD_CONTRACT | ADDED_REFUSALS
     assert {e.value for e in EventKind} == OLD_EVENTS
     for member in [*Refusal, *EventKind]:

@@ -119,3 +119,20 @@ def test_observation_image_dims_checked():
     body = {"images": {"cam": {**encode_image(np.zeros((8, 8, 3), np.uint8), 90), "shape": [16, 8, 3]}}}
     with pytest.raises(WireError, match="images.cam.data"):
         decode_observation(pack(body))
+
+
+def test_cordon_bodies_and_the_status_fields_of_capacity_and_cordon():
+    from lerobot_policy_remote.wire.keys import ServiceKeys, parse_key
+    from lerobot_policy_remote.wire.messages import CordonAck, CordonRequest, ServerStatus
+
+    req = CordonRequest(cordon=False, reason="maintenance over", requested_by="alice@lab")
+    assert decode(CordonRequest, encode(req)) == req
+    assert decode(CordonRequest, pack({})) == CordonRequest(cordon=True)  # an empty body cordons
+    ack = CordonAck(ok=True, cordoned=True, message="cordoned", sessions=["s-1"])
+    assert decode(CordonAck, encode(ack)) == ack
+    status = ServerStatus(replica="gpu-0", requests_per_s=1.95, cordoned=True)
+    assert decode(ServerStatus, encode(status)) == status
+    old = decode(ServerStatus, pack({"replica": "gpu-0"}))  # an older server says neither
+    assert old.requests_per_s is None and old.cordoned is False
+    key = ServiceKeys.for_service("lab/act", "main", "pick").server("gpu-0", "cordon")
+    assert key.endswith("/server/gpu-0/cordon") and parse_key(key).leaf == "cordon"

@@ -74,7 +74,9 @@ def reconnect_failure(exc: HandshakeError, last_replica: str) -> str:
 
 
 def free_seats(status: ServerStatus) -> int:
-    """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty."""
+    """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty; a cordoned one, none."""
+    if status.cordoned:
+        return 0
     if status.max_sessions <= 0:
         return _UNBOUNDED_SEATS - status.active_sessions
     return max(0, status.max_sessions - status.active_sessions)

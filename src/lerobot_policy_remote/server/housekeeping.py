@@ -22,6 +22,7 @@ from ..wire.messages import SCHEMA_VERSION, EventMsg
 from .lifecycle import Lifecycle
 from .load import LoadGauge
 from .metrics import ServerMetrics
+from .rate import RequestRate
 from .sessions import Registry, Session
 
 UNKNOWN_REPLY_INTERVAL_S = 1.0  # at most one unknown_session event per robot per second
@@ -38,9 +39,11 @@ class Housekeeper:
     def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, metrics: ServerMetrics,
                  keys: ServiceKeys, publish: Callable[[str, bytes, bytes], None],
                  close_session: Callable[[Session, str], None], worker_alive: Callable[[], bool],
-                 session_grace_s: float, drain_timeout_s: float, progress: Callable[[str], None] = print) -> None:
+                 session_grace_s: float, drain_timeout_s: float, progress: Callable[[str], None] = print,
+                 rate: RequestRate | None = None) -> None:
         self.lifecycle = lifecycle
         self.load = load
+        self.rate = rate
         self.registry = registry
         self.metrics = metrics
         self.keys = keys
@@ -73,9 +76,11 @@ class Housekeeper:
             self.tick()
 
     def tick(self) -> None:
-        """One round (every 100 ms): load gauge, unknown replies, liveliness GC, active gauge, drain end."""
+        """One round (every 100 ms): load gauge, request rate, unknown replies, liveliness GC, active gauge, drain end."""
         if self.load.update():
             self.metrics.load.set(self.load.value)
+        if self.rate is not None:
+            self.rate.update()
         self._reply_unknown()
         self._collect_gone()
         self.metrics.active.set(self.registry.count())

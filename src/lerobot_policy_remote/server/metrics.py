@@ -31,6 +31,7 @@ class ServerMetrics:
         self.max_sessions = Gauge(PREFIX + "max_sessions", "Session capacity of this replica", registry=r)
         self.load = Gauge(PREFIX + "server_load", "Fraction of recent wall time the worker spent inferring", registry=r)
         self.draining = Gauge(PREFIX + "draining", "1 while draining", registry=r)
+        self.cordoned = Gauge(PREFIX + "cordoned", "1 while cordoned (no new sessions)", registry=r)
         self.worker_alive = Gauge(PREFIX + "worker_alive", "1 while the inference worker thread runs", registry=r)
         self.queue_wait = Histogram(PREFIX + "queue_wait_seconds", "Observation arrival to inference start", buckets=_LAT_BUCKETS, registry=r)
         self.inference = Histogram(PREFIX + "inference_seconds", "Preprocess + model + postprocess time", buckets=_LAT_BUCKETS, registry=r)
@@ -38,13 +39,21 @@ class ServerMetrics:
         self.batch_inference = Histogram(PREFIX + "batch_inference_seconds", "Time of one forward pass (pre + model + post, whole batch)",
                                          buckets=_LAT_BUCKETS, registry=r)
         self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
+        self._requests_forgotten = 0.0  # requests of clients whose label set was removed (requests_served keeps them)
 
     def forget_client(self, client: str) -> None:
+        self._requests_forgotten += self.value("requests_total", client=client)
         for metric in (self.requests, self.superseded):
             try:
                 metric.remove(client)
             except KeyError:
                 pass
+
+    def requests_served(self) -> float:
+        """Every request served since start, closed sessions included (`requests_total` drops a client's label
+        set when its session closes, so its sum can go down; this never does)."""
+        live = sum(s.value for m in self.requests.collect() for s in m.samples if s.name.endswith("_total"))
+        return self._requests_forgotten + live
 
     def value(self, sample: str, **labels: str) -> float:
         """The current value of one sample, named without the prefix as /metrics shows it

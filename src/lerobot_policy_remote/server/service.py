@@ -29,6 +29,7 @@ from ..wire.header import HEADER_SIZE, peek_epoch
 from ..wire.keys import BRIEF_STATUS, check_id, parse_key
 from ..wire.limits import WireLimits
 from ..wire.messages import (
+    CordonAck,
     DrainAck,
     DrainRequest,
     ResetAck,
@@ -42,6 +43,7 @@ from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
 from .capabilities import check_open
+from .cordon import Cordon
 from .decode_pool import DecodePool
 from .direct import DirectListener, eligible
 from .housekeeping import Housekeeper
@@ -49,6 +51,7 @@ from .lifecycle import Lifecycle
 from .load import LoadGauge
 from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
+from .rate import RequestRate
 from .scheduler import Scheduler, scheduler_for
 from .sessions import Mail, Registry, Session, declare_action_publisher, new_session_id, reply_terms
 from .worker import Worker
@@ -87,6 +90,8 @@ class PolicyServer:
         self.limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
         self.lifecycle = Lifecycle()
         self.load = LoadGauge()
+        self.requests_rate = RequestRate(self.metrics.requests_served)  # ServerStatus.requests_per_s (rate.py)
+        self.cordon = Cordon(self.replica, progress)  # admits no new sessions while on (cordon.py)
         self.z: Any = None
         self.direct: DirectListener | None = None  # the loopback link for robots on this host (direct.py)
         self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max, manifest) if manifest.debug.capture_dir else None
@@ -102,6 +107,7 @@ class PolicyServer:
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
             publish=self._publish_event, close_session=self.close_session, worker_alive=self.worker_alive,
             session_grace_s=manifest.session_grace_s, drain_timeout_s=manifest.drain_timeout_s, progress=progress,
+            rate=self.requests_rate,
         )
         self.warmed_up = False
         self.health: HealthServer | None = None
@@ -143,6 +149,7 @@ class PolicyServer:
             self.z.declare_queryable(k.session(r, "*"), self._on_session),
             self.z.declare_queryable(k.reset(r, "*"), self._on_reset),
             self.z.declare_queryable(k.server(r, "drain"), self._on_drain),
+            self.z.declare_queryable(k.server(r, "cordon"), self._on_cordon),
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
             self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
         ]
@@ -307,6 +314,7 @@ class PolicyServer:
             schema_min=c.schema_min, schema_max=c.schema_max, metrics_url=self.metrics_url(),
             draining=self.lifecycle.draining, warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()] if sessions else [],
             max_batch=self.batch_limit, batch_size_mean=stats.mean_batch(), chunks_per_s=stats.chunks_per_s(),
+            requests_per_s=round(self.requests_rate.value, 3), cordoned=self.cordon.on,
         )
 
     def _on_status(self, query: Any) -> None:
@@ -357,7 +365,7 @@ class PolicyServer:
         c = self.caps
         with self.registry.lock:
             same = self.registry.get(req.client_uuid) is not None
-            verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
+            verdict = self.cordon.admit(check_open(req, c, self.registry.count(), self.lifecycle.draining, same), same)
             if verdict.code == Refusal.SERVER_FULL and c.serving_mode == "shared" and self._reclaim_idle_seat():
                 verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
             base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
@@ -442,6 +450,15 @@ class PolicyServer:
             except WireError as exc:
                 ack = DrainAck(False, f"malformed drain request: {exc}")
             query.reply(self.keys.server(self.replica, "drain"), encode(ack))
+
+    def _on_cordon(self, query: Any) -> None:
+        with query:
+            try:
+                ack = self.cordon.answer(query_bytes(query), [s.session_id for s in self.registry.all()])
+            except WireError as exc:
+                ack = CordonAck(False, self.cordon.on, f"malformed cordon request: {exc}")
+            self.metrics.cordoned.set(1 if self.cordon.on else 0)
+            query.reply(self.keys.server(self.replica, "cordon"), encode(ack))
 
     # ================================================================== data plane (callbacks deposit only)
     def _on_direct_obs(self, sample: Any) -> None:

@@ -17,6 +17,7 @@ class Refusal(StrEnum):
     OK = "ok"
     DRAINING = "draining"  # this replica is shutting down: try another
     SERVER_FULL = "server_full"  # max_sessions reached (checked last: the contract passed)
+    CORDONED = "cordoned"  # an operator cordoned this replica: it admits no new sessions, try another
     # Contract mismatches: the robot cannot use this service as configured (fatal for the rollout).
     SCHEMA_MISMATCH = "schema_mismatch"
     MODEL_MISMATCH = "model_mismatch"

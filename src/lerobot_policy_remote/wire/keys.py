@@ -6,6 +6,7 @@ Layout (every segment after the root is user-derived and sanitised)::
     @lerobot/<model>/<revision>/<service>/server/<replica>/session/<robot>  queryable: open a session
     @lerobot/<model>/<revision>/<service>/server/<replica>/reset/<robot>    queryable: acked episode reset
     @lerobot/<model>/<revision>/<service>/server/<replica>/drain       queryable: operator drain
+    @lerobot/<model>/<revision>/<service>/server/<replica>/cordon      queryable: operator cordon / uncordon
     @lerobot/<model>/<revision>/<service>/server/<replica>/alive       liveliness token
     @lerobot/<model>/<revision>/<service>/server/<replica>/audit       audit lines (JSON)
     @lerobot/<model>/<revision>/<service>/server/<replica>/obs/<robot> observations, to one replica only
@@ -39,7 +40,7 @@ _SAFE = "-._~"  # RFC 3986 unreserved besides alphanumerics: never escaped
 _FORBIDDEN = set("*$?#/")
 MAX_SEGMENT_LEN = 200
 
-SERVER_LEAVES = ("status", "drain", "alive", "audit")
+SERVER_LEAVES = ("status", "drain", "cordon", "alive", "audit")
 ROBOT_SCOPED_SERVER_LEAVES = ("obs", "session", "reset")  # server/<replica>/<leaf>/<robot>
 ROBOT_LEAVES = ("action", "alive", "telemetry", "episode_reset")
 # Selector parameter of a status query that asks for the status without its session list: what a robot's

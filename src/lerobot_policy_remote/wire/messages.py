@@ -162,6 +162,11 @@ class ServerStatus:
     max_batch: int = 1  # robots per forward pass this replica allows (1: unbatched)
     batch_size_mean: float = 0.0  # mean robots per pass over the recent passes (0: none yet)
     chunks_per_s: float = 0.0  # measured capacity: chunks per second of model time at those batch sizes (0: unknown)
+    # Requests this replica served per second over its last 10 s (additive; None: an older server that does not
+    # say). The one request rate the console, `lerobot-fleet status` and `doctor` read (their capacity module).
+    requests_per_s: float | None = None
+    # An operator cordoned this replica: it admits no new sessions (refusal `cordoned`), its sessions keep streaming.
+    cordoned: bool = False
 
 
 @dataclass
@@ -189,6 +194,23 @@ class DrainAck:
     message: str = ""
     sessions: list[str] = field(default_factory=list)
     pending: int = 0
+
+
+@dataclass
+class CordonRequest:
+    """Operator -> replica: stop (`cordon=True`) or resume (`cordon=False`) admitting new sessions."""
+
+    cordon: bool = True
+    reason: str = ""
+    requested_by: str = ""
+
+
+@dataclass
+class CordonAck:
+    ok: bool
+    cordoned: bool = False  # the replica's state after the request
+    message: str = ""
+    sessions: list[str] = field(default_factory=list)  # the sessions that keep streaming on it
 
 
 @dataclass
