@@ -71,6 +71,9 @@ def _server(m: Member) -> list[Grant]:
             ("ingress", ("put",), [k.server(s, "audit"), k.robot("*", "action")]),
             ("ingress", ("liveliness_token",), [k.server(s, "alive")]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.robot("*", "alive")]),
+            # its own status, asked through the router at start: may robots find it here? (server/router_check.py)
+            ("ingress", ("query",), [k.server(s, "status")]),
+            ("egress", ("reply",), [k.server(s, "status")]),
         ]
     return grants + [
         ("egress", ("query",), [ANY.server("*", "status"), ANY.server("*", "drain"), ANY.session("*", "*"), ANY.reset("*", "*")]),

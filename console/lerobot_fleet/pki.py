@@ -134,7 +134,10 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
     eku = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if role == "router" else [ExtendedKeyUsageOID.CLIENT_AUTH]
     builder = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        # The OU records the role it was issued for: a refused program can say "a robot certificate" (the router's
+        # access control matches the CN only; the inventory decides the role)
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name),
+                                 x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role)]))
         .issuer_name(ca_cert.subject).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))

@@ -339,6 +339,22 @@ def certificate_cn(path: str) -> str:
     return str(names[0].value) if names else ""
 
 
+def certificate_role(path: str) -> str:
+    """The role `lerobot-fleet pki issue` wrote into a certificate (its OU: robot, server, operator, viewer or
+    router); "" when it names none (another CA) or the file is unreadable. The router's inventory decides the role;
+    this only says what the certificate was issued as."""
+    try:
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        cert = x509.load_pem_x509_certificate(Path(path).read_bytes())
+        names = cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+    except (OSError, ValueError):
+        return ""
+    role = str(names[0].value) if names else ""
+    return role if role in ("robot", "server", "operator", "viewer", "router") else ""
+
+
 def load_json5(source: str) -> dict[str, Any]:
     """A path to a JSON5 file, or inline JSON5 text -> dict."""
     import json5

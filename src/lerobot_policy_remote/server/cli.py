@@ -105,6 +105,19 @@ def preflight(manifest) -> str:
     return ""
 
 
+def watch_router(server, manifest):
+    """router_refused=retry: check the router again until it accepts this replica; /healthz turns ok then."""
+    from .router_check import RouterWatch, router_accepts
+
+    settings, key = manifest.zenoh_settings(), manifest.keys().server(manifest.replica(), "status")
+
+    def accepted() -> None:
+        server.router_refusal = ""
+        print(f"The router accepts replica {manifest.replica()} now: robots can find it (/healthz ok)", flush=True)
+
+    return RouterWatch(lambda: router_accepts(settings, key), accepted).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or any(a in ("-h", "--help") for a in args):
@@ -147,10 +160,20 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             print(f"lerobot-policy-server: error: {problem}", file=sys.stderr, flush=True)
             return 2
+        from .router_check import router_refusal
+
+        refused = router_refusal(manifest)  # would robots find this replica through the router's access control?
+        if refused and manifest.router_refused == "exit":
+            print(f"lerobot-policy-server: error: {refused}", file=sys.stderr, flush=True)
+            return 2
+        if refused:
+            print(f"lerobot-policy-server: warning: {refused} (router_refused=retry: /healthz fails until the router "
+                  "accepts this replica; checking again every few seconds)", file=sys.stderr, flush=True)
         from .service import PolicyServer
 
         server = PolicyServer(manifest, progress=lambda text: print(text, flush=True), audit_where=audit_where,
                               settle=settle_after_startup)  # the model's objects stay out of every later full collection
+        server.router_refusal = refused
     except Exception as exc:  # bad checkpoint path, unreachable hub id, refused policy, bad zenoh config, ...
         return fail(exc, manifest)
 
@@ -169,11 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # router unreachable, warm-up failed: the model cannot run with this manifest
         server.stop()
         return fail(exc, manifest, 2 if isinstance(exc, ZenohConfigError) else 1)
+    watch = watch_router(server, manifest) if server.router_refusal else None
     try:
         while not server.wait(0.5):
             pass
     except KeyboardInterrupt:
         print("Interrupted twice: exiting without finishing the drain", flush=True)
+    if watch is not None:
+        watch.stop()
     server.stop()
     print("Policy server stopped", flush=True)
     return 0

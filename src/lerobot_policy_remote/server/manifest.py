@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from ..wire.errors import WireError
 from ..wire.keys import ServiceKeys, check_id
 from ..wire.messages import RtcSettings
-from ..zenoh_config import ZenohSettings
+from ..zenoh_config import ZenohSettings, certificate_cn
 
 SERVING_MODES = ("auto", "exclusive", "shared")
 DEFAULT_ROUTER = "tcp/127.0.0.1:7447"  # client mode with no connect endpoint given dials this
 DTYPES = ("", "float32", "float16", "bfloat16")
+ROUTER_REFUSED = ("exit", "retry")
 
 
 class ManifestError(ValueError):
@@ -86,7 +87,7 @@ class Manifest:
     action_feature_names: list[str] = field(default_factory=list)  # ordered; verifies the robot's order
     strict_action_names: bool = False  # refuse robots whose action order cannot be checked (no names known)
     rtc: RtcSettings = field(default_factory=_server_rtc)
-    replica_id: str = ""  # "" -> <hostname>-<pid>
+    replica_id: str = ""  # "" -> the certificate's CN (mTLS), else <hostname>-<health_port> (<hostname>-<pid> without one)
     health_port: int = 9100  # /healthz + /metrics; 0 disables
     health_host: str = "127.0.0.1"
     advertise_host: str = ""  # host in ServerStatus.metrics_url; "" -> health_host
@@ -98,6 +99,9 @@ class Manifest:
     debug: DebugSpec = field(default_factory=DebugSpec)
     # Offer robots on this host a loopback link that skips the router (server/direct.py); never under TLS.
     direct_link: bool = True
+    # A router whose access control refuses this replica's keys (router_check.py): exit (status 2) or retry
+    # (keep serving /healthz as failing and check again until the router accepts it; for orchestrators).
+    router_refused: str = "exit"
     # Client mode with no connect endpoint dials DEFAULT_ROUTER; peer mode dials only what is listed.
     zenoh: ZenohSettings = field(default_factory=lambda: ZenohSettings(mode="client"))
 
@@ -110,7 +114,12 @@ class Manifest:
         return ServiceKeys.for_service(self.model.repo_or_path, self.model.revision or "main", self.service)
 
     def replica(self) -> str:
-        return self.replica_id or default_replica_id()
+        """The replica id: `replica_id`, else the name (CN) of the mTLS certificate (the router's access control
+        knows a server by it), else `<hostname>-<health_port>`: stable across restarts on one machine, unique there
+        because only one process can hold the port (`<hostname>-<pid>` when health_port=0)."""
+        if self.replica_id:
+            return self.replica_id
+        return certificate_id(self.zenoh.tls_connect_certificate) or default_replica_id(self.health_port)
 
     def zenoh_settings(self) -> ZenohSettings:
         """The session's settings: client mode without an endpoint dials the local router; peer mode keeps
@@ -151,6 +160,8 @@ class Manifest:
             raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
         if self.batching.max_wait_ms is not None and not 0 <= self.batching.max_wait_ms <= 1000:
             raise ManifestError(f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}")
+        if self.router_refused not in ROUTER_REFUSED:
+            raise ManifestError(f"router_refused {self.router_refused!r} is not one of {', '.join(ROUTER_REFUSED)}")
         if self.debug.capture_max < 1:
             raise ManifestError("debug.capture_max must be at least 1")
         if len(set(self.action_feature_names)) != len(self.action_feature_names):
@@ -192,7 +203,8 @@ FIELD_HELP: dict[str, str] = {
     "rtc.execution_horizon": "default RTC execution horizon (a robot's own setting overrides it per request)",
     "rtc.max_guidance_weight": "default RTC guidance weight (overridden per robot)",
     "rtc.prefix_attention_schedule": "default RTC prefix schedule: ZEROS, ONES, LINEAR or EXP",
-    "replica_id": "this replica's id in keys, logs and metrics; '' means <hostname>-<pid>",
+    "replica_id": "this replica's id in keys, logs and metrics; '' means the mTLS certificate's CN, else "
+                  "<hostname>-<health_port> (the same after a restart), or <hostname>-<pid> with health_port=0",
     "health_port": "port of GET /healthz and GET /metrics; 0 disables both",
     "health_host": "address /healthz and /metrics bind; 127.0.0.1 is this machine only, 0.0.0.0 lets Prometheus scrape it",
     "advertise_host": "host written into the status' metrics_url (the console links it); '' means health_host",
@@ -200,6 +212,8 @@ FIELD_HELP: dict[str, str] = {
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
     "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
+    "router_refused": "when the router's access control refuses this replica's keys: exit (status 2, one line naming the "
+                      "fix) or retry (serve /healthz as failing and check again every few seconds; for orchestrators)",
     "direct_link": "offer robots on this host a loopback listener that skips the router (never under TLS); false: all through the router",
     "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
     "batching.max_wait_ms": "unset: wait up to half a measured pass for robots whose next observation is due within it; "
@@ -262,7 +276,20 @@ def manifest_help() -> str:
     return "\n".join(lines)
 
 
-def default_replica_id() -> str:
-    """`<hostname>-<pid>` reduced to the id alphabet of the key tree."""
+def default_replica_id(health_port: int = 0) -> str:
+    """`<hostname>-<health_port>` reduced to the id alphabet of the key tree; `<hostname>-<pid>` without a health port.
+
+    Only one process on a machine can hold the health port, so the id is unique there and the same after a restart:
+    the console's row for the replica comes back instead of a new row beside a `gone` one."""
     host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip("-._") or "server"
-    return f"{host[:50]}-{os.getpid()}"
+    return f"{host[:50]}-{health_port or os.getpid()}"
+
+
+def certificate_id(cert_path: str | None) -> str:
+    """The CN of an mTLS client certificate when it is a valid replica id, else "" (no certificate, unreadable)."""
+    if not cert_path:
+        return ""
+    try:
+        return check_id(certificate_cn(cert_path), "replica_id")
+    except (OSError, ValueError, WireError):
+        return ""

@@ -110,6 +110,7 @@ class PolicyServer:
             rate=self.requests_rate,
         )
         self.warmed_up = False
+        self.router_refusal = ""  # the router's access control refuses this replica (router_check.py): /healthz fails
         self.health: HealthServer | None = None
         self._audit_key = self.keys.server(self.replica, "audit")
         self._decls: list[Any] = []
@@ -217,6 +218,8 @@ class PolicyServer:
     def healthy(self) -> tuple[bool, str]:
         if self.lifecycle.draining:
             return False, "draining"
+        if self.router_refusal:
+            return False, self.router_refusal
         if not self.worker_alive():
             err = self.worker.error
             return False, "inference worker is not running" + (f": {err}" if err else "")
