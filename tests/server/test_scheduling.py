@@ -142,6 +142,18 @@ def test_a_full_replica_gives_an_idle_seat_to_a_robot_asking(server_factory, rob
     assert msg.event == "unknown_session"
 
 
+def test_a_dry_run_never_takes_an_idle_robots_seat(server_factory, robots):
+    """`lerobot-fleet doctor`'s dry run opens nothing, so it closes nothing either: a full replica says so and its idle
+    robot keeps its session (the seat goes to a robot that really asks)."""
+    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.2)
+    holder, doctor, waiting = robots(server, 3)
+    assert holder.open(server.replica).ok
+    time.sleep(0.4)  # the holder idles past reclaim_idle_s
+    assert doctor.open(server.replica, dry_run=True).code == "server_full"
+    assert server.registry.get(holder.uuid) is not None
+    assert waiting.open(server.replica).ok and server.registry.get(holder.uuid) is None
+
+
 def test_reclaim_idle_s_zero_never_frees_a_seat(server_factory, robots):
     server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.0)
     holder, waiting = robots(server, 2)

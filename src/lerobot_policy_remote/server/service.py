@@ -369,7 +369,7 @@ class PolicyServer:
         with self.registry.lock:
             same = self.registry.get(req.client_uuid) is not None
             verdict = self.cordon.admit(check_open(req, c, self.registry.count(), self.lifecycle.draining, same), same)
-            if verdict.code == Refusal.SERVER_FULL and c.serving_mode == "shared" and self._reclaim_idle_seat():
+            if verdict.code == Refusal.SERVER_FULL and c.serving_mode == "shared" and not req.dry_run and self._reclaim_idle_seat():
                 verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
             base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
                         chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
