@@ -116,7 +116,8 @@ def _wrap_rollout(script: Any) -> None:
     original = script.rollout
 
     def rollout(*args: Any, **kwargs: Any) -> Any:
-        result = original(*args, **kwargs)
+        with _policy_path_errors(_remote_rollout(sys.argv[1:])):
+            result = original(*args, **kwargs)
         idle = [e for e in _built if e.executed_count == 0]
         if idle:
             print(f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
@@ -126,6 +127,50 @@ def _wrap_rollout(script: Any) -> None:
 
     rollout._remote_wrapped = True  # type: ignore[attr-defined]
     script.rollout = rollout
+
+
+def _remote_rollout(argv: list[str]) -> bool:
+    """`--inference.type=remote` on the command line (lerobot parses the config only inside `rollout`)."""
+    return any(a == "--inference.type=remote" or (a == "--inference.type" and nxt == "remote")
+               for a, nxt in zip(argv, [*argv[1:], ""], strict=False))
+
+
+@contextmanager
+def _policy_path_errors(remote: bool):
+    """A remote robot whose `--policy.path` lerobot cannot read ends with one line naming the fix, not lerobot's and
+    draccus' traceback: lerobot reads the config inside `RolloutConfig.__post_init__` (draccus wraps whatever it
+    raises in a ParsingError), so `PreTrainedConfig.from_pretrained` is wrapped for the parse and its failure is
+    re-raised here as the RemoteStartupError the excepthook prints (startup.py)."""
+    if not remote:
+        yield
+        return
+    from lerobot.configs.policies import PreTrainedConfig
+
+    from .startup import RemoteStartupError, causes, policy_path_failed
+
+    original = PreTrainedConfig.__dict__["from_pretrained"]
+    quiet = logging.getLogger("lerobot.configs.policies")  # its own "config.json not found" ERROR line: said below
+
+    def from_pretrained(cls: Any, pretrained_name_or_path: Any, *args: Any, **kwargs: Any) -> Any:
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            return original.__func__(cls, pretrained_name_or_path, *args, **kwargs)
+        except Exception as exc:
+            raise policy_path_failed(str(pretrained_name_or_path), exc) from exc
+        finally:
+            quiet.setLevel(level)
+
+    PreTrainedConfig.from_pretrained = classmethod(from_pretrained)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    except Exception as exc:
+        refused = next((e for e in causes(exc) if isinstance(e, RemoteStartupError)), None)
+        if refused is None:
+            raise
+        raise refused from exc
+    finally:
+        PreTrainedConfig.from_pretrained = original  # type: ignore[method-assign]
 
 
 def _weightless_cfg(cfg: Any) -> Any:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..advice import contract_advice
 from ..discovery import ServiceInfo, no_server_report
 from ..wire.codes import Refusal
+from ..wire.text import printable
 from ..zenoh_config import ROBOT_FLAGS, ZenohConfigError, without_rust_paths
 
 if TYPE_CHECKING:
@@ -108,6 +109,43 @@ def nothing_executed(counters: Any, dead_reason: str, robot_id: str, id_source: 
         return (f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts): check the "
                 "server's log (is it stuck or overloaded?) and `lerobot-fleet status`")
     return f"no chunk could be executed ({dict(counters)}): check `lerobot-fleet status` and the server's log"
+
+
+def causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and what it was raised from (or while handling), outermost first."""
+    out: list[BaseException] = []
+    while exc is not None and exc not in out:
+        out.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return out
+
+
+def policy_path_failed(path: str, exc: BaseException) -> RemoteStartupError:
+    """lerobot could not read the policy's config.json from `--policy.path`: what is wrong with the path, and the fix.
+
+    The robot reads only the config (no weights), from a local checkpoint directory or a hub repo id; the server
+    must serve the same path/id (its `model.repo_or_path`), which is also the namespace robots dial."""
+    names = {type(e).__name__ for e in causes(exc)}
+    local = os.path.expanduser(path)
+    same = ("the robot reads only its config.json (no weights): pass the checkpoint directory or hub repo id the server "
+            "serves (its model.repo_or_path; `lerobot-fleet status` lists what the router offers)")
+    looks_local = path.startswith((".", "/", "~")) or os.path.exists(local) or path.count("/") != 1
+    if os.path.isdir(local):
+        why = (f"{path} is a directory without config.json: point it at the pretrained_model directory of a training run "
+               "(e.g. outputs/train/.../checkpoints/last/pretrained_model)")
+    elif os.path.exists(local):
+        why = f"{path} is a file: pass the directory that holds the policy's config.json"
+    elif looks_local or "HFValidationError" in names:
+        why = f"no directory {path} on this machine, and it is not a hub repo id like 'org/name'"
+    elif names & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError"}:
+        why = f"the hub has no config.json for {path} (no such repo or revision, or it is private: log in with `hf auth login`)"
+    elif names & {"LocalEntryNotFoundError", "ConnectError", "ConnectionError", "OfflineModeIsEnabled", "TimeoutException"}:
+        why = (f"no directory {path} on this machine, and its config.json could not be fetched from the hub (no network, or "
+               "HF_HUB_OFFLINE, and not in the local cache)")
+    else:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        why = f"lerobot could not read the policy config at {path} ({type(exc).__name__}: {printable(first, 200)})"
+    return RemoteStartupError(f"{PREFIX}--policy.path={path}: {why}; {same}")
 
 
 def _print_startup_error(exc_type: type[BaseException], exc: BaseException, tb: Any, previous: Any) -> None:
