@@ -66,7 +66,8 @@ def _server(m: Member) -> list[Grant]:
     for ns in m.namespaces:
         k = ns.keys()
         grants += [
-            ("ingress", ("declare_queryable", "reply"), [k.server(s, "status"), k.server(s, "drain"), k.session(s, "*"), k.reset(s, "*")]),
+            ("ingress", ("declare_queryable", "reply"), [k.server(s, "status"), k.server(s, "drain"), k.server(s, "cordon"),
+                                                         k.session(s, "*"), k.reset(s, "*")]),
             ("ingress", ("declare_subscriber",), [k.obs(s, "*")]),
             ("ingress", ("put",), [k.server(s, "audit"), k.robot("*", "action")]),
             ("ingress", ("liveliness_token",), [k.server(s, "alive")]),
@@ -76,7 +77,8 @@ def _server(m: Member) -> list[Grant]:
             ("egress", ("reply",), [k.server(s, "status")]),
         ]
     return grants + [
-        ("egress", ("query",), [ANY.server("*", "status"), ANY.server("*", "drain"), ANY.session("*", "*"), ANY.reset("*", "*")]),
+        ("egress", ("query",), [ANY.server("*", "status"), ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.session("*", "*"),
+                                ANY.reset("*", "*")]),
         ("egress", ("put",), [ANY.obs("*", "*")]),
         ("egress", ("liveliness_token",), [ANY.robot("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
@@ -85,18 +87,20 @@ def _server(m: Member) -> list[Grant]:
 
 def _reader(m: Member, commands: bool) -> list[Grant]:
     """Operators and viewers read what the console reads in their namespaces (liveliness, telemetry, audit,
-    status; never camera images or action chunks); only operators send drain and episode reset, and only they
+    status; never camera images or action chunks); only operators send drain, cordon and episode reset, and only they
     may read the router's admin space (the mesh's session and link topology)."""
     grants: list[Grant] = [("ingress", ("query",), [ADMIN]), ("egress", ("reply",), [ADMIN])] if commands else []
     for ns in m.namespaces:
         k = ns.keys()
-        asks = [k.server("*", "status")] + ([k.server("*", "drain"), k.robot("*", "episode_reset")] if commands else [])
+        asks = [k.server("*", "status")] + ([k.server("*", "drain"), k.server("*", "cordon"), k.robot("*", "episode_reset")]
+                                            if commands else [])
         grants += [
             ("ingress", ("declare_subscriber",), [k.robot("*", "telemetry"), k.server("*", "audit")]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive"), k.robot("*", "alive")]),
             ("ingress", ("query",), asks),
         ]
-    replies = [ANY.server("*", "status")] + ([ANY.server("*", "drain"), ANY.robot("*", "episode_reset")] if commands else [])
+    replies = [ANY.server("*", "status")] + ([ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.robot("*", "episode_reset")]
+                                             if commands else [])
     return grants + [
         ("egress", ("put",), [ANY.robot("*", "telemetry"), ANY.server("*", "audit")]),
         ("egress", ("reply",), replies),

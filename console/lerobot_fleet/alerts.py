@@ -16,6 +16,8 @@ from pathlib import Path
 
 from .model import FleetSnapshot, RobotRow, fmt_age
 
+NAMESPACE_SPILL_RECENT_S = 30.0  # a namespaces alert stays open while the id's extra samples keep coming, this long after
+
 __all__ = ["DEFAULT_RULES", "AlertRules", "Alert", "AlertBook", "AlertSnapshot", "evaluate"]
 
 
@@ -40,6 +42,9 @@ class AlertRules:
     error_rate: float = 0.05  # robot errors / requests
     rtt_p95_ms: float = 500.0  # robot round trip p95 (already a percentile over recent requests)
     server_load: float = 0.9  # a replica's load (0..1)
+    # samples of one robot (or replica) id dropped because it is in more namespaces than the console admits per id
+    # (admission.MAX_NAMESPACES_PER_ID); open while it goes on (a drop in the last NAMESPACE_SPILL_RECENT_S)
+    namespace_drops: float = 1
 
     def staleness_threshold(self, max_action_age_s: float | None) -> float:
         """The staleness threshold for a robot with this hard bound (None: not reported); 0: rule off."""
@@ -77,7 +82,7 @@ class AlertRules:
 
 @dataclass(frozen=True)
 class Alert:
-    rule: str  # staleness | fault | error_rate | rtt_p95 | server_load
+    rule: str  # staleness | fault | error_rate | rtt_p95 | server_load | namespaces
     target: str  # robot row key or server replica
     name: str  # what the operator reads (robot id or replica)
     role: str  # robot | server
@@ -115,6 +120,11 @@ def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tu
     for s in snap.servers:
         if rules.server_load > 0 and not s.is_stale and s.load >= rules.server_load:
             out[("server_load", s.replica)] = (s.replica, "server", f"load {s.load:.2f} ≥ {rules.server_load:g}", 0.0)
+    for sp in snap.spills:
+        if rules.namespace_drops > 0 and sp.dropped >= rules.namespace_drops and sp.age_s < NAMESPACE_SPILL_RECENT_S:
+            out[("namespaces", f"{sp.role}:{sp.ident}")] = (
+                sp.ident, sp.role, f"publishes in more than {sp.limit} namespaces: {sp.dropped} sample(s) there dropped "
+                "(one certificate may not crowd the others out of the console)", 0.0)
     return out
 
 

@@ -210,7 +210,7 @@ class FleetConsoleApp(App[None]):
             return
         kind, targets = message.kind, message.targets
         snap = self.store.snapshot()
-        label = "Drain" if kind == "drain" else "Reset episode"
+        label = render.ACTION_LABELS.get(kind, kind)
 
         def done(ok: bool | None) -> None:
             if ok:
@@ -238,6 +238,8 @@ class FleetConsoleApp(App[None]):
         def one(target: str) -> ActionResult:
             if kind == "drain":
                 return self.source.drain(target, reason, self.operator)
+            if kind in ("cordon", "uncordon"):
+                return self.source.cordon(target, kind == "cordon", reason, self.operator)
             parsed = split_robot_key(target)
             if parsed is None:
                 return self.source.reset_episode(target, reason, self.operator)

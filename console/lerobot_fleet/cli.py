@@ -23,12 +23,14 @@ def _add_connect(p: argparse.ArgumentParser) -> None:
 def _add_alerts(p: argparse.ArgumentParser) -> None:
     """Alert thresholds (defaults in lerobot_fleet.alerts.AlertRules); 0 turns a rule off."""
     g = p.add_argument_group("alerts", "thresholds: defaults, then --alerts-config (TOML or JSON, same names), then these flags")
-    g.add_argument("--alerts-config", default=None, metavar="FILE", help="TOML/JSON with staleness_s, staleness_of_bound, staleness_default_s, staleness_samples, fault_s, error_rate, rtt_p95_ms, server_load")
+    g.add_argument("--alerts-config", default=None, metavar="FILE", help="TOML/JSON with staleness_s, staleness_of_bound, staleness_default_s, staleness_samples, fault_s, error_rate, rtt_p95_ms, server_load, namespace_drops")
     g.add_argument("--alert-staleness", type=float, default=None, metavar="S", help="robot action staleness, one fixed threshold for every robot (default: 2/3 of each robot's max_action_age_s, 2 s when it does not report it)")
     g.add_argument("--alert-fault", type=float, default=None, metavar="S", help="time in a fault state (default 10 s)")
     g.add_argument("--alert-error-rate", type=float, default=None, metavar="FRACTION", help="robot errors/requests (default 0.05)")
     g.add_argument("--alert-rtt-p95", type=float, default=None, metavar="MS", help="robot RTT p95 (default 500 ms)")
     g.add_argument("--alert-load", type=float, default=None, metavar="LOAD", help="server load 0..1 (default 0.9)")
+    g.add_argument("--alert-namespace-drops", type=float, default=None, metavar="N",
+                   help="samples of one robot id dropped for being in more namespaces than the console admits per id (default 1)")
 
 
 def _alert_rules(args: argparse.Namespace):  # -> AlertRules
@@ -36,7 +38,7 @@ def _alert_rules(args: argparse.Namespace):  # -> AlertRules
 
     return AlertRules.load(
         args.alerts_config, staleness_s=args.alert_staleness, fault_s=args.alert_fault, error_rate=args.alert_error_rate,
-        rtt_p95_ms=args.alert_rtt_p95, server_load=args.alert_load,
+        rtt_p95_ms=args.alert_rtt_p95, server_load=args.alert_load, namespace_drops=args.alert_namespace_drops,
     )
 
 
@@ -112,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
     drain.add_argument("--reason", default="operator drain", help="recorded in the server's audit log (default 'operator drain')")
     drain.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement (default 5)")
     drain.add_argument("--json", action="store_true", help="machine-readable output (one JSON object)")
+
+    for verb, does in (("cordon", "stop one policy server replica from admitting new sessions; its sessions keep streaming"),
+                       ("uncordon", "let a cordoned replica admit new sessions again")):
+        cordon = sub.add_parser(verb, help=f"{does} (no confirmation: for scripts)",
+                                description=f"{does[0].upper()}{does[1:]}. New robots go to other replicas of the service. "
+                                "Operator certificates only. Exit 0 when it acknowledged.")
+        _add_connect(cordon)
+        cordon.add_argument("server", help="server replica id (as shown in the console's replica column)")
+        cordon.add_argument("--reason", default=f"operator {verb}", help=f"recorded in the server's log (default 'operator {verb}')")
+        cordon.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement (default 5)")
+        cordon.add_argument("--json", action="store_true", help="machine-readable output (one JSON object)")
 
     reset = sub.add_parser("reset", help="start a new episode on one robot (no confirmation: for scripts)",
                            description="Ask one robot to start a new episode. Exit 0 when it acknowledged.")
@@ -278,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             return verbs.run_status(_settings(args), args.json, args.wait, _alert_rules(args))
         if args.command == "drain":
             return verbs.run_action(_settings(args), "drain", args.server, args.reason, args.timeout, args.json)
+        if args.command in ("cordon", "uncordon"):
+            return verbs.run_action(_settings(args), args.command, args.server, args.reason, args.timeout, args.json)
         if args.command == "reset":
             return verbs.run_action(_settings(args), "reset", args.robot, args.reason, args.timeout, args.json)
     except ZenohConfigError as exc:

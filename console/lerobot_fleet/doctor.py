@@ -1,15 +1,20 @@
 """`lerobot-fleet doctor`: is everything a rollout needs in place? One pass/fail line and a fix per check.
 
 Router reachable (with the TLS/mTLS reason when not), which services and replicas exist with their
-health and free sessions, and, given a policy, robot type and task, whether a server serves that
+health and capacity, and, given a policy, robot type and task, whether a server serves that
 namespace and accepts this robot: a dry-run session open (the server runs every capability check and
 opens nothing). The router and service checks import no torch; only `--policy.path` loads lerobot.
+
+Capacity (room, N_max, req/s) is read the way the console and `lerobot-fleet status` read it: doctor
+listens to the fleet with the console's own source and store for a moment (`verbs.FleetWatch`), so the
+three show the same figures (`capacity.py`), and a replica a robot would join past capacity is a WARN.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,10 +35,14 @@ from lerobot_policy_remote.zenoh_config import (
     without_rust_paths,
 )
 
+from .capacity import room_text
+from .model import FleetSnapshot, ServerRow
+
 if TYPE_CHECKING:
     from lerobot_policy_remote.engine.handshake import HandshakeError
 
 PASS, FAIL, INFO, WARN, SKIP = "PASS", "FAIL", "INFO", "WARN", "SKIP"  # WARN: works, but the operator should act
+LISTEN_S = 1.5  # doctor hears the fleet at least this long: robots' telemetry (about 1 Hz) gives the capacity's RTT
 
 
 @dataclass
@@ -114,7 +123,36 @@ def role_skip(cn: str, role: str) -> Check:
                  "DIR/<robot>.crt --tls-key DIR/<robot>.key")
 
 
-def _service_checks(services: list[ServiceInfo], want_namespace: bool) -> list[Check]:
+def capacity_text(row: ServerRow | None) -> str:
+    """`room +2 (N_max), N_max 4.8, 1.9 req/s`: the console's figures for a replica ('' when it has none)."""
+    if row is None or row.is_stale:
+        return ""
+    nm = "—" if row.n_max is None else f"{row.n_max:.1f}"
+    rps = "—" if row.requests_per_s is None else f"{row.requests_per_s:.1f}"
+    return f"room {room_text(row.headroom, row.room_limit)}, N_max {nm}, {rps} req/s"
+
+
+def capacity_checks(rows: list[ServerRow]) -> list[Check]:
+    """A WARN for each live replica that a robot joining would run past capacity: its latency/utilisation model
+    (N_max) leaves no room, whatever its session cap says. Its robots would get their chunks late and stall."""
+    checks = []
+    for row in sorted(rows, key=lambda r: r.replica):
+        if row.is_stale or row.room_limit != "N_max" or row.headroom is None or row.headroom > 0 or row.n_max is None:
+            continue
+        past = "past" if row.headroom < 0 else "at"
+        rps = "—" if row.requests_per_s is None else f"{row.requests_per_s:.1f}"
+        why = (f"one inference pass ({row.inference_ms_p50:.0f} ms) does not fit in half a chunk minus the network round trip"
+               if row.n_max == 0 else f"inference p50 {row.inference_ms_p50:.0f} ms, {rps} req/s")
+        checks.append(Check("capacity", WARN,
+                            f"replica {row.replica} is {past} capacity: {row.active_sessions} session(s), N_max {row.n_max:.1f} "
+                            f"(room {room_text(row.headroom, row.room_limit)}; {why}): a robot that joins it gets its chunks late "
+                            "and its robots may stall",
+                            f"add a replica of this service or a faster one; keep new robots off it with "
+                            f"`lerobot-fleet cordon {row.replica}` (the console's server detail lists the capacity inputs)"))
+    return checks
+
+
+def _service_checks(services: list[ServiceInfo], want_namespace: bool, fleet: FleetSnapshot | None = None) -> list[Check]:
     if not services:
         return [Check("services", FAIL, "the router has no policy server",
                       "start one: lerobot-policy-server --model.repo_or_path=<checkpoint> --default_task=<task> "
@@ -124,10 +162,13 @@ def _service_checks(services: list[ServiceInfo], want_namespace: bool) -> list[C
     for svc in services:
         checks.append(Check("service", INFO, svc.describe()))
         for r in svc.replicas:
+            cap = capacity_text(fleet.server(r.replica) if fleet else None)
             checks.append(Check("replica", INFO, f"  replica {r.replica}: {r.health}, {r.active_sessions}/{r.max_sessions} "
-                                                 f"sessions, {r.free_sessions} free, load {r.load:.2f}"))
+                                                 f"sessions, {cap or f'{r.free_sessions} free'}, load {r.load:.2f}"))
     if not want_namespace and not any(s.free_sessions for s in services):
         checks.append(Check("free sessions", FAIL, "no service has a free session", contract_advice(Refusal.SERVER_FULL)))
+    if not want_namespace and fleet is not None:
+        checks += capacity_checks(list(fleet.servers))
     return checks
 
 
@@ -139,12 +180,17 @@ def refusal_checks(exc: HandshakeError) -> list[Check]:
     if why == Refusal.SERVER_FULL:  # capacity is checked last: the contract passed
         return [Check("capabilities", PASS, "the robot's features, action names and fps pass the server's checks"),
                 Check("free session", FAIL, f"no replica has a free session ({exc})", contract_advice(Refusal.SERVER_FULL))]
+    if why == Refusal.CORDONED:  # admission is checked after the contract: it passed
+        return [Check("capabilities", PASS, "the robot's features, action names and fps pass the server's checks"),
+                Check("free session", FAIL, f"no replica admits new sessions ({exc})", contract_advice(Refusal.CORDONED))]
     if why == Refusal.DRAINING:
         return [Check("free session", FAIL, f"every replica is draining ({exc})", contract_advice(Refusal.DRAINING))]
     return [Check("capabilities", FAIL, str(exc), "check the server's log; retry when it has warmed up")]
 
 
-def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[Check]:
+def _robot_checks(session: Any, services: list[ServiceInfo], args: Any,
+                  fleet: Callable[[], FleetSnapshot | None] = lambda: None) -> list[Check]:
+    """`fleet()`: the fleet as the console sees it, read only after the dry run (it may wait to hear the fleet)."""
     from lerobot_policy_remote.engine.dry_run import DryRunError, describe
     from lerobot_policy_remote.engine.handshake import HandshakeError
     from lerobot_policy_remote.engine.handshake import open_session as open_remote
@@ -183,13 +229,27 @@ def _robot_checks(session: Any, services: list[ServiceInfo], args: Any) -> list[
                                    f"'ACL refused: CN={cn} query ...')", role_skip(cn, "certificate other than a robot's").fix)]
         return checks + refusal_checks(exc)
     ack = opened.ack
+    snap = fleet()
     checks.append(Check("capabilities", PASS, f"replica {ack.replica} accepts this robot: features, action names and fps "
                                               "pass its checks (dry run, no session opened)"))
-    checks.append(Check("free session", PASS, f"replica {ack.replica}: {ack.max_sessions - ack.active_sessions} of "
-                                              f"{ack.max_sessions} sessions free"))
+    checks.append(free_session_check(ack, snap.server(ack.replica) if snap is not None else None))
+    rows = [row for r in svc.replicas if snap is not None and (row := snap.server(r.replica)) is not None]
+    checks += capacity_checks(rows)
     checks.append(action_order_check(ack))
     checks += [Check("warning", INFO, w) for w in ack.warnings if "could not be verified" not in w]
     return checks
+
+
+def free_session_check(ack: Any, row: ServerRow | None) -> Check:
+    """The replica that would take this robot: its free seats and, from the console's figures, its room. A replica with
+    a seat but no room (N_max) takes the robot past capacity: WARN."""
+    seats = f"{ack.max_sessions - ack.active_sessions} of {ack.max_sessions} sessions free"
+    cap = capacity_text(row)
+    if row is not None and cap and row.headroom is not None and row.headroom <= 0 and row.room_limit == "N_max":
+        return Check("free session", WARN, f"replica {ack.replica}: {seats}, but {cap}: this robot would run it past capacity",
+                     f"start another replica of this service, or cordon this one (`lerobot-fleet cordon {ack.replica}`) so "
+                     "robots go to one with room")
+    return Check("free session", PASS, f"replica {ack.replica}: {seats}" + (f", {cap}" if cap else ""))
 
 
 def action_order_check(ack: Any) -> Check:
@@ -202,19 +262,36 @@ def action_order_check(ack: Any) -> Check:
                  "features.action.names, in order), or strict_action_names: true to refuse such robots")
 
 
-def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[ServiceInfo]]:
+def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[ServiceInfo], FleetSnapshot | None, bool]:
+    """The checks, the services, the fleet as the console sees it, and whether the fleet watch ended cleanly."""
+    from .verbs import FleetWatch
+
     checks, session = _router_checks(settings, args)
     if session is None:
-        return checks, []
+        return checks, [], None, True
+    watch = FleetWatch(settings).start()
     try:
         services = list_services(session, timeout=args.timeout)
+        replicas = {r.replica for svc in services for r in svc.replicas}
+
+        def heard_all(snap: FleetSnapshot) -> bool:
+            return replicas <= {s.replica for s in snap.servers if s.status_age_s is not None}
+
+        heard: list[FleetSnapshot] = []
+
+        def fleet() -> FleetSnapshot:
+            if not heard:
+                heard.append(watch.snapshot(LISTEN_S, until=heard_all, max_s=LISTEN_S + args.timeout))
+            return heard[0]
+
         want = bool(args.policy_path)
-        checks += _service_checks(services, want)
-        if want:
-            checks += _robot_checks(session, services, args)
-        return checks, services
+        robot = _robot_checks(session, services, args, fleet) if want else []  # the dry run first: it is what takes time
+        checks += _service_checks(services, want, fleet()) + robot
+        fleet_snap = fleet()
     finally:
         session.close()
+        clean = watch.stop()
+    return checks, services, fleet_snap, clean
 
 
 def render(checks: list[Check]) -> str:
@@ -245,10 +322,25 @@ def run_doctor(settings_or_error: ZenohSettings | ZenohConfigError, args: Any) -
     if isinstance(settings_or_error, ZenohConfigError):  # unusable arguments: exit 2 (docs/console.md)
         print(f"lerobot-fleet doctor: {settings_or_error.in_words(FLEET_FLAGS)}", file=sys.stderr)
         return 2
-    checks, services = diagnose(settings_or_error, args)
+    checks, services, fleet, clean = diagnose(settings_or_error, args)
     ok = all(c.status != FAIL for c in checks)
     if args.json:
-        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks], "services": [s.to_dict() for s in services]}, indent=2))
+        print(json.dumps({"ok": ok, "checks": [asdict(c) for c in checks], "services": [_service_json(s, fleet) for s in services]},
+                         indent=2))
     else:
         print(render(checks))
-    return 0 if ok else 1
+    from .verbs import _exit
+
+    return _exit(0 if ok else 1, clean)
+
+
+def _service_json(svc: ServiceInfo, fleet: FleetSnapshot | None) -> dict[str, Any]:
+    """A service as discovery lists it, each replica with the console's capacity figures (`room` and `room_limit`,
+    `n_max`, `requests_per_s` and where that comes from; absent when the fleet watch did not hear the replica)."""
+    d = svc.to_dict()
+    for r in d["replicas"]:
+        row = fleet.server(r["replica"]) if fleet is not None else None
+        if row is not None and not row.is_stale:
+            r.update(room=row.headroom, room_limit=row.room_limit, n_max=row.n_max, requests_per_s=row.requests_per_s,
+                     rate_source=row.rate_source)
+    return d

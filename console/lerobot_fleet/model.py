@@ -14,6 +14,8 @@ from functools import cached_property
 
 from lerobot_policy_remote.wire.keys import Namespace
 
+from .capacity import n_max, room  # the one capacity module (re-exported: rows and tests read them here)
+
 __all__ = [
     "RobotState",
     "RobotRow",
@@ -24,6 +26,7 @@ __all__ = [
     "AuditEntry",
     "SessionEntry",
     "n_max",
+    "room",
     "fmt_age",
     "fmt_ms",
     "fmt_num",
@@ -91,11 +94,12 @@ class RobotState(Enum):
             return cls.UNKNOWN
 
 
-SERVER_HEALTH_RANK = {"gone": 0, "stale": 1, "draining": 2, "full": 3, "cold": 4, "ok": 5}
+SERVER_HEALTH_RANK = {"gone": 0, "stale": 1, "draining": 2, "cordoned": 3, "full": 4, "cold": 5, "ok": 6}
 SERVER_HEALTH_STYLE = {
     "gone": "bold bright_black",
     "stale": "bold red",
     "draining": "magenta",
+    "cordoned": "bold yellow",
     "full": "yellow",
     "cold": "cyan",
     "ok": "green",
@@ -194,7 +198,7 @@ class ServerRow:
     health: str = "ok"
     n_max: float | None = None
     headroom: int | None = None  # room: min(N_max, session cap) - active; None when unknown or gone
-    room_limit: str = ""  # what bounds the room: "cap" (max_sessions), "N_max", "draining"
+    room_limit: str = ""  # what bounds the room: "cap" (max_sessions), "N_max", "draining", "cordon"
     inference_ms_p50: float = 0.0
     draining: bool = False
     alive: bool | None = None
@@ -204,6 +208,8 @@ class ServerRow:
     session_robots: tuple[str, ...] = ()
     seen_age_s: float | None = None  # since the server was last heard from (status answer or token)
     ns: Namespace = Namespace("", "", "")  # (model, revision, service) from its key expressions
+    cordoned: bool = False  # an operator cordoned it: no new sessions, its sessions keep streaming
+    rate_source: str = ""  # where requests_per_s comes from: server | metrics | audit (capacity.request_rate)
 
     @property
     def is_stale(self) -> bool:
@@ -221,6 +227,18 @@ class RouterInfo:
 
 
 @dataclass(frozen=True)
+class NamespaceSpill:
+    """One robot (or replica) id seen in more namespaces than the console admits per id: its samples in the others
+    are dropped (`admission.MAX_NAMESPACES_PER_ID`). An alert names it."""
+
+    role: str  # robot | server
+    ident: str
+    dropped: int  # samples dropped so far
+    limit: int  # namespaces admitted per id
+    age_s: float  # since the last dropped sample
+
+
+@dataclass(frozen=True)
 class FleetSnapshot:
     """Everything one UI tick renders; immutable so the UI can hold it without the store's lock."""
 
@@ -231,6 +249,7 @@ class FleetSnapshot:
     servers: tuple[ServerRow, ...]
     notes: tuple[str, ...] = ()
     routers: tuple[RouterInfo, ...] = ()
+    spills: tuple[NamespaceSpill, ...] = ()  # ids whose samples in further namespaces are dropped
 
     def state_counts(self) -> dict[RobotState, int]:
         counts: dict[RobotState, int] = {}
@@ -326,19 +345,6 @@ class ServerDetail:
 # ---------------------------------------------------------------- derivations
 
 
-def n_max(t_s: float, r_hz: float, horizon_steps: float, dt_s: float, rtt_s: float) -> float | None:
-    """Spec P10: N_max = min(0.8 / (r*t), (H*dt/2 - RTT) / t). None when an input is unknown (<= 0).
-
-    t = server time per request, r = per-client request rate, H = execution horizon (steps),
-    dt = control period, RTT = network round trip. A negative latency bound clamps to 0.
-    """
-    if t_s <= 0 or r_hz <= 0 or horizon_steps <= 0 or dt_s <= 0:
-        return None
-    util = 0.8 / (r_hz * t_s)
-    latency = max(0.0, (horizon_steps * dt_s / 2.0 - max(rtt_s, 0.0)) / t_s)
-    return min(util, latency)
-
-
 def fmt_age(age_s: float | None) -> str:
     """Bucketed ages, so a cell does not change on every tick ("<1s", "7s", "40s", "3m", "10m+")."""
     if age_s is None or math.isnan(age_s):
@@ -352,25 +358,6 @@ def fmt_age(age_s: float | None) -> str:
     if age_s < 600:
         return f"{int(age_s // 60)}m"
     return "10m+"
-
-
-def room(n_max_value: float | None, max_sessions: int, active: int, draining: bool) -> tuple[int | None, str]:
-    """How many more robots this replica takes: min(N_max, session cap) - active, and what limits it.
-
-    An operator reads "room" as "how many more robots can I send here", so the session cap counts as
-    much as the latency model; a draining replica takes none.
-    """
-    if draining:
-        return 0, "draining"
-    bounds: list[tuple[float, str]] = []
-    if n_max_value is not None:
-        bounds.append((math.floor(n_max_value), "N_max"))
-    if max_sessions > 0:
-        bounds.append((float(max_sessions), "cap"))
-    if not bounds:
-        return None, ""
-    value, limit = min(bounds, key=lambda b: (b[0], b[1] != "cap"))
-    return int(value) - active, limit
 
 
 def fmt_ms(ms: float | None) -> str:

@@ -1,4 +1,4 @@
-"""The operator queries, shared by the verbs and the console: status of every replica, drain, episode reset.
+"""The operator queries, shared by the verbs and the console: status of every replica, drain, cordon, episode reset.
 
 Each takes an open Zenoh session and returns decoded results or an `ActionResult` in the operator's
 words; none keeps state, so the live source, the app's workers and `lerobot-fleet drain|reset|status`
@@ -17,6 +17,8 @@ from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import Namespace, ServiceKeys
 from lerobot_policy_remote.wire.messages import (
+    CordonAck,
+    CordonRequest,
     DrainAck,
     DrainRequest,
     EpisodeResetAck,
@@ -58,6 +60,20 @@ def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, re
         DrainAck, replica, "drain", "server",
         lambda ack: ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}),
     )
+
+
+def send_cordon(session: Any, replica: str, ns: Namespace | None, cordon: bool, reason: str, requested_by: str,
+                timeout: float = 5.0) -> ActionResult:
+    """Cordon (`cordon=True`: no new sessions, its sessions keep streaming) or uncordon one replica."""
+    keys = ns.keys if ns else ANY
+    action = "cordon" if cordon else "uncordon"
+
+    def result(ack: CordonAck) -> ActionResult:
+        kept = f"; {len(ack.sessions)} session(s) stay on it" if ack.ok and ack.cordoned and ack.sessions else ""
+        return ActionResult(ack.ok, replica, action, ack.message + kept, details={"cordoned": ack.cordoned})
+
+    return _ask(session, keys.server(replica, "cordon"), encode(CordonRequest(cordon, reason, requested_by)), timeout,
+                CordonAck, replica, action, "server", result)
 
 
 def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
+from . import capacity
 from .alerts import DEFAULT_RULES, Alert
 from .model import (
     ROBOT_SORT_KEYS,
@@ -155,12 +156,8 @@ def _robot_id(r: RobotRow, alerting: bool) -> Cell:
 
 
 def room_text(s: ServerRow) -> str:
-    """`+2 cap` / `+87 N_max` / `0 draining`; the word names what limits the room."""
-    if s.headroom is None:
-        return "—"
-    if s.room_limit == "draining":
-        return "0 drain"
-    return f"{s.headroom:+d} {s.room_limit}"
+    """`+2 cap` / `+87 N_max` / `0 drain` / `0 cordon`; the word names what limits the room."""
+    return capacity.room_text(s.headroom, s.room_limit)
 
 
 def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
@@ -266,8 +263,9 @@ def key_label(keys: str) -> str:
 
 def help_text(keys: list[tuple[str, str]]) -> Text:
     t = Text(no_wrap=True)
+    width = max([10, *(len(key) for key, _ in keys)])
     for key, what in keys:
-        t.append(f"{key:>10}", style="bold cyan")
+        t.append(f"{key:>{width}}", style="bold cyan")
         t.append(f"  {what}\n")
     t.rstrip()
     return t
@@ -377,8 +375,10 @@ def server_summary_text(d: ServerDetail) -> Text:
     t.append(room_text(s))
     if s.room_limit:
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
-        t.append(f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}"
-                 if s.room_limit != "draining" else " (draining: takes no new robots)", style="bright_black")
+        why = {"draining": " (draining: takes no new robots)",
+               "cordon": " (cordoned: takes no new robots; its sessions keep streaming; U uncordons)"}.get(s.room_limit)
+        t.append(why or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
+                 style="bright_black")
     t.append(f"\nmetrics {s.metrics_url or '—'}")
     for note in d.notes:
         t.append(f"\n{note}", style="red")
@@ -447,17 +447,58 @@ def drain_body(snap: FleetSnapshot, replica: str) -> Text:
     return t
 
 
-def _peers_room(snap: FleetSnapshot, draining: list[ServerRow]) -> Text:
+def _peers_room(snap: FleetSnapshot, leaving: list[ServerRow], moving: bool = True) -> Text:
+    """The other replicas of each namespace with room; with `moving` (a drain), how many of the robots that move will
+    find none, by name. Room is the console's (`capacity.room`): min(N_max, cap) − active on healthy replicas."""
     t = Text()
-    names = {s.replica for s in draining}
-    namespaces = sorted({s.ns for s in draining})
-    for ns in namespaces:
+    names = {s.replica for s in leaving}
+    for ns in sorted({s.ns for s in leaving}):
         peers = [p for p in snap.servers if p.replica not in names and p.ns == ns]
-        room = [p for p in peers if p.health in ("ok", "cold") and (p.headroom or 0) > 0]
+        room = sorted((p for p in peers if p.health in ("ok", "cold") and (p.headroom or 0) > 0), key=lambda p: p.replica)
         if room:
-            t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in sorted(room, key=lambda p: p.replica)) + "\n")
+            t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in room) + "\n")
         else:
-            t.append(f"No other replica of {ns.service or 'this service'} has room: its robots will wait and back off.\n", style="bold red")
+            t.append(f"No other replica of {ns.service or 'this service'} has room: "
+                     + ("its robots will wait and back off.\n" if moving else "new robots will wait.\n"), style="bold red")
+        if not moving:
+            continue
+        movers = sorted(r for s in leaving if s.ns == ns for r in s.session_robots)
+        waiting = sorted(r.robot_id for r in snap.robots if r.ns == ns and r.waiting)
+        free = sum(p.headroom or 0 for p in room)
+        short = min(len(movers), len(movers) + len(waiting) - free)
+        if movers and short > 0:
+            who = ", ".join(movers) if short >= len(movers) else f"{short} of {', '.join(movers)} (room for {free}: whoever asks first)"
+            t.append(f"{short} robot(s) will find no room and wait: {who}", style="bold red")
+            if waiting:
+                t.append(f"; {len(waiting)} already wait(s) for a seat: {', '.join(waiting)}", style="bold red")
+            t.append("\n")
+    t.rstrip()
+    return t
+
+
+def cordon_body(snap: FleetSnapshot, targets: tuple[str, ...], on: bool) -> Text:
+    """Cordon: every target with the sessions that keep streaming, and where new robots go. Uncordon: the room back."""
+    t = Text()
+    rows = [snap.server(x) for x in targets]
+    if on:
+        t.append("These servers stop admitting new sessions; the sessions they have keep streaming:\n" if len(targets) > 1 else
+                 "It stops admitting new sessions; the sessions it has keep streaming.\n")
+    else:
+        t.append("These servers admit new sessions again:\n" if len(targets) > 1 else "It admits new sessions again.\n")
+    for x, s in zip(targets, rows, strict=True):
+        t.append(f"  • {x}", style="bold")
+        if s is None:
+            t.append("  (not in the current view)\n")
+            continue
+        t.append(f"  {s.model_id} @ {s.revision}, service {s.service}: {s.active_sessions} session(s)")
+        if on and s.session_robots:
+            t.append(f" keep streaming ({', '.join(s.session_robots)})")
+        if not on:
+            t.append(f"; room once uncordoned {capacity.room_text(*capacity.room(s.n_max, s.max_sessions, s.active_sessions, s.draining))}")
+        t.append("\n")
+    if on:
+        t.append("New robots of the service go to:\n")
+        t.append_text(_peers_room(snap, [s for s in rows if s is not None], moving=False))
     t.rstrip()
     return t
 
@@ -482,7 +523,12 @@ def reset_body(snap: FleetSnapshot, key: str) -> Text:
     return t
 
 
+ACTION_LABELS = {"drain": "Drain", "cordon": "Cordon", "uncordon": "Uncordon", "reset": "Reset episode"}
+
+
 def confirm_title(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> str:
+    if kind in ("cordon", "uncordon"):
+        return f"{ACTION_LABELS[kind]} server {targets[0]}?" if len(targets) == 1 else f"{ACTION_LABELS[kind]} {len(targets)} servers?"
     if len(targets) == 1:
         if kind == "drain":
             return f"Drain server {targets[0]}?"
@@ -493,6 +539,8 @@ def confirm_title(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> s
 
 def confirm_body(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> Text:
     """One target: the full impact. Several: every target on its own line, then the shared impact."""
+    if kind in ("cordon", "uncordon"):
+        return cordon_body(snap, targets, kind == "cordon")
     if len(targets) == 1:
         return drain_body(snap, targets[0]) if kind == "drain" else reset_body(snap, targets[0])
     t = Text()

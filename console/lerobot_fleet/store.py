@@ -19,11 +19,13 @@ from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, Serve
 from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
+from .capacity import AUDIT_RATE_WINDOW_S, Capacity, capacity, request_rate
 from .model import (
     AuditEntry,
     EventLog,
     FleetEvent,
     FleetSnapshot,
+    NamespaceSpill,
     RobotDetail,
     RobotRow,
     RobotState,
@@ -32,9 +34,7 @@ from .model import (
     ServerRow,
     SessionEntry,
     make_robot_row,
-    n_max,
     robot_key,
-    room,
     split_robot_key,
 )
 from .ui_gate import UiGate
@@ -44,12 +44,10 @@ METRIC_PREFIX = "lerobot_policy_server_"
 STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
 LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
-AUDIT_RATE_WINDOW_S = 10.0
 RECENT_STALENESS = 5  # staleness samples a robot row carries for the alert rule (its persistence)
 TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
 WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
 EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
-DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
 
 
 @dataclass
@@ -104,12 +102,14 @@ class FleetStore:
         self._connection = connection
         self._link_down_at: float | None = None
         self._link_up_at: float | None = None
+        self._listening_since: float | None = None  # since when audit lines could arrive (the audit rate's window)
         self._last_data_at: float | None = None
         self._notes: deque[str] = deque(maxlen=5)
         self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
         self.dropped = 0  # samples the source had to drop (bounded queue overflow)
         self.ui_gate = UiGate()  # sources' ingest threads yield to a UI refresh (ui_gate.py)
         self._routers: tuple[RouterInfo, ...] = ()
+        self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
 
     # ------------------------------------------------------------ writers (any thread)
 
@@ -123,6 +123,8 @@ class FleetStore:
                 self._link_up_at = now
             elif self._connection == "connected":
                 self._link_down_at = now
+            if self._listening_since is None and state not in ("connecting", "disconnected"):
+                self._listening_since = now  # first connected (or a fake/replay feed): audit lines arrive from here on
             self._connection = state
 
     def set_routers(self, routers: tuple[RouterInfo, ...]) -> None:
@@ -151,6 +153,11 @@ class FleetStore:
         """The event log frozen now (a copy of the records; rows are built when first read)."""
         with self._lock:
             return EventLog(self.clock(), tuple(self._events))
+
+    def on_namespace_spill(self, role: str, ident: str, dropped: int, limit: int) -> None:
+        """A sample of `ident` in one namespace more than the `limit` it may have was dropped (`dropped` so far)."""
+        with self._lock:
+            self._spills[(role, ident)] = (dropped, limit, self.clock())
 
     def on_robot_alive(self, robot_id: str, alive: bool, ns: Namespace) -> None:
         with self._lock:
@@ -278,6 +285,8 @@ class FleetStore:
                 servers=servers,
                 notes=tuple(self._notes),
                 routers=self._routers,
+                spills=tuple(NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
+                             for (role, ident), (n, limit, at) in sorted(self._spills.items())),
             )
 
     def robot_detail(self, key: str) -> RobotDetail | None:
@@ -316,7 +325,7 @@ class FleetStore:
                 sessions=sessions,
                 metrics=tuple(sorted(s.metrics.items())),
                 audit=tuple(_aged(e, now - t) for t, e in s.audit),
-                capacity_inputs=tuple(self._capacity_inputs(s, now)[1]),
+                capacity_inputs=self._capacity(s, now, explain=True).inputs,
                 notes=notes,
             )
 
@@ -429,57 +438,23 @@ class FleetStore:
         """Robot-reported RTT p50 per replica, kept incrementally as telemetry arrives (`aggregates.ReplicaRtts`)."""
         return self._replica_rtts.lists()
 
-    def _capacity_inputs(
-        self, s: _Server, now: float, rtts_by_replica: dict[str, list[float]] | None = None, explain: bool = True
-    ) -> tuple[float | None, list[tuple[str, str]]]:
-        """N_max for one replica, and (when `explain`) the inputs used, for the server detail screen."""
+    def _capacity(self, s: _Server, now: float, rtts_by_replica: dict[str, list[float]] | None = None,
+                  explain: bool = False) -> Capacity:
+        """Request rate, N_max and room of one replica (`capacity.py`, the code `status` and `doctor` run too)."""
         st = s.status
-        if st is None:
-            return None, [("status", "not received yet")]
-        t_s = st.inference_ms_p50 / 1000.0
-        active = st.active_sessions
-        rate = s.requests_per_s if s.requests_per_s is not None else self._audit_rate(s, now)
-        if rate is not None and rate > 0 and active > 0:
-            r_hz, r_src = rate / active, "observed requests/s ÷ active sessions"
-        else:
-            r_hz, r_src = DEFAULT_REQUEST_HZ, "default (no traffic observed)"
-        horizon = float(st.chunk_size)
-        dt = 1.0 / st.trained_fps if st.trained_fps > 0 else 0.0
+        audit_lines = None
+        if s.audit_times:
+            audit_lines = len(s.audit_times) - bisect.bisect_left(s.audit_times, now - AUDIT_RATE_WINDOW_S)
+        heard = None if self._listening_since is None else now - self._listening_since
+        rate = request_rate(st.requests_per_s if st else None, s.requests_per_s, audit_lines, heard)
         if rtts_by_replica is None:
             rtts_by_replica = self._rtts_by_replica()
-        rtts = sorted(max(0.0, x - st.inference_ms_p50) for x in rtts_by_replica.get(s.replica, ()))
-        rtt_ms = rtts[len(rtts) // 2] if rtts else 0.0
-        # A batching server reports chunks per second of model time at its recent batch sizes: 1/that is
-        # the model time one robot's chunk costs, the `t` of the capacity formula. One pass must still fit.
-        t_eff = 1.0 / st.chunks_per_s if st.chunks_per_s > 0 else t_s
-        value = n_max(t_eff, r_hz, horizon, dt, rtt_ms / 1000.0)
-        if value is not None and horizon * dt / 2.0 - rtt_ms / 1000.0 < t_s:
-            value = 0.0
-        if not explain:
-            return value, []
-        t_row = (f"{t_eff * 1000:.1f} ms per chunk (measured: {st.chunks_per_s:.1f} chunks/s of model time, "
-                 f"mean batch {st.batch_size_mean:.1f}; one pass {st.inference_ms_p50:.1f} ms)") if st.chunks_per_s > 0 \
-            else f"{st.inference_ms_p50:.1f} ms (inference p50, one robot per pass)"
-        inputs = [
-            ("t (model time per chunk)", t_row),
-            ("r (per-client rate)", f"{r_hz:.2f} Hz — {r_src}"),
-            ("H (chunk size)", f"{st.chunk_size} steps"),
-            ("dt (1/trained fps)", f"{dt * 1000:.1f} ms" if dt else "unknown"),
-            ("RTT (robot rtt p50 − t, median)", f"{rtt_ms:.1f} ms" + ("" if rtts else " (no robots reporting)")),
-            ("N_max", "unknown" if value is None else f"{value:.1f}"),
-        ]
-        return value, inputs
-
-    def _audit_rate(self, s: _Server, now: float) -> float | None:
-        if not s.audit_times:
-            return None
-        i = bisect.bisect_left(s.audit_times, now - AUDIT_RATE_WINDOW_S)
-        return (len(s.audit_times) - i) / AUDIT_RATE_WINDOW_S
+        return capacity(st, rate, rtts_by_replica.get(s.replica, ()), explain)
 
     def _server_row(self, s: _Server, now: float, rtts: dict[str, list[float]] | None = None) -> ServerRow:
         st = s.status
         status_age = None if s.status_at is None else max(0.0, now - s.status_at)
-        value, _ = self._capacity_inputs(s, now, rtts, explain=False)
+        cap = self._capacity(s, now, rtts)
         active = st.active_sessions if st else 0
         if self._token_gone(s.alive, s.gone_at, now):
             health = "gone"
@@ -487,6 +462,8 @@ class FleetStore:
             health = "stale"
         elif st.draining:
             health = "draining"
+        elif st.cordoned:
+            health = "cordoned"
         elif st.max_sessions and active >= st.max_sessions:
             health = "full"
         elif not st.warmed_up:
@@ -494,12 +471,11 @@ class FleetStore:
         else:
             health = "ok"
         m = s.metrics
-        rate = s.requests_per_s if s.requests_per_s is not None else self._audit_rate(s, now)
         errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if s.audit_times else None)
         superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if s.audit_times else None)
         model, rev, service = s.ns
         gone = health == "gone"
-        room_left, room_limit = (None, "") if gone or health == "stale" else room(value, st.max_sessions if st else 0, active, bool(st and st.draining))
+        room_left, room_limit = (None, "") if gone or health == "stale" else (cap.room, cap.room_limit)
         heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
         return ServerRow(
             replica=s.replica,
@@ -509,11 +485,11 @@ class FleetStore:
             active_sessions=active,
             max_sessions=st.max_sessions if st else 0,
             load=st.load if st else 0.0,
-            requests_per_s=rate,
+            requests_per_s=cap.requests_per_s,
             errors=errors,
             superseded=superseded,
             health=health,
-            n_max=value,
+            n_max=cap.n_max,
             headroom=room_left,
             room_limit=room_limit,
             inference_ms_p50=st.inference_ms_p50 if st else 0.0,
@@ -525,6 +501,8 @@ class FleetStore:
             session_robots=tuple(sorted(x.client_uuid for x in st.sessions)) if st else (),
             seen_age_s=min(heard) if heard else None,
             ns=s.ns,
+            cordoned=bool(st and st.cordoned),
+            rate_source=cap.rate_source,
         )
 
 
@@ -541,8 +519,8 @@ def waiting_reason(ns: Namespace, servers: tuple[ServerRow, ...]) -> str:
     if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
         return ""
     why = []
-    for s in sorted(peers, key=lambda s: (s.health in ("gone", "stale", "draining"), s.replica)):  # the ones that may free up first
-        if s.health in ("gone", "stale", "draining"):
+    for s in sorted(peers, key=lambda s: (s.health in ("gone", "stale", "draining", "cordoned"), s.replica)):  # may free up first
+        if s.health in ("gone", "stale", "draining", "cordoned"):
             why.append(f"{s.replica} {s.health}")
         elif s.max_sessions and s.active_sessions >= s.max_sessions:
             why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")

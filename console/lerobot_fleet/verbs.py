@@ -1,4 +1,4 @@
-"""Non-interactive verbs for scripts: `status [--json]`, `drain SERVER`, `reset ROBOT`.
+"""Non-interactive verbs for scripts: `status [--json]`, `drain SERVER`, `cordon|uncordon SERVER`, `reset ROBOT`.
 
 They use the same store and Zenoh source as the console (no second implementation of the protocol).
 Exit codes: 0 ok, 1 the target answered "no", 2 nobody answered / could not connect.
@@ -16,6 +16,7 @@ from typing import Any
 from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings, open_session, probe_router
 
 from .alerts import AlertBook, AlertRules
+from .capacity import room_text
 from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
 from .sources.base import ActionResult
 from .store import FleetStore
@@ -51,11 +52,13 @@ def snapshot_text(snap: FleetSnapshot) -> str:
     rw = max([16, *(len(s.replica) for s in snap.servers), *(len(r.replica) for r in snap.robots)])
     bw = max([20, *(len(r.robot_id) for r in snap.robots)])
     lines.append(f"SERVERS ({len(snap.servers)})")
-    lines.append(f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6}  model / service")
+    lines.append(f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6} {'room':<9}  model / service")
     for s in sort_servers(list(snap.servers)):
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
         rps = "—" if s.requests_per_s is None else f"{s.requests_per_s:.1f}"
-        lines.append(f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6}  {s.model_id} / {s.service}")
+        room = room_text(s.headroom, s.room_limit)
+        lines.append(f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6} "
+                     f"{room:<9}  {s.model_id} / {s.service}")
     lines.append(f"ROBOTS ({len(snap.robots)})")
     lines.append(f"  {'robot':<{bw}} {'state':<13} {'server':<{rw}} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
     for r in sort_robots(list(snap.robots), "state"):
@@ -70,27 +73,53 @@ def _alerts_now(snap: FleetSnapshot, rules: AlertRules | None, book: AlertBook |
     return [a.as_dict(now) for a in book.listing()]
 
 
+class FleetWatch:
+    """The fleet as the console sees it, for one-shot verbs (`status`, `doctor`): the console's Zenoh source
+    feeding a `FleetStore`, so every figure (room, N_max, req/s: `capacity.py`) comes from the console's code."""
+
+    def __init__(self, settings: ZenohSettings, period_s: float = 1.0) -> None:
+        from .sources.zenoh_source import ZenohSource
+
+        self.store = FleetStore()
+        self.source = ZenohSource(settings, status_period_s=max(0.5, period_s), scrape_period_s=max(0.5, period_s))
+        self.started = time.monotonic()
+
+    def start(self) -> FleetWatch:
+        self.started = time.monotonic()
+        self.source.start(self.store)
+        return self
+
+    def snapshot(self, min_s: float, until: Any = None, max_s: float = 5.0) -> FleetSnapshot:
+        """The fleet once `min_s` have passed since `start` and `until(snapshot)` holds (or `max_s` passed); a
+        pending connection attempt is let finish (up to 5 s more), so the connection state is definite."""
+        time.sleep(max(0.0, self.started + min_s - time.monotonic()))
+        deadline = self.started + max(min_s, max_s)
+        while until is not None and not until(self.store.snapshot()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        deadline = time.monotonic() + 5.0
+        while self.store.snapshot().connection == "connecting" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.store.snapshot()
+
+    def stop(self) -> bool:
+        """True when every source thread ended (else leave with `_exit`: see there)."""
+        return self.source.stop() is not False
+
+
 def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: AlertRules | None = None) -> int:
     """Listen for `wait_s` (telemetry arrives about once a second), then print one snapshot.
 
     Exit 0 connected, 2 otherwise, whatever the router does meanwhile (never a traceback or an abort).
     """
-    from .sources.zenoh_source import ZenohSource
-
-    store = FleetStore()
-    source = ZenohSource(settings, status_period_s=max(0.5, wait_s / 2), scrape_period_s=max(0.5, wait_s / 2))
+    watch = FleetWatch(settings, period_s=wait_s / 2)
+    store = watch.store
     snap = None
     try:
-        source.start(store)
-        time.sleep(max(0.0, wait_s))
-        deadline = time.monotonic() + 5.0  # let a pending connection attempt finish, so the answer is definite
-        while store.snapshot().connection == "connecting" and time.monotonic() < deadline:
-            time.sleep(0.1)
-        snap = store.snapshot()
+        snap = watch.start().snapshot(wait_s)
     except Exception as exc:  # defensive: the verbs promise an exit code, not a traceback
         print(f"lerobot-fleet status: {exc}", file=sys.stderr)
     finally:
-        clean = source.stop() is not False
+        clean = watch.stop()
     if snap is None:
         return _exit(2, clean)
     alerts = _alerts_now(snap, rules, now=store.clock())
@@ -147,7 +176,7 @@ def run_watch(settings: ZenohSettings, rules: AlertRules, wait_s: float, interva
 
 
 def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:
-    from .ops import operator_name, send_drain, send_episode_reset
+    from .ops import operator_name, send_cordon, send_drain, send_episode_reset
 
     try:
         session = open_session(settings)
@@ -158,6 +187,8 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
         by = f"{operator_name()} via lerobot-fleet {kind}"
         if kind == "drain":
             result = send_drain(session, target, None, reason, by, timeout)
+        elif kind in ("cordon", "uncordon"):
+            result = send_cordon(session, target, None, kind == "cordon", reason, by, timeout)
         else:
             result = send_episode_reset(session, target, None, reason, by, timeout)
         nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
@@ -175,8 +206,8 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
 
         from .acl import nobody_answered_hint
 
-        who = "server" if kind == "drain" else "robot"
-        hint = nobody_answered_hint(settings.tls_connect_certificate, "drain" if kind == "drain" else "episode reset", who, target, present)
+        who = "robot" if kind == "reset" else "server"
+        hint = nobody_answered_hint(settings.tls_connect_certificate, "episode reset" if kind == "reset" else kind, who, target, present)
         result = replace(result, message=result.message + hint)
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
@@ -192,7 +223,7 @@ def _token_present(session: Any, kind: str, target: str, timeout: float = 1.0) -
     from .acl import EVERYTHING
     from .ops import ANY
 
-    key = ANY.server(target, "alive") if kind == "drain" else ANY.robot(target, "alive")
+    key = ANY.robot(target, "alive") if kind == "reset" else ANY.server(target, "alive")
     try:
         if any(reply.ok is not None for reply in session.liveliness().get(key, timeout=timeout)):
             return True

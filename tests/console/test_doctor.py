@@ -66,13 +66,17 @@ def test_good_setup_is_all_green(fleet):
     for name in ("router", "services", "robot", "namespace", "capabilities", "free session"):
         line(out, "PASS", name)
     assert f"model '{model}' revision 'main' task '{TASK}': 1 replica, 1 free session" in out
-    assert "replica cube-1: ok, 0/1 sessions, 1 free" in out
+    assert "replica cube-1: ok, 0/1 sessions, room +1 cap, N_max " in out  # the console's figures (capacity.py)
     assert out.rstrip().endswith("Everything a rollout needs is in place.")
     rc, out = doctor("--router", router.endpoint, *robot_args(model), "--json")
     report = json.loads(out)
     assert rc == 0 and report["ok"] is True
-    assert report["services"][0]["replicas"][0] == {"replica": "cube-1", "health": "ok", "active_sessions": 0, "max_sessions": 1,
-                                                    "free_sessions": 1, "load": 0.0}
+    replica = report["services"][0]["replicas"][0]
+    assert {k: replica[k] for k in ("replica", "health", "active_sessions", "max_sessions", "free_sessions", "load", "room",
+                                    "room_limit", "requests_per_s", "rate_source")} == {
+        "replica": "cube-1", "health": "ok", "active_sessions": 0, "max_sessions": 1, "free_sessions": 1, "load": 0.0, "room": 1,
+        "room_limit": "cap", "requests_per_s": 0.0, "rate_source": "server"}
+    assert replica["n_max"] is None or replica["n_max"] > 1  # unknown until the replica has served a request
 
 
 def test_router_and_service_checks_load_no_torch(fleet):
@@ -125,7 +129,7 @@ def test_full_server(fleet):
         bad = line(out, "FAIL", "free session")
         assert bad == "FAIL  free session  no replica has a free session (replica cube-1: server full: 1/1 sessions active)"
         assert fix_after(out, bad).startswith("fix: wait for a free session, start another replica of this server")
-        assert "replica cube-1: full, 1/1 sessions, 0 free" in out
+        assert "replica cube-1: full, 1/1 sessions, room +0 cap, N_max " in out
         token.undeclare()
     finally:
         z.close()

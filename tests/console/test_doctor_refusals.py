@@ -36,3 +36,10 @@ def test_the_text_alone_decides_nothing():
         exc = HandshakeError(text, fatal=False, code=Refusal.REFUSED)
         [(name, status, fix)] = verdict(exc)
         assert (name, status) == ("capabilities", FAIL) and "server's log" in fix
+
+
+def test_every_replica_cordoned_passes_the_contract_and_names_uncordon():
+    exc = HandshakeError("replica cube-1: replica cube-1 is cordoned: it admits no new sessions; try another replica", fatal=False,
+                         code=Refusal.REFUSED, last=Refusal.CORDONED)
+    assert verdict(exc) == [("capabilities", PASS, ""), ("free session", FAIL, contract_advice(Refusal.CORDONED))]
+    assert "lerobot-fleet uncordon REPLICA" in contract_advice(Refusal.CORDONED)

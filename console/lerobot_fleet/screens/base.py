@@ -10,7 +10,7 @@ from .. import render
 from ..messages import ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
 from ..view import ConsoleView
 
-ACTIONS = ("drain", "reset")
+ACTIONS = ("drain", "cordon", "uncordon", "reset")
 
 
 class LiveScreen(Screen[None]):

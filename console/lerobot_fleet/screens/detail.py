@@ -98,6 +98,8 @@ class ServerDetailScreen(DetailScreen):
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("d", "drain", "Drain server"),
+        Binding("C", "cordon", "Cordon server (no new sessions)"),
+        Binding("U", "uncordon", "Uncordon server"),
         *COMMON,
     ]
 
@@ -119,3 +121,9 @@ class ServerDetailScreen(DetailScreen):
 
     def action_drain(self) -> None:
         self.post_message(ActionRequested("drain", (self.key,)))
+
+    def action_cordon(self) -> None:
+        self.post_message(ActionRequested("cordon", (self.key,)))
+
+    def action_uncordon(self) -> None:
+        self.post_message(ActionRequested("uncordon", (self.key,)))

@@ -41,6 +41,8 @@ class FleetScreen(LiveScreen):
         Binding("exclamation_mark", "alerts", "Alerts"),
         Binding("e", "events", "Events"),
         Binding("d", "drain", "Drain"),
+        Binding("C", "cordon", "Cordon server (no new sessions)", show=False),
+        Binding("U", "uncordon", "Uncordon server", show=False),
         Binding("r", "reset", "Reset episode"),
         *COMMON,
     ]
@@ -236,6 +238,20 @@ class FleetScreen(LiveScreen):
         targets = self._targets("servers", "drain")
         if targets:
             self.post_message(ActionRequested("drain", targets))
+
+    def action_cordon(self) -> None:
+        targets = self._targets("servers", "cordon")
+        if targets:
+            self.post_message(ActionRequested("cordon", targets))
+
+    def action_uncordon(self) -> None:
+        targets = self._targets("servers", "uncordon")
+        if targets:
+            self.post_message(ActionRequested("uncordon", targets))
+
+    def key_help(self) -> list[tuple[str, str]]:
+        """Textual's own focus keys first: they move between the two tables (drain and cordon act on the servers')."""
+        return [("tab/shift+tab", "switch between the robots and servers tables"), *super().key_help()]
 
     def action_reset(self) -> None:
         targets = self._targets("robots", "reset")

@@ -16,7 +16,7 @@ class ActionResult:
 
     ok: bool
     target: str
-    action: str  # "drain" | "reset"
+    action: str  # "drain" | "cordon" | "uncordon" | "reset"
     message: str
     sessions: tuple[str, ...] = ()
     episode_id: int | None = None
@@ -47,6 +47,10 @@ class FleetSource(Protocol):
         ...
 
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult: ...
+
+    def cordon(self, replica: str, on: bool, reason: str, requested_by: str) -> ActionResult:
+        """`on`: the replica admits no new sessions (its sessions keep streaming); off: it admits them again."""
+        ...
 
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         """`ns` picks the robot when one id exists in several namespaces (rows are keyed by both)."""

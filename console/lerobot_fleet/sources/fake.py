@@ -235,6 +235,19 @@ class FakeSource:
         sessions = tuple(s.session_id for s in status.sessions)
         return ActionResult(True, replica, "drain", "draining", sessions=sessions)
 
+    def cordon(self, replica: str, on: bool, reason: str, requested_by: str) -> ActionResult:
+        action = "cordon" if on else "uncordon"
+        self.actions.append((action, replica))
+        entry = self._status.get(replica)
+        if entry is None:
+            return ActionResult(False, replica, action, f"no server {replica!r}")
+        status, ns = entry
+        status = replace(status, cordoned=on)
+        self._status[replica] = (status, ns)
+        if self._store is not None:
+            self._store.on_status(status, ns)
+        return ActionResult(True, replica, action, "cordoned" if on else "uncordoned", details={"cordoned": on})
+
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         self.actions.append(("reset", robot_id))
         entry = self._telemetry.get(robot_id)

@@ -149,5 +149,8 @@ class ReplaySource:
     def drain(self, replica: str, reason: str, requested_by: str) -> ActionResult:
         return ActionResult(False, replica, "drain", "a replay cannot act")
 
+    def cordon(self, replica: str, on: bool, reason: str, requested_by: str) -> ActionResult:
+        return ActionResult(False, replica, "cordon" if on else "uncordon", "a replay cannot act")
+
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         return ActionResult(False, robot_id, "reset", "a replay cannot act")

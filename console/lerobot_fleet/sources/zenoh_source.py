@@ -21,7 +21,7 @@ from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 from ..admission import Admission
 from ..metrics_fetch import MetricsTargets, Scraper
-from ..ops import ANY, operator_name, query_statuses, send_drain, send_episode_reset
+from ..ops import ANY, operator_name, query_statuses, send_cordon, send_drain, send_episode_reset
 from ..sanitize import clean, clean_namespace
 from ..store import FleetStore
 from ..ui_gate import UiGate
@@ -258,8 +258,11 @@ class ZenohSource:
     def _admit(self, store: FleetStore, role: str, ident: str, ns: Namespace) -> bool:
         with self._lock:
             why = self.admission.admit(role, ident, ns)
+            spilled = self.admission.spilled.get((role, ident), 0) if why else 0
         if why:
             store.note(f"{why} ({self.admission.refused} dropped)")
+        if spilled:  # one id in too many namespaces: the console raises an alert naming it
+            store.on_namespace_spill(role, ident, spilled, self.admission.max_per_id)
         return not why
 
     def _mismatch(self, store: FleetStore, kind: str, key: str, claimed: str) -> None:
@@ -353,6 +356,11 @@ class ZenohSource:
         if self.session is None:
             return ActionResult(False, replica, "drain", "not connected to the router")
         return send_drain(self.session, replica, self._ns.get(("server", replica)), reason, requested_by)
+
+    def cordon(self, replica: str, on: bool, reason: str, requested_by: str) -> ActionResult:
+        if self.session is None:
+            return ActionResult(False, replica, "cordon" if on else "uncordon", "not connected to the router")
+        return send_cordon(self.session, replica, self._ns.get(("server", replica)), on, reason, requested_by)
 
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         if self.session is None:
