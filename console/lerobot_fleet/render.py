@@ -149,6 +149,11 @@ def rtc_text(r: RobotRow) -> str:
     return "—"
 
 
+def robot_id_width(r: RobotRow) -> int:
+    """Characters the robot cell needs to show the id whole (with its `?order` mark)."""
+    return len(r.robot_id) + (len(UNCHECKED_ORDER_MARK) if r.action_order == "unchecked" else 0)
+
+
 def _robot_id(r: RobotRow, alerting: bool) -> Cell:
     if r.action_order != "unchecked":
         return _t(r.robot_id, "bold red" if alerting else "bold")

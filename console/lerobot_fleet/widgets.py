@@ -24,6 +24,7 @@ class KeyedTable(DataTable):
     def __init__(self, columns: Sequence[tuple[str, str, int]], **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
         self._spec = list(columns)
+        self._base = {key: width for key, _, width in self._spec}  # the widths asked for; `fit` only widens
         self._cells: dict[str, tuple[tuple[str, str], ...]] = {}
         self._order: list[str] = []
         self._col_index = {key: i for i, (key, _, _) in enumerate(self._spec)}
@@ -34,10 +35,33 @@ class KeyedTable(DataTable):
         # One DataTable column holding the whole pre-formatted line: DataTable renders (and, after any
         # update, re-renders) every visible *cell*, so one cell per row instead of twelve makes a repaint
         # about 5x cheaper (bench/console.py). Widths are fixed by us anyway.
+        self.add_column(self._header(), key="line", width=self.line_width)
+
+    def _header(self) -> Text:
         header = Text(no_wrap=True)
         for i, (_, label, width) in enumerate(self._spec):
             header.append(label[:width].ljust(width) + ("  " if i < len(self._spec) - 1 else ""))
-        self.add_column(header, key="line", width=self.line_width)
+        return header
+
+    def fit(self, key: str, wanted: int) -> None:
+        """Widen column `key` to `wanted` characters as far as the table's spare width allows (never below the width
+        it was made with): a wide terminal shows long robot ids whole. Rows are re-joined only when the width changes."""
+        i = self._col_index[key]
+        base = self._base[key]
+        spare = max(0, self.size.width - (self.line_width - self._spec[i][2] + base) - 2 * self.cell_padding - 2)  # 2: scrollbar
+        width = max(base, min(wanted, base + spare))
+        if width == self._spec[i][2] or not self.columns:
+            return
+        self._spec[i] = (key, self._spec[i][1], width)
+        column = self.columns[ColumnKey("line")]
+        column.label, column.width = self._header(), self.line_width
+        line_key = ColumnKey("line")
+        for row_key, cells in self._cells.items():
+            self._data[RowKey(row_key)][line_key] = self._join(cells)
+        self._require_update_dimensions = True
+        self._clear_caches()
+        self._update_count += 1
+        self.refresh()
 
     @property
     def line_width(self) -> int:

@@ -99,6 +99,8 @@ class FleetScreen(LiveScreen):
             return render.group_cells(name, members, name in self.folded, sum(1 for m in members if m.key in alerting))
 
         with self.app.batch_update():
+            # robot ids (up to 64 characters, and a `?order` mark) whole when the terminal has the room
+            self.query_one("#robots", KeyedTable).fit("robot", max((render.robot_id_width(r) for r in robots), default=0))
             self.query_one("#header", Static).update(
                 render.header_text(
                     snap,
