@@ -161,3 +161,14 @@ def test_walkthrough_commands_use_the_guides_task_and_port():
                     f"{doc}: {prog} {name}={value!r} (the guide's router is on port {GUIDE_PORT})"
     manifest = (ROOT / "manifests" / "act-local.yaml").read_text()
     assert f'default_task: "{GUIDE_TASK}"' in manifest
+
+
+def test_the_readme_says_how_long_the_suite_takes_as_testing_md_does():
+    """The README's test command says how long it runs, in the same minutes as docs/testing.md's table."""
+    readme = (ROOT / "README.md").read_text()
+    after = readme[readme.index(".venv/bin/python -m pytest -q\n"):]
+    said = re.search(r"takes about (\d+(?:\.\d+)?) minutes", after[:600])
+    assert said, "README.md: say how long `pytest -q` takes, next to the command"
+    row = next(line for line in (ROOT / "docs" / "testing.md").read_text().splitlines()
+               if line.startswith("| `.venv/bin/python -m pytest -q` |"))
+    assert f"about {said.group(1)} min" in row, row
