@@ -301,6 +301,25 @@ def test_a_rogue_server_cannot_drain_the_fleet_nor_answer_outside_its_namespace(
         wall.close()
 
 
+def test_only_an_operator_may_cordon(fleet):
+    """Cordon and uncordon are operator queries: a robot's and a viewer's are refused by the router (the replica never
+    hears them), an operator's cordons the replica (its robot keeps streaming) and uncordons it."""
+    for who in ("arm-a", "wall"):
+        refused = fleet_cmd(fleet, who, "cordon", "rep-1", "--timeout", "2")
+        assert refused.returncode == 2 and f"access control refused this certificate (CN={who}) to send cordon" in refused.stdout, \
+            refused.stdout + refused.stderr
+        assert logged(fleet, f"ACL refused: CN={who} query (ingress) on @lerobot/*/*/*/server/rep-1/cordon")
+    assert next(s for s in status(fleet, "wall")["servers"] if s["replica"] == "rep-1")["health"] == "ok"
+    cordon = fleet_cmd(fleet, "alice", "cordon", "rep-1", "--json")
+    assert cordon.returncode == 0 and json.loads(cordon.stdout)["cordoned"] is True, cordon.stdout + cordon.stderr
+    assert next(s for s in status(fleet, "wall")["servers"] if s["replica"] == "rep-1")["health"] == "cordoned"
+    before = fleet["rollout"].output().count("executing session_id=")
+    wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 5, timeout=30,
+               message="arm-b streaming on the cordoned replica")
+    uncordon = fleet_cmd(fleet, "alice", "uncordon", "rep-1", "--json")
+    assert uncordon.returncode == 0 and json.loads(uncordon.stdout)["cordoned"] is False, uncordon.stdout + uncordon.stderr
+
+
 def test_operator_resets_and_drains(fleet):
     ep_before = next(r for r in status(fleet, "alice")["robots"] if r["robot_id"] == "arm-b")["episode_id"]
     reset = fleet_cmd(fleet, "alice", "reset", "arm-b", "--json")
