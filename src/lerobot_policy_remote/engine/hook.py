@@ -10,8 +10,10 @@ dataset) stays stock. Other configs go straight to the original.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from copy import copy
 from typing import Any
@@ -114,19 +116,61 @@ def _wrap_rollout(script: Any) -> None:
     if script is None or not hasattr(script, "rollout") or getattr(script.rollout, "_remote_wrapped", False):
         return
     original = script.rollout
+    the_cli = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"  # the process ends with this call
 
     def rollout(*args: Any, **kwargs: Any) -> Any:
-        with _policy_path_errors(_remote_rollout(sys.argv[1:])):
-            result = original(*args, **kwargs)
-        idle = [e for e in _built if e.executed_count == 0]
-        if idle:
-            print(f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
-                  file=sys.stderr, flush=True)
-            raise SystemExit(1)
-        return result
+        remote = _remote_rollout(sys.argv[1:])
+        code = 1  # what the process exits with if this raises (the excepthook prints the reason)
+        try:
+            with _policy_path_errors(remote):
+                result = original(*args, **kwargs)
+            idle = [e for e in _built if e.executed_count == 0]
+            if idle:
+                print(f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
+                      file=sys.stderr, flush=True)
+                raise SystemExit(1)
+            code = 0
+            return result
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            raise
+        finally:
+            if remote and the_cli:
+                _bound_exit(code)
 
     rollout._remote_wrapped = True  # type: ignore[attr-defined]
     script.rollout = rollout
+
+
+EXIT_GRACE_S = 10.0  # after "Rollout finished": a normal exit takes 1.5-5 s on a busy 2-core machine
+
+
+def _bound_exit(code: int) -> None:
+    """The rollout has ended ("Rollout finished" is logged): nothing may keep the process alive.
+
+    Zenoh runs each callback a session declared on a thread that is not a daemon and ends only when that session
+    closes: one session left open keeps the interpreter waiting at exit for ever. The engines' links are closed
+    again (idempotent; it catches a session a late worker opened), and a daemon watchdog ends the process with
+    `code` if it is still here EXIT_GRACE_S later, naming the threads that held it."""
+    for engine in _built:
+        transport = getattr(engine, "transport", None)
+        if transport is None:
+            continue
+        try:
+            transport.close()
+        except Exception as exc:  # closing twice, or a session zenoh already closed: nothing left to release
+            logger.debug("closing the remote link after the rollout: %s", exc)
+    threading.Thread(target=_exit_watchdog, args=(code,), name="exit-watchdog", daemon=True).start()
+
+
+def _exit_watchdog(code: int, grace_s: float | None = None) -> None:
+    time.sleep(EXIT_GRACE_S if grace_s is None else grace_s)
+    held = sorted(t.name for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not threading.main_thread())
+    print(f"lerobot-rollout: still running {EXIT_GRACE_S if grace_s is None else grace_s:g} s after the rollout ended "
+          f"(kept alive by thread(s): {', '.join(held) or 'none left'}): exiting now with status {code}",
+          file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(code)
 
 
 def _remote_rollout(argv: list[str]) -> bool:

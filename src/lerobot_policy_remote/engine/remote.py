@@ -238,6 +238,9 @@ class RemoteInferenceEngine(InferenceEngine):
                 if not self.step():
                     break
         except Exception as exc:  # never let the worker die silently: the robot must stop cleanly
+            if self._stop.is_set():  # it outlived stop() (blocked past the join) and found the link closed: done
+                logger.debug("Remote inference worker ended after stop: %s", exc)
+                return
             logger.exception("Remote inference worker crashed: %s", exc)
             self.states.on_fatal(time.monotonic(), f"worker crashed: {exc}")
             self._go_dead()

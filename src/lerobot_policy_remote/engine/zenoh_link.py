@@ -83,10 +83,16 @@ class ZenohLink:
         self._direct_allowed = direct and session is None and not settings.uses_tls
         self._direct: Any = None  # the session straight to the bound replica, when it is on this host
         self._direct_offer: tuple[str, list[str]] = ("", [])  # (replica, its loopback endpoints) from the last handshake
+        # close() and bind() never interleave: a worker that outlived the engine's stop (blocked in a handshake past
+        # its join timeout) could otherwise open the direct session after close(), and that session's callback
+        # thread (not a daemon) would keep the process alive after the rollout ended
+        self._state_lock = threading.Lock()
+        self._closed = False
 
     # -- lifecycle
     def open(self, notify: Callable[[], None]) -> None:
         self._notify = notify
+        self._closed = False
         if self._shared is not None:
             s = self._session = self._shared
         else:
@@ -109,20 +115,25 @@ class ZenohLink:
         return self._direct is not None
 
     def close(self) -> None:
-        for obj in self._replica_objs + self._objs:
-            _undeclare(obj)
-        self._replica_objs, self._objs = [], []
-        self._close_direct()
-        self._publisher = self._publisher_block = self._telemetry_pub = None
-        if self._session is not None and self._session is not self._shared:
-            try:
-                self._session.close()
-            except Exception as exc:  # closing a session whose router is gone may raise; nothing to do
-                logger.debug("closing the zenoh session: %s", exc)
-        self._session = None
+        """Idempotent; afterwards the link opens and binds nothing (LinkClosed), whoever still calls it."""
+        with self._state_lock:
+            self._closed = True
+            for obj in self._replica_objs + self._objs:
+                _undeclare(obj)
+            self._replica_objs, self._objs = [], []
+            self._close_direct()
+            self._publisher = self._publisher_block = self._telemetry_pub = None
+            if self._session is not None and self._session is not self._shared:
+                try:
+                    self._session.close()
+                except Exception as exc:  # closing a session whose router is gone may raise; nothing to do
+                    logger.debug("closing the zenoh session: %s", exc)
+            self._session = None
 
     # -- session
     def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+        if self._closed:
+            raise LinkClosed("the link is closed: no handshake")
         known = [st for st in self._known if st.replica != avoid] if avoid else []
         opened = open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
                                      known=known, seen=self._known)
@@ -132,6 +143,12 @@ class ZenohLink:
         return opened
 
     def bind(self, replica: str) -> None:
+        with self._state_lock:
+            if self._closed:
+                raise LinkClosed(f"the link is closed: not binding replica {replica}")
+            self._bind(replica)
+
+    def _bind(self, replica: str) -> None:
         for obj in self._replica_objs:
             _undeclare(obj)
         self._replica_objs = []
@@ -240,6 +257,10 @@ class ZenohLink:
             self._lost.set()
         self._changes.append(ServerChange(replica, alive))
         self._notify()
+
+
+class LinkClosed(RuntimeError):
+    """The link was closed (the engine stopped): it opens, binds and hands out nothing any more."""
 
 
 def _drain(dq: collections.deque) -> list:
