@@ -157,14 +157,24 @@ def test_warm_up_runs_a_guided_pass_and_refuses_a_policy_whose_rtc_cannot_run(ch
     assert "\n" not in text and "real-time chunking cannot run" in text and "--rtc.enabled=false" in text
 
 
-def test_an_rtc_pass_under_inference_mode_would_fail(checkpoints):
-    """Why the guided path runs under no_grad: lerobot's guidance cannot build its graph from inference tensors."""
+def test_lerobots_own_guidance_fails_under_inference_mode_and_ours_does_not(checkpoints):
+    """Why the server replaces lerobot's RTC processor: its step takes a gradient, which inference tensors refuse
+    (every request with a prefix failed); ours computes the same correction without a graph."""
+    from lerobot.policies.rtc.modeling_rtc import RTCProcessor
+
     backend = backend_for(checkpoints["pi0"])
     state = backend.new_session_state()
     first, _ = backend.infer(state, observation(backend, 12), None)
     obs = with_prefix(observation(backend, 13), first[2:], 1)
+    with torch.inference_mode():
+        torch.manual_seed(3)
+        ours = backend.infer(state, obs, RtcSettings(True, 10))[1]
+    torch.manual_seed(3)
+    assert np.abs(backend.infer(state, obs, RtcSettings(True, 10))[1] - ours).max() == 0
+    stock = RTCProcessor(backend.guidance.rtc_config)
+    x_t = torch.zeros(1, 4, 2)
     with torch.inference_mode(), pytest.raises(RuntimeError):
-        backend.infer(state, obs, RtcSettings(True, 10))
+        stock.denoise_step(x_t, torch.ones(1, 4, 2), 1, 0.5, lambda x: x * 2.0, 4)
 
 
 def test_the_server_batches_rtc_robots_in_one_pass(checkpoints, server_factory, robots):

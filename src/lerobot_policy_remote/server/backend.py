@@ -342,7 +342,7 @@ class LerobotBackend(Backend):
         torch = self._torch
         guided = self.supports_rtc and any(
             rtc is not None and obs.prefix_model is not None and obs.prefix_model.size for _, obs, rtc in items)
-        with rtc_guidance.autograd_context(torch, guided):
+        with rtc_guidance.autograd_context(torch, self.guidance is not None, guided):
             pres = [self._pre(state, obs) for state, obs, _ in items]
             # after preprocessing: a relative-action prefix is re-anchored at the state this observation cached
             plan = [self._rtc_row(state, obs, rtc) for state, obs, rtc in items]

@@ -2,14 +2,15 @@
 
 lerobot 0.6.1's `RTCProcessor.denoise_step` takes one `inference_delay` and one `execution_horizon` for the
 whole batch, so robots with RTC could not share a forward pass. `BatchedGuidance` is an `RTCProcessor` whose
-`denoise_step` reads a per-row plan instead (set by the backend around each pass with `planned`), builds each
-row's prefix weights with lerobot's own schedule code, and takes one vector-Jacobian product for all rows: the
-rows of a policy's velocity field do not interact, so row i's correction is the one lerobot computes for row i
-alone. A row without a prefix gets zero weights and so exactly its unguided velocity, as lerobot returns it.
+`denoise_step` reads a per-row plan instead (set by the backend around each pass with `planned`) and builds each
+row's prefix weights with lerobot's own schedule code. A row without a prefix gets zero weights and so exactly
+its unguided velocity, as lerobot returns it.
 
-The guidance needs autograd (`torch.enable_grad` + `torch.autograd.grad` inside the step), so a pass that
-carries a prefix runs under `torch.no_grad()`, never `torch.inference_mode()` (whose tensors cannot enter a
-graph); a pass without one keeps `inference_mode`.
+lerobot's step runs `torch.autograd.grad` under `torch.enable_grad()`, which fails under `torch.inference_mode()`
+and records the whole denoiser's graph under `no_grad`. The gradient it takes is of x1 = x_t - t * v_t with
+respect to x_t, with v_t computed before x_t requires grad: it is the weighted error itself. This step computes
+that error directly, so a guided pass builds no graph, runs under `inference_mode`, and costs what an unguided
+pass costs; `tests/server/test_vla_rtc.py` checks the chunks against lerobot's own local RTC path.
 """
 
 from __future__ import annotations
@@ -90,13 +91,11 @@ class BatchedGuidance(RTCProcessor):
             horizon = min(row.execution_horizon, row.prefix.shape[0])  # lerobot: no longer than the prefix
             weights[i, :, 0] = self._weights(row, horizon, total).to(x_t.device)
 
-        x_t = x_t.clone().detach()
-        with torch.enable_grad():
-            v_t = original_denoise_step_partial(x_t)
-            x_t.requires_grad_(True)
-            x1_t = x_t - time * v_t
-            err = (target - x1_t) * weights
-            correction = torch.autograd.grad(x1_t, x_t, err.clone().detach(), retain_graph=False)[0]
+        # lerobot computes v_t before x_t requires grad, so autograd.grad(x1_t, x_t, err) through
+        # x1_t = x_t - time * v_t is err itself (the model's Jacobian is not in it): the same correction, no graph.
+        v_t = original_denoise_step_partial(x_t)
+        x1_t = x_t - time * v_t
+        correction = (target - x1_t) * weights
 
         tau = torch.as_tensor(1 - time)
         squared_one_minus_tau = (1 - tau) ** 2
@@ -119,6 +118,7 @@ def install(policy: Any, rtc_config: RTCConfig) -> BatchedGuidance:
     return guidance
 
 
-def autograd_context(torch_module: Any, guided: bool) -> contextlib.AbstractContextManager[Any]:
-    """What a pass runs under: `no_grad` when RTC guidance needs autograd, `inference_mode` otherwise."""
-    return torch_module.no_grad() if guided else torch_module.inference_mode()
+def autograd_context(torch_module: Any, own_guidance: bool, guided: bool) -> contextlib.AbstractContextManager[Any]:
+    """What a pass runs under: `inference_mode`, except a guided pass of a policy that guides itself (RTC taken as
+    arguments, no `BatchedGuidance`), which may need autograd: `no_grad`, as lerobot decorates `predict_action_chunk`."""
+    return torch_module.no_grad() if guided and not own_guidance else torch_module.inference_mode()
