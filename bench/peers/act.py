@@ -48,6 +48,18 @@ def save_act(path: str | Path, seed: int = 0, device: str = "cpu") -> Path:
     return path
 
 
+def wrapper_batch(torch: Any, obs: dict[str, Any], sizes: dict[str, tuple[int, int]], task: str) -> dict[str, Any]:
+    """What a peer's wrapper writes around a lerobot policy: the openpi-style request as lerobot's batch, each camera
+    resized to the model's input."""
+    batch: dict[str, Any] = {"observation.state": torch.from_numpy(np.asarray(obs["observation/state"], np.float32)).unsqueeze(0)}
+    for c in CAMERAS:
+        img = np.asarray(obs[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"]).reshape(HEIGHT, WIDTH, 3)
+        t = torch.from_numpy(img).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
+        batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(t, size=sizes[c], mode="bilinear", align_corners=False)
+    batch["task"] = [task]
+    return batch
+
+
 class ActPolicy:
     """A lerobot policy behind the openpi/GR00T-style servers: `infer(obs) -> {"actions": (50, 14)}`."""
 
@@ -62,12 +74,7 @@ class ActPolicy:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
-        batch: dict[str, Any] = {"observation.state": torch.from_numpy(np.asarray(obs["observation/state"], np.float32)).unsqueeze(0)}
-        for c in CAMERAS:
-            img = np.asarray(obs[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"]).reshape(HEIGHT, WIDTH, 3)
-            t = torch.from_numpy(img).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
-            batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(t, size=TRAINED_HW, mode="bilinear", align_corners=False)
-        batch["task"] = [""]
+        batch = wrapper_batch(torch, obs, {c: TRAINED_HW for c in CAMERAS}, "")
         with torch.inference_mode():
             chunk = self.policy.predict_action_chunk(self.pre(batch))
             out = torch.stack([self.post(chunk[:, i, :]) for i in range(chunk.shape[1])], dim=1)

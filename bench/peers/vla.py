@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .act import wrapper_batch
 from .workload import CAMERAS, CHUNK, HEIGHT, STATE_DIM, WIDTH
 
 SIZES = ("tiny", "full")
@@ -87,12 +88,7 @@ class VlaPolicy:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
-        batch: dict[str, Any] = {"observation.state": torch.from_numpy(np.array(obs["observation/state"], np.float32)).unsqueeze(0)}
-        for c in CAMERAS:
-            img = np.asarray(obs[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"]).reshape(HEIGHT, WIDTH, 3)
-            t = torch.from_numpy(img).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
-            batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(t, size=self.sizes[c], mode="bilinear", align_corners=False)
-        batch["task"] = [TASK]
+        batch = wrapper_batch(torch, obs, self.sizes, TASK)
         with torch.inference_mode():
             chunk = self.policy.predict_action_chunk(self.pre(batch))
             out = self.post(chunk)
