@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import functools
 import hashlib
 import logging
 import math
@@ -361,18 +362,26 @@ class LerobotBackend(Backend):
                 chunk = self.policy.predict_action_chunk(batch, **kwargs)
             return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
 
-    def _noise(self, n: int) -> Any:
-        """Flow-matching noise, one (1, T, A) draw per robot with the policy's own sampler; None for other families
-        (those whose model has no `sample_noise` or whose `sample_actions` takes no `noise`)."""
+    @functools.cached_property
+    def _noise_spec(self) -> tuple[Callable[..., Any], tuple[int, int, int]] | None:
+        """The policy's own noise sampler and one robot's noise shape, or None for families that draw none here
+        (no `sample_noise`, or a `sample_actions` that takes no `noise`). Looked up once, not per pass."""
         import inspect
 
         model = getattr(self.policy, "model", None)
-        sample = getattr(model, "sample_noise", None)
+        sample, sampler = getattr(model, "sample_noise", None), getattr(model, "sample_actions", None)
         steps, dims = getattr(self.config, "chunk_size", None), getattr(self.config, "max_action_dim", None)
-        sampler = getattr(model, "sample_actions", None)
         if sample is None or sampler is None or not steps or not dims or "noise" not in inspect.signature(sampler).parameters:
             return None
-        return self._torch.cat([sample((1, steps, dims), self.device) for _ in range(n)], dim=0)
+        return sample, (1, int(steps), int(dims))
+
+    def _noise(self, n: int) -> Any:
+        """Flow-matching noise, one draw per robot in order with the policy's own sampler; None for other families."""
+        spec = self._noise_spec
+        if spec is None:
+            return None
+        sample, shape = spec
+        return self._torch.cat([sample(shape, self.device) for _ in range(n)], dim=0)
 
     def _pre(self, state: SessionPipelines, obs: ObservationMsg) -> dict[str, Any]:
         torch = self._torch
