@@ -125,9 +125,12 @@ def test_robots_in_many_namespaces_cannot_grow_the_console_without_bound(router,
 
         wait_until(probe, timeout=15, interval=0.1, message="the source receiving")
         base = source.received
-        for i in range(n):
+        import zenoh
+
+        for i in range(n):  # BLOCK: a burst of puts must all arrive, whatever the box's load (the default drops)
             s.put(ServiceKeys.for_service(f"org/sprawl-{i}", "main", "t").robot(f"r-sprawl-{i}", "telemetry"),
-                  encode(RobotTelemetry(client_uuid=f"r-sprawl-{i}", state="STREAMING")))
+                  encode(RobotTelemetry(client_uuid=f"r-sprawl-{i}", state="STREAMING")),
+                  congestion_control=zenoh.CongestionControl.BLOCK)
         wait_until(lambda: source.received >= base + n, timeout=15, message="every sample decoded")
         wait_until(lambda: source.admission.refused >= n - MAX_NAMESPACES, timeout=5, message="the overflow refused")
         snap = store.snapshot()
