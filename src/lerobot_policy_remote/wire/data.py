@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .codec import CONTROL_MAX_BYTES, pack, unpack_map
 from .errors import WireError
@@ -25,12 +26,12 @@ OBS_MAX_BYTES = DEFAULT_LIMITS.max_payload_bytes
 class ObservationMsg:
     """Robot -> server. `state` holds non-image features (canonical policy keys), `images` RGB uint8."""
 
-    state: dict[str, np.ndarray]
-    images: dict[str, np.ndarray]
+    state: dict[str, NDArray[Any]]
+    images: dict[str, NDArray[Any]]
     task: str = ""
     inference_delay_steps: int = 0
-    prefix_model: np.ndarray | None = None
-    prefix_robot: np.ndarray | None = None
+    prefix_model: NDArray[Any] | None = None
+    prefix_robot: NDArray[Any] | None = None
     episode_start: bool = False
 
 
@@ -87,8 +88,8 @@ class ActionChunkMsg:
     """Server -> robot. Both spaces when the robot merges with RTC (its prefix is model space); robot space only
     otherwise (negotiated in the session: `SessionAck.reply_model_space`)."""
 
-    chunk_model: np.ndarray
-    chunk_robot: np.ndarray
+    chunk_model: NDArray[Any]
+    chunk_robot: NDArray[Any]
     session_id: str = ""
     seq_id_echo: int = 0
     client_mono_ns_echo: int = 0
@@ -112,7 +113,7 @@ _CHUNK_SCALARS: dict[str, type] = {
 REPLY_DTYPES = ("float32", "float16")
 
 
-def float16_fits(array: np.ndarray, max_error: float) -> bool:
+def float16_fits(array: NDArray[Any], max_error: float) -> bool:
     """True when `array` survives float16 with every value finite and within `max_error` (absolute)."""
     arr = np.asarray(array, dtype=np.float32)
     if not np.isfinite(arr).all() or (arr.size and float(np.abs(arr).max()) > 65504.0):
@@ -157,7 +158,7 @@ def decode_chunk(data: bytes | bytearray | memoryview | None, limits: WireLimits
     return ActionChunkMsg(chunk_model=model, chunk_robot=robot, **scalars)
 
 
-def _chunk_tensor(value: Any, name: str, limits: WireLimits) -> np.ndarray:
+def _chunk_tensor(value: Any, name: str, limits: WireLimits) -> NDArray[Any]:
     dtype = value.get("dtype") if isinstance(value, dict) else None
     want = dtype if dtype in REPLY_DTYPES else "float32"
     arr = decode_tensor(value, name, limits, finite=True, dtype=want, ndim=2)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 import simplejpeg
 
 from .errors import Reason, WireError
@@ -65,9 +66,9 @@ def _each(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> 
     return {keys[0]: first, **{k: f.result() for k, f in futures.items()}}
 
 
-def encode_images(images: Mapping[str, np.ndarray], quality: int = 90) -> dict[str, dict[str, Any]]:
+def encode_images(images: Mapping[str, NDArray[Any]], quality: int = 90) -> dict[str, dict[str, Any]]:
     """Every camera of one observation, as `encode_image` does one; large JPEG frames at the same time."""
-    def pixels(v: np.ndarray) -> int:
+    def pixels(v: NDArray[Any]) -> int:
         shape = np.shape(v)
         return shape[0] * shape[1] if len(shape) >= 2 else 0
 
@@ -76,7 +77,7 @@ def encode_images(images: Mapping[str, np.ndarray], quality: int = 90) -> dict[s
 
 
 def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS,
-                  targets: Mapping[str, tuple[int, int]] | None = None) -> dict[str, np.ndarray]:
+                  targets: Mapping[str, tuple[int, int]] | None = None) -> dict[str, NDArray[Any]]:
     """Every camera of one observation (`images.<key>` in errors), as `decode_image` does one; large JPEGs at once."""
     targets = targets or {}
 
@@ -89,7 +90,7 @@ def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS
     return _each(values, lambda k, v: decode_image(v, f"images.{k}", limits, targets.get(k)), parallel)
 
 
-def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
+def encode_image(rgb: NDArray[Any], quality: int = 90) -> dict[str, Any]:
     """HxW, HxWx1 or HxWx3 uint8 RGB -> wire dict. `quality` 0 sends raw bytes."""
     img = np.asarray(rgb)
     if img.dtype != np.uint8:
@@ -109,7 +110,7 @@ def encode_image(rgb: np.ndarray, quality: int = 90) -> dict[str, Any]:
     return {"codec": "jpeg", "shape": [h, w, c], "data": buf}
 
 
-def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, target: tuple[int, int] | None = None) -> np.ndarray:
+def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, target: tuple[int, int] | None = None) -> NDArray[Any]:
     """Wire dict -> HxWxC uint8 RGB array.
 
     `target` (height, width): the size the model will resize this frame to. When the JPEG is at least
@@ -129,10 +130,11 @@ def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, ta
             raise WireError(f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}", Reason.BAD_SHAPE)
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, c)
     _check_jpeg_header(data, (h, w, c), field)
-    scaled = target is not None and h >= DCT_SCALE_MIN * target[0] and w >= DCT_SCALE_MIN * target[1]
+    th, tw = target if target is not None else (0, 0)
+    scaled = target is not None and h >= DCT_SCALE_MIN * th and w >= DCT_SCALE_MIN * tw
     try:
-        decoded = simplejpeg.decode_jpeg(bytes(data), colorspace="GRAY" if c == 1 else "RGB",
-                                         min_height=target[0] if scaled else 0, min_width=target[1] if scaled else 0)
+        decoded: NDArray[Any] = simplejpeg.decode_jpeg(bytes(data), colorspace="GRAY" if c == 1 else "RGB",
+                                                       min_height=th if scaled else 0, min_width=tw if scaled else 0)
     except (ValueError, RuntimeError) as exc:
         raise WireError(f"{field}.data", f"JPEG data is corrupt: {exc}") from exc
     dh, dw = decoded.shape[:2]
@@ -152,7 +154,7 @@ def _check_shape(shape: Any, field: str, limits: WireLimits) -> tuple[int, int, 
     return h, w, c
 
 
-def jpeg_frame_size(data: bytes | bytearray) -> tuple[int, int, int] | None:
+def jpeg_frame_size(data: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
     """(height, width, components) from the first SOF segment; None if there is none."""
     n = len(data)
     if n < 4 or data[0] != 0xFF or data[1] != 0xD8:
@@ -177,7 +179,7 @@ def jpeg_frame_size(data: bytes | bytearray) -> tuple[int, int, int] | None:
     return None
 
 
-def _check_jpeg_header(data: bytes | bytearray, expected: tuple[int, int, int], field: str) -> None:
+def _check_jpeg_header(data: bytes | bytearray | memoryview, expected: tuple[int, int, int], field: str) -> None:
     got = jpeg_frame_size(data)
     if got is None:
         raise WireError(f"{field}.data", "not a readable JPEG (no frame header)")

@@ -6,12 +6,13 @@ import math
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from .errors import Reason, WireError
 from .limits import DEFAULT_LIMITS, WireLimits
 
 # Allowlist: name on the wire -> little-endian numpy dtype. Nothing else is ever decoded.
-DTYPES: dict[str, np.dtype] = {
+DTYPES: dict[str, np.dtype[Any]] = {
     name: np.dtype(code)
     for name, code in {
         "bool": "?",
@@ -49,7 +50,7 @@ def decode_tensor(
     finite: bool = False,
     dtype: str | None = None,
     ndim: int | None = None,
-) -> np.ndarray:
+) -> NDArray[Any]:
     """Wire dict -> read-only numpy array, validating sizes before touching the data."""
     if not isinstance(value, dict):
         raise WireError(field, f"expected a tensor map, got {type(value).__name__}")
