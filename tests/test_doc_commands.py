@@ -102,13 +102,13 @@ def check_rollout(argv: list[str]) -> list[str]:
 def check_server(argv: list[str]) -> list[str]:
     import draccus
 
-    from lerobot_policy_remote.server.cli import _split_manifest, endpoints_as_lists
     from lerobot_policy_remote.server.manifest import Manifest
+    from lerobot_policy_remote.server.manifest_args import endpoints_as_lists, split_manifest
 
     if any("..." in w or "<" in w for w in argv) or argv[:1] in (["--help"], ["-h"]):
         names = {f.name for f in dataclasses.fields(Manifest)} | {"manifest", "verbose"}
         return [n for n, _ in flags(argv) if n[2:].split(".")[0] not in names]
-    _, rest = _split_manifest([w for w in argv if w != "--verbose"])
+    _, rest = split_manifest([w for w in argv if w != "--verbose"])
     try:
         draccus.parse(Manifest, args=endpoints_as_lists(rest))
     except (SystemExit, Exception) as exc:  # draccus reports bad flags by exiting

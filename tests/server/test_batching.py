@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from conftest import saturate
 
-from lerobot_policy_remote.server.cli import parse_manifest
 from lerobot_policy_remote.server.manifest import BatchingSpec, Manifest, ManifestError, ModelSpec
+from lerobot_policy_remote.server.manifest_args import parse_manifest
 from lerobot_policy_remote.server.stub import StubBackend
 from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.wire.data import ActionChunkMsg, ObservationMsg

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from lerobot_policy_remote.server.capabilities import Capabilities, StartupRefusal, check_open, resolve_action_names
-from lerobot_policy_remote.server.cli import parse_manifest
 from lerobot_policy_remote.server.manifest import Manifest, ManifestError, ModelSpec
+from lerobot_policy_remote.server.manifest_args import parse_manifest
 from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.wire.messages import FeatureSpec, RtcSettings, SessionOpen
 

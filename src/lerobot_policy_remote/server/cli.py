@@ -7,6 +7,8 @@ import signal
 import sys
 import threading
 
+from .manifest_args import parse_manifest, split_manifest, take_option
+
 USAGE = """usage: lerobot-policy-server [--manifest server.yaml] [--FIELD=VALUE ...] [--audit_log=off|stderr|PATH] [--verbose]
        lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--verbose]
 
@@ -29,55 +31,10 @@ manifest fields:
 Docs: docs/server.md (fields, metrics), docs/runbook.md (operations, forensics)."""
 
 
-def _take_option(args: list[str], name: str) -> tuple[str | None, list[str]]:
-    """`--name X` / `--name=X` removed from `args` (ours, not draccus'): (value or None, the rest)."""
-    value, rest, i = None, [], 0
-    flag = f"--{name}"
-    while i < len(args):
-        a = args[i]
-        if a == flag and i + 1 < len(args):
-            value, i = args[i + 1], i + 2
-            continue
-        if a.startswith(flag + "="):
-            value = a.split("=", 1)[1]
-        else:
-            rest.append(a)
-        i += 1
-    return value, rest
-
-
-def _split_manifest(args: list[str]) -> tuple[str | None, list[str]]:
-    """`--manifest X` / `--manifest=X` -> draccus' config_path; everything else goes to draccus."""
-    return _take_option(args, "manifest")
-
-
 def usage() -> str:
     from .manifest import manifest_help
 
     return USAGE.format(fields=manifest_help())
-
-
-_LIST_FLAGS = ("--zenoh.connect_endpoints=", "--zenoh.listen_endpoints=")
-
-
-def endpoints_as_lists(args: list[str]) -> list[str]:
-    """`--zenoh.connect_endpoints=tcp/h:7447` (no brackets, like the robot's flag) -> `=[tcp/h:7447]` for draccus."""
-    out = []
-    for a in args:
-        flag = next((f for f in _LIST_FLAGS if a.startswith(f)), None)
-        if flag is not None and not a[len(flag):].lstrip().startswith("["):
-            a = f"{flag}[{a[len(flag):]}]"
-        out.append(a)
-    return out
-
-
-def parse_manifest(args: list[str]):
-    import draccus
-
-    from .manifest import Manifest
-
-    path, rest = _split_manifest(args)
-    return draccus.parse(Manifest, config_path=path, args=endpoints_as_lists(rest))
 
 
 def preflight(manifest) -> str:
@@ -133,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from .startup_errors import explain, verbose_requested
 
     verbose, args = verbose_requested(args)
-    audit_target, args = _take_option(args, "audit_log")
+    audit_target, args = take_option(args, "audit_log")
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         audit_where = configure_audit_log(audit_target or AUDIT_LOG_DEFAULT)
@@ -145,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         """One short message; the traceback only when asked for."""
         if verbose:
             logging.getLogger("lerobot.policy_server").error("startup failed", exc_info=exc)
-        print(f"lerobot-policy-server: error: {explain(exc, manifest, _split_manifest(args)[0])}", file=sys.stderr, flush=True)
+        print(f"lerobot-policy-server: error: {explain(exc, manifest, split_manifest(args)[0])}", file=sys.stderr, flush=True)
         return code
 
     try:

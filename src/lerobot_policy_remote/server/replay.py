@@ -109,7 +109,7 @@ def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Calla
 
 
 def main(args: list[str]) -> int:
-    from .cli import parse_manifest
+    from .manifest_args import parse_manifest
     from .startup_errors import explain, verbose_requested
 
     verbose, args = verbose_requested(args)
