@@ -1,0 +1,122 @@
+"""The benchmark results files are the record: each carries when, where and under what load it was measured, the
+tables docs/performance.md shows are exactly the ones drawn from them, and bench/charts.py draws its charts."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PERFORMANCE = ROOT / "docs" / "performance.md"
+REQUIRED = ("date", "commit", "machine", "load")
+sys.path.insert(0, str(ROOT / "bench"))
+import charts  # noqa: E402  (bench/ is not a package on the path)
+
+FILES = sorted(RESULTS.glob("*.json"))
+
+
+def _results(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    assert isinstance(data, dict), f"{path.name}: a results file is one JSON object"
+    return data
+
+
+def test_results_exist_for_every_bench_script() -> None:
+    scripts = {p.stem for p in (ROOT / "bench").glob("*.py")} - {"charts", "__init__"}
+    missing = sorted(s for s in scripts | {"peers"} if not (RESULTS / f"{s}.json").exists())
+    assert not missing, f"no bench/results/<name>.json for {missing}: record the latest result of each"
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_results_file_has_the_required_keys(path: Path) -> None:
+    data = _results(path)
+    missing = [k for k in REQUIRED if k not in data]
+    assert not missing, f"{path.name} lacks {missing} (write null where unknown)"
+    for table_id, tab in data.get("tables", {}).items():
+        assert set(tab) >= {"columns", "rows"}, f"{path.name}: table {table_id} needs columns and rows"
+        for row in tab["rows"]:
+            assert len(row) == len(tab["columns"]), f"{path.name}: a row of {table_id} has the wrong width: {row}"
+            for cell in row:
+                assert cell is None or isinstance(cell, str | int | float), f"{path.name}: {cell!r} is not a cell"
+                assert not isinstance(cell, float) or math.isfinite(cell), f"{path.name}: {cell!r} in {table_id}"
+    for table_id in data.get("headline", []):
+        assert table_id in data.get("tables", {}), f"{path.name}: headline table {table_id} is not in its tables"
+
+
+def _doc_table(text: str, marker: str) -> list[list[str]]:
+    """The cells of the markdown table right after `marker` (header first, separator dropped)."""
+    lines = text[text.index(marker) :].splitlines()[1:]
+    rows = []
+    for line in lines:
+        if line.startswith("|"):
+            rows.append([c.strip().strip("*").replace(",", "") for c in line.strip().strip("|").split("|")])
+        elif rows:
+            break
+    return [rows[0], *rows[2:]]
+
+
+def _same(doc_cell: str, value: Any) -> bool:
+    if value is None:
+        return doc_cell == "-"
+    if isinstance(value, int | float):
+        try:
+            return math.isclose(float(doc_cell), float(value), rel_tol=1e-9)
+        except ValueError:
+            return False
+    return doc_cell == str(value).replace(",", "")
+
+
+HEADLINES = [(p.stem, t) for p in FILES for t in _results(p).get("headline", [])]
+
+
+@pytest.mark.parametrize(("bench", "table_id"), HEADLINES, ids=[f"{b}.{t}" for b, t in HEADLINES])
+def test_performance_md_shows_the_results_figures(bench: str, table_id: str) -> None:
+    text = PERFORMANCE.read_text()
+    marker = f"<!-- results: {bench}.{table_id} -->"
+    assert marker in text, (
+        f"docs/performance.md does not show {bench}.{table_id}: paste `bench/charts.py --tables {bench}`"
+    )
+    tab = charts.table(bench, table_id)
+    doc = _doc_table(text, marker)
+    assert doc[0] == [c.replace(",", "") for c in tab["columns"]], f"{bench}.{table_id}: the columns differ"
+    assert len(doc) - 1 == len(tab["rows"]), f"{bench}.{table_id}: the document has another number of rows"
+    for doc_row, row in zip(doc[1:], tab["rows"], strict=True):
+        for doc_cell, value in zip(doc_row, row, strict=True):
+            assert _same(doc_cell, value), f"{bench}.{table_id}: the document says {doc_cell!r}, the results {value!r}"
+    assert charts.block(bench, table_id) in text, f"{bench}.{table_id}: its measurement line differs from the results"
+
+
+def test_a_changed_figure_is_caught(tmp_path: Path) -> None:
+    text = PERFORMANCE.read_text()
+    bench, table_id = HEADLINES[0]
+    tab = charts.table(bench, table_id)
+    row = next(r for r in tab["rows"] if any(isinstance(c, int | float) for c in r))
+    index = next(i for i, c in enumerate(row) if isinstance(c, int | float))
+    assert not _same(charts.cell_text(row[index] + 1), row[index])
+    assert _same(charts.cell_text(row[index]), row[index])
+    assert f"<!-- results: {bench}.{table_id} -->" in text
+
+
+def test_charts_script_writes_its_images(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "charts.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    images = sorted(tmp_path.glob("*.svg"))
+    assert len(images) >= 2 and all(p.stat().st_size > 5_000 for p in images), images
+    for image in images:
+        committed = ROOT / "docs" / "img" / image.name
+        assert committed.exists(), f"{image.name} is not committed under docs/img: run bench/charts.py"
+        assert committed.read_bytes() == image.read_bytes(), f"docs/img/{image.name} is stale: run bench/charts.py"
+        assert f"img/{image.name}" in PERFORMANCE.read_text(), f"docs/performance.md does not show {image.name}"
