@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from threading import Event, Lock
+from typing import Any
 
 import torch
 
@@ -23,18 +24,18 @@ class ControlSide:
         self.action_names = list(action_names)
         self.vel_mask = torch.tensor([k.endswith(".vel") for k in action_names])
         self._obs_lock = Lock()
-        self._obs: tuple[dict, float] | None = None  # (obs, monotonic time it was notified)
+        self._obs: tuple[dict[str, Any], float] | None = None  # (obs, monotonic time it was notified)
         self.last_action: torch.Tensor | None = None
         self.streaming_began = False  # this episode saw a merged chunk (gates the fallbacks)
         self.executed_count = 0
         self.fallback_count = 0
         self.prov_log = ProvenanceLog()  # appended here, logged by the worker
 
-    def notify(self, obs: dict) -> None:
+    def notify(self, obs: dict[str, Any]) -> None:
         with self._obs_lock:
             self._obs = (obs, time.monotonic())
 
-    def latest(self) -> tuple[dict, float] | None:
+    def latest(self) -> tuple[dict[str, Any], float] | None:
         with self._obs_lock:
             return self._obs
 

@@ -9,6 +9,7 @@ config needs values without defaults (serial ports, IPs) cannot be built from `-
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..wire.messages import SessionOpen
 
@@ -23,7 +24,7 @@ class RobotDescription:
     policy_type: str
     model_id: str
     action_names: list[str]
-    features: dict[str, dict]
+    features: dict[str, dict[str, Any]]
     request: SessionOpen
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from copy import copy
 from typing import Any
@@ -70,7 +71,7 @@ def install() -> None:
         return
     original = context.build_rollout_context
 
-    def build_rollout_context(cfg, shutdown_event, *args, **kwargs):
+    def build_rollout_context(cfg: Any, shutdown_event: Any, *args: Any, **kwargs: Any) -> Any:
         from .config import RemoteInferenceConfig
 
         if not isinstance(cfg.inference, RemoteInferenceConfig):
@@ -98,13 +99,13 @@ def install() -> None:
     build_rollout_context.__wrapped__ = original  # type: ignore[attr-defined]
     context.build_rollout_context = build_rollout_context
     for modname in ("lerobot.rollout", "lerobot.scripts.lerobot_rollout"):
-        mod = sys.modules.get(modname)
+        mod: Any = sys.modules.get(modname)
         if mod is not None and hasattr(mod, "build_rollout_context"):
             mod.build_rollout_context = build_rollout_context
     _wrap_rollout(sys.modules.get("lerobot.scripts.lerobot_rollout"))
 
 
-_built: list = []  # the remote engines this process built (one per rollout)
+_built: list[Any] = []  # the remote engines this process built (one per rollout)
 
 
 def _wrap_rollout(script: Any) -> None:
@@ -180,7 +181,7 @@ def _remote_rollout(argv: list[str]) -> bool:
 
 
 @contextmanager
-def _policy_path_errors(remote: bool):
+def _policy_path_errors(remote: bool) -> Iterator[None]:
     """A remote robot whose `--policy.path` lerobot cannot read ends with one line naming the fix, not lerobot's and
     draccus' traceback: lerobot reads the config inside `RolloutConfig.__post_init__` (draccus wraps whatever it
     raises in a ParsingError), so `PreTrainedConfig.from_pretrained` is wrapped for the parse and its failure is
@@ -205,7 +206,7 @@ def _policy_path_errors(remote: bool):
         finally:
             quiet.setLevel(level)
 
-    PreTrainedConfig.from_pretrained = classmethod(from_pretrained)  # type: ignore[method-assign,assignment]
+    PreTrainedConfig.from_pretrained = classmethod(from_pretrained)
     try:
         yield
     except Exception as exc:
@@ -214,7 +215,7 @@ def _policy_path_errors(remote: bool):
             raise
         raise refused from exc
     finally:
-        PreTrainedConfig.from_pretrained = original  # type: ignore[method-assign]
+        PreTrainedConfig.from_pretrained = original
 
 
 def _weightless_cfg(cfg: Any) -> Any:
@@ -228,7 +229,7 @@ def _weightless_cfg(cfg: Any) -> Any:
 
 
 @contextmanager
-def _swapped(context: Any, cfg: Any):
+def _swapped(context: Any, cfg: Any) -> Iterator[None]:
     from .recording import DatasetFactory
     from .remote import RemoteInferenceEngine
 
@@ -239,7 +240,7 @@ def _swapped(context: Any, cfg: Any):
     def no_processors(*_a: Any, **_k: Any) -> tuple[None, None]:
         return None, None
 
-    def make_engine(config: Any, *, robot_wrapper: Any, hw_features: dict, ordered_action_keys: list[str], task: str,
+    def make_engine(config: Any, *, robot_wrapper: Any, hw_features: dict[str, Any], ordered_action_keys: list[str], task: str,
                     fps: float, shutdown_event: Any = None, **_ignored: Any) -> RemoteInferenceEngine:
         model_id = config.service_model_id or str(cfg.policy.pretrained_path)
         return RemoteInferenceEngine(

@@ -78,6 +78,6 @@ def install() -> None:
     create_key_listener._remote_wrapped = True  # type: ignore[attr-defined]
     create_key_listener.__wrapped__ = original  # type: ignore[attr-defined]
     for modname in _STRATEGY_MODULES:  # modules imported later bind the wrapper from keyboard_input
-        mod = sys.modules.get(modname)
+        mod: Any = sys.modules.get(modname)
         if mod is not None and hasattr(mod, "create_key_listener"):
             mod.create_key_listener = create_key_listener

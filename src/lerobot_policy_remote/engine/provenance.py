@@ -8,6 +8,7 @@ stamp next to the command it received, so tests can prove which server chunk dro
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class Provenance:
     replica: str = ""
     source_age_s: float = 0.0
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

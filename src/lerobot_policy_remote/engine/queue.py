@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from typing import Any
 
 import numpy as np
 import torch
 from lerobot.policies.rtc.action_queue import ActionQueue
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.policies.rtc.latency_tracker import LatencyTracker
+from numpy.typing import NDArray
 
 from .provenance import Provenance
 
@@ -33,6 +35,8 @@ class StampedActionQueue(ActionQueue):
 
     def __init__(self, cfg: RTCConfig) -> None:
         super().__init__(cfg)
+        self.queue: torch.Tensor | None  # set by the base class; typed here
+        self.original_queue: torch.Tensor | None
         self.rows: list[torch.Tensor] = []  # aligned with self.queue
         self.src: list[float] = []  # monotonic time of each action's source observation, aligned too
         self.meta: list[Provenance] = []
@@ -41,7 +45,7 @@ class StampedActionQueue(ActionQueue):
         self.src_sorted = True  # `src` oldest first (every merge so far): `fresh_count` bisects instead of scanning
 
     @property
-    def src_t(self) -> np.ndarray:
+    def src_t(self) -> NDArray[Any]:
         with self.lock:
             return np.asarray(self.src, dtype=np.float64)
 
@@ -85,6 +89,7 @@ class StampedActionQueue(ActionQueue):
                 if q is None:
                     new = (original.clone(), added, list(added.clone().unbind(0)), [src_t] * n, [meta] * n)
                 else:
+                    assert oq is not None  # the base class sets both queues together
                     new = (torch.cat([oq, original.clone()])[li:], torch.cat([q, added])[li:],
                            rows[li:] + list(added.clone().unbind(0)), src[li:] + [src_t] * n, metas[li:] + [meta] * n)
             with self.lock:
@@ -136,7 +141,7 @@ class WindowedLatency(LatencyTracker):
     Why: the stock `max()` never decays, so one slow reply would inflate the RTC delay forever.
     """
 
-    def max(self) -> float:  # type: ignore[override]
+    def max(self) -> float:
         return max(self._values) if self._values else 0.0
 
     def delay_steps(self, dt: float) -> int:

@@ -40,7 +40,7 @@ class DatasetFactory:
     def __init__(self, real: Any) -> None:
         self.real = real
 
-    def create(self, repo_id: str, fps: int, *args: Any, features: dict, **kwargs: Any) -> Any:
+    def create(self, repo_id: str, fps: int, *args: Any, features: dict[str, Any], **kwargs: Any) -> Any:
         return self.real.create(repo_id, fps, *args, features={**features, FEATURE: dict(SPEC)}, **kwargs)
 
     def __getattr__(self, name: str) -> Any:  # resume, and anything else, unchanged
@@ -53,7 +53,7 @@ def attach(dataset: Any, engine: Any, strategy_type: str) -> None:
     pending: list[int] = []  # the server episode the next dataset episode starts with (sentry, dagger)
     add_frame = dataset.add_frame
 
-    def add_frame_marked(frame: dict) -> None:
+    def add_frame_marked(frame: dict[str, Any]) -> None:
         if pending:
             prov = provenance.latest()
             if prov is None or prov.episode_id >= pending[0]:  # the first frame of the new server episode

@@ -7,12 +7,14 @@ No I/O, no engine state: inputs in, message out, so each rule is unit-tested on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import cv2
 import numpy as np
 import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.utils.feature_utils import build_dataset_frame
+from numpy.typing import NDArray
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import FeatureSpec, RtcSettings, SessionOpen
@@ -36,7 +38,7 @@ def renamed(key: str, rename_map: dict[str, str] | None) -> str:
     return rename_map.get(key, key) if rename_map else key
 
 
-def feature_specs(hw_features: dict, rename_map: dict[str, str] | None = None) -> list[FeatureSpec]:
+def feature_specs(hw_features: dict[str, Any], rename_map: dict[str, str] | None = None) -> list[FeatureSpec]:
     """What the robot will send, as the server checks it at session open (names as the policy knows them)."""
     feats = []
     for key, ft in hw_features.items():
@@ -55,10 +57,10 @@ def rtc_settings(rtc: RTCConfig) -> RtcSettings:
     )
 
 
-def split_frame(frame: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def split_frame(frame: dict[str, Any]) -> tuple[dict[str, NDArray[Any]], dict[str, NDArray[Any]]]:
     """A dataset frame -> (flat float32 state vectors, HxWx3 uint8 images)."""
-    state: dict[str, np.ndarray] = {}
-    images: dict[str, np.ndarray] = {}
+    state: dict[str, NDArray[Any]] = {}
+    images: dict[str, NDArray[Any]] = {}
     for key, value in frame.items():
         arr = np.asarray(value)
         if arr.ndim == 3 and arr.dtype == np.uint8:
@@ -68,7 +70,7 @@ def split_frame(frame: dict) -> tuple[dict[str, np.ndarray], dict[str, np.ndarra
     return state, images
 
 
-def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
     """The unexecuted head of the queue (model and robot space) the server conditions on.
 
     An empty leftover sends no prefix (lerobot sends zeros: a documented divergence).
@@ -80,13 +82,13 @@ def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor
 
 
 def build_observation(
-    hw_features: dict,
-    obs: dict,
+    hw_features: dict[str, Any],
+    obs: dict[str, Any],
     *,
     task: str,
     delay_steps: int,
     episode_start: bool,
-    prefix: tuple[np.ndarray | None, np.ndarray | None] = (None, None),
+    prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None),
     rename_map: dict[str, str] | None = None,
 ) -> ObservationMsg:
     """The robot's raw observation dict -> the request body (canonical `observation.*` keys, renamed by `rename_map`)."""
@@ -98,7 +100,7 @@ def build_observation(
                           prefix_model=prefix[0], prefix_robot=prefix[1], episode_start=bool(episode_start))
 
 
-def resize_for_model(images: dict[str, np.ndarray], sizes: dict[str, tuple[int, int]]) -> dict[str, np.ndarray]:
+def resize_for_model(images: dict[str, NDArray[Any]], sizes: dict[str, tuple[int, int]]) -> dict[str, NDArray[Any]]:
     """Each camera frame shrunk to its trained (h, w) before encoding (issue 22: send what the model eats).
 
     Area interpolation on uint8, stretched to the target like the server's own resize (no crop, no pad), so
@@ -120,7 +122,7 @@ def session_open(
     *,
     client_uuid: str,
     action_names: list[str],
-    hw_features: dict,
+    hw_features: dict[str, Any],
     model_id: str,
     revision: str,
     service: str,

@@ -16,7 +16,7 @@ from typing import Any
 
 import zenoh
 
-from ..discovery import ServiceInfo, list_services
+from ..discovery import ServiceInfo, certificate_scopes, list_services
 from ..shared_memory import reaches_over_shm
 from ..wire.codec import decode, encode
 from ..wire.errors import WireError
@@ -54,6 +54,17 @@ def direct_endpoints(offered: Any) -> list[str]:
     return [e for e in offered[:MAX_DIRECT_ENDPOINTS] if isinstance(e, str) and _LOOPBACK.fullmatch(e)]
 
 
+def _scope_keys(cert_path: str | None) -> list[ServiceKeys]:
+    """The key builders of the namespaces a certificate may use (none without one, or when it does not say)."""
+    out = []
+    for scope in certificate_scopes(cert_path)[0] if cert_path else ():
+        try:
+            out.append(scope.keys())
+        except WireError as exc:  # a namespace no program could use: nothing to ask there
+            logger.debug("certificate namespace %s: %s", scope, exc)
+    return out
+
+
 class ZenohLink:
     """The real transport: one client session through the configured router(s), and for a replica on this host a
     second one straight to it (observations out, chunks in; server/direct.py says why)."""
@@ -80,6 +91,7 @@ class ZenohLink:
         self._queries: collections.deque[_ZenohResetQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
         self._lost = threading.Event()
+        self._scopes = _scope_keys(settings.tls_connect_certificate)
         self._direct_allowed = direct and session is None and not settings.uses_tls
         self._direct: Any = None  # the session straight to the bound replica, when it is on this host
         self._direct_offer: tuple[str, list[str]] = ("", [])  # (replica, its loopback endpoints) from the last handshake
@@ -209,7 +221,9 @@ class ZenohLink:
         return None
 
     def services(self, timeout_s: float) -> list[ServiceInfo]:
-        return list_services(self._session, timeout_s) if self._session is not None else []
+        """Every service the router shows this robot; a certificate bound to some namespaces asks in each of them
+        too (the router answers such a certificate nothing on the wildcard)."""
+        return list_services(self._session, timeout_s, scopes=self._scopes) if self._session is not None else []
 
     def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
         if self._telemetry_pub is None:
@@ -263,7 +277,7 @@ class LinkClosed(RuntimeError):
     """The link was closed (the engine stopped): it opens, binds and hands out nothing any more."""
 
 
-def _drain(dq: collections.deque) -> list:
+def _drain(dq: collections.deque[Any]) -> list[Any]:
     out = []
     while dq:
         out.append(dq.popleft())
