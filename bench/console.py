@@ -84,10 +84,9 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
             if ages:
                 ages_p50.append(ages[len(ages) // 2])
                 ages_max.append(ages[-1])
-            with app.store._lock:  # bench-only peek: publish stamp (ms, CLOCK_MONOTONIC) vs receive time
-                for r in app.store._robots.values():
-                    if r.telemetry is not None and r.seen_at is not None:
-                        lags.append(r.seen_at * 1000.0 - r.telemetry.seq)
+            for rec in app.store.capture().robots:  # publish stamp (ms, CLOCK_MONOTONIC) vs receive time
+                if rec.telemetry is not None and rec.seen_at is not None:
+                    lags.append(rec.seen_at * 1000.0 - rec.telemetry.seq)
             await asyncio.sleep(max(0.0, 1.0 / tick_hz - (time.perf_counter() - t0)))
         wall = time.monotonic() - w0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)

@@ -1,15 +1,17 @@
 """The Textual app: builds one frozen view per tick and hands it to the screen on top.
 
-Data flows one way: sources -> store (any thread, under a lock) -> view (UI thread, once per tick:
-`tick` -> `_advance`, the only place alerts open and clear) -> screens. Screens render the
+Data flows one way: sources -> store (any thread, under a lock) -> derived rows -> view (UI thread, once
+per tick: `tick` -> `_advance`, the only place alerts open and clear) -> screens. Screens render the
 `ConsoleView` they are handed and post messages up (`messages`); the app owns the screen stack, the
 confirmations and the operator actions, which run in thread workers whose results come back through
-`on_worker_state_changed`. Nothing outside the UI thread touches a widget.
+`on_worker_state_changed`. The app only reads the store: its own events (alerts, action results) stay in
+its own log and join the store's in each view. Nothing outside the UI thread touches a widget.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +25,7 @@ from .alerts import AlertBook, AlertRules
 from .export import write
 from .gc_pacing import GcPacer
 from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
-from .model import FleetSnapshot, split_robot_key
+from .model import EventLog, FleetSnapshot, split_robot_key
 from .screens import (
     AlertsScreen,
     ConfirmScreen,
@@ -36,7 +38,8 @@ from .screens import (
     ServerDetailScreen,
 )
 from .sources.base import ActionResult, FleetSource
-from .store import FleetStore
+from .store import EVENT_HISTORY, FleetStore
+from .ui_gate import UiGate
 from .view import ConsoleView, Detail
 
 MIN_REFRESH_S = 0.1
@@ -71,6 +74,8 @@ class FleetConsoleApp(App[None]):
         self.last_result: tuple[str, bool | None] = ("", None)
         self._view = ConsoleView.empty(self.store.router, self.read_only)
         self.gc_pacer = GcPacer()
+        self.ui_gate: UiGate = getattr(source, "ui_gate", None) or UiGate()  # the source's ingest yields to each frame
+        self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)  # alerts, action results
         self.tick_times: list[float] = []  # seconds per UI refresh (bench/console.py reads these)
 
     def on_mount(self) -> None:
@@ -102,7 +107,7 @@ class FleetConsoleApp(App[None]):
         if not isinstance(screen, LiveScreen) or not screen.ready:
             return
         start = time.perf_counter()
-        self.store.ui_gate.close()  # ingest waits until this frame is drawn (ui_gate.py)
+        self.ui_gate.close()  # ingest waits until this frame is drawn (ui_gate.py)
         self.call_after_refresh(self._after_frame)
         screen.apply_view(self._advance())
         self.tick_times.append(time.perf_counter() - start)
@@ -111,7 +116,7 @@ class FleetConsoleApp(App[None]):
 
     def _after_frame(self) -> None:
         self.gc_pacer.after_frame()  # a paced full collection runs now, between two frames (gc_pacing.py)
-        self.store.ui_gate.open()
+        self.ui_gate.open()
 
     def _advance(self) -> ConsoleView:
         """Build the next view: the one place alerts advance. A new store snapshot is checked against the
@@ -127,14 +132,25 @@ class FleetConsoleApp(App[None]):
         now = self.store.clock()
         opened, cleared = self.alerts.update(snap, now)
         for a in opened:
-            self.store.event("error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
+            self._event(now, "error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
         for a in cleared:
-            self.store.event("info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
+            self._event(now, "info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
         self._view = ConsoleView(
-            fleet=snap, alerts=self.alerts.snapshot(), event_log=self.store.event_log(), now=now, details=self._details(wanted),
+            fleet=snap, alerts=self.alerts.snapshot(), event_log=self._event_log(), now=now, details=self._details(wanted),
             read_only=self.read_only, paused=self.paused, result=self.last_result,
         )
         return self._view
+
+    def _event(self, at: float, severity: str, kind: str, text: str, robot: str = "", server: str = "") -> None:
+        """A line of the app's own event log (alerts, action results), shown with the store's."""
+        self._events.append((at, severity, kind, text, robot, server))
+
+    def _event_log(self) -> EventLog:
+        """The store's event log with the app's own lines, oldest first (the newest EVENT_HISTORY of both)."""
+        log = self.store.event_log()
+        if not self._events:
+            return log
+        return EventLog(log.now, tuple(sorted((*log.records, *self._events), key=lambda e: e[0])[-EVENT_HISTORY:]))
 
     def _show(self) -> None:
         """Hand the latest view again, with the current result line and pause flag, to the screen on top.
@@ -273,7 +289,7 @@ class FleetConsoleApp(App[None]):
             self.set_result(text, ok)
             for target, good, line in worker.result:
                 name = self._target_name(target)
-                self.store.event("info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name)))
+                self._event(self.store.clock(), "info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name)))
         elif event.state == WorkerState.ERROR:
             self.set_result(f"{worker.name}: FAILED — {worker.error}", False)
         else:

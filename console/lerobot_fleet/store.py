@@ -1,8 +1,9 @@
-"""FleetStore: the one place sources write to and the UI reads from.
+"""FleetStore: the one place sources write to; the UI reads captures of it.
 
-Sources (zenoh callbacks' drain thread, the status poller, the metrics scraper, fake/replay) call the
-`on_*` methods from any thread; each does O(1) work under one lock. The UI calls `snapshot()` on its
-timer and gets immutable rows. Time comes from an injected monotonic `clock` (frozen in tests).
+Sources (the zenoh decoder thread, the status poller, the metrics scraper, fake/replay) call the `on_*`
+methods from any thread; each does O(1) work under one lock. Readers take a `Capture` (raw records,
+copied under the lock) and derive rows from it outside the lock (`derive.py`). Time comes from an
+injected monotonic `clock` (frozen in tests). Nothing here knows about the UI.
 """
 
 from __future__ import annotations
@@ -19,7 +20,21 @@ from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, Serve
 from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
-from .capacity import AUDIT_RATE_WINDOW_S, Capacity, capacity, request_rate
+from .capacity import AUDIT_RATE_WINDOW_S
+from .derive import (
+    LINK_LOSS_MARGIN_S,
+    RECONNECT_GRACE_S,
+    STATUS_STALE_S,
+    Capture,
+    Derivation,
+    Link,
+    RobotRecord,
+    ServerRecord,
+    robot_row,
+    server_capacity,
+    server_row,
+    waiting_reason,
+)
 from .model import (
     AuditEntry,
     EventLog,
@@ -27,26 +42,21 @@ from .model import (
     FleetSnapshot,
     NamespaceSpill,
     RobotDetail,
-    RobotRow,
     RobotState,
     RouterInfo,
     ServerDetail,
-    ServerRow,
     SessionEntry,
-    make_robot_row,
     robot_key,
     split_robot_key,
 )
-from .ui_gate import UiGate
+
+__all__ = ["FleetStore", "EVENT_HISTORY", "METRIC_PREFIX", "STATUS_STALE_S", "RECONNECT_GRACE_S", "LINK_LOSS_MARGIN_S",
+           "waiting_reason"]
 
 NO_NAMESPACE = Namespace("", "", "")  # not learnt from a key yet
 METRIC_PREFIX = "lerobot_policy_server_"
-STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
-RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
-LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
 RECENT_STALENESS = 5  # staleness samples a robot row carries for the alert rule (its persistence)
 TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
-WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
 EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
 
 
@@ -56,18 +66,22 @@ class _Robot:
     ns: Namespace = NO_NAMESPACE
     key: str = ""
     telemetry: RobotTelemetry | None = None
-    ver: int = 0  # bumped by every change; the cached row below is valid for (ver, gone)
-    row: RobotRow | None = None
-    row_ver: tuple[int, bool] = (-1, False)
+    ver: int = 0  # bumped by every change (the derivation reuses a row's figures while it stays)
     seen_at: float | None = None
     alive: bool | None = None
     gone_at: float | None = None
+    recent: tuple[float, ...] = ()  # the last RECENT_STALENESS staleness samples, oldest first
     history: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=40))
     rtt: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
     staleness: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
     queue: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
     audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=50))
     audit_at: deque[float] = field(default_factory=lambda: deque(maxlen=50))
+
+    def record(self) -> RobotRecord:
+        since = self.history[-1][0] if self.history else None
+        return RobotRecord(self.key, self.robot_id, self.ns, self.ver, self.telemetry, self.seen_at, self.alive, self.gone_at,
+                           since, self.recent)
 
 
 @dataclass
@@ -88,6 +102,12 @@ class _Server:
     audit_errors: int = 0
     audit_superseded: int = 0
 
+    def record(self, now: float) -> ServerRecord:
+        recent = len(self.audit_times) - bisect.bisect_left(self.audit_times, now - AUDIT_RATE_WINDOW_S) if self.audit_times else 0
+        return ServerRecord(self.replica, self.ns, self.status, self.status_at, self.alive, self.gone_at, self.metrics,
+                            self.metrics_error, self.requests_per_s, len(self.audit_times), recent, self.audit_errors,
+                            self.audit_superseded)
+
 
 class FleetStore:
     """Thread-safe aggregation of everything the console knows about the fleet."""
@@ -106,8 +126,8 @@ class FleetStore:
         self._last_data_at: float | None = None
         self._notes: deque[str] = deque(maxlen=5)
         self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)
-        self.dropped = 0  # samples the source had to drop (bounded queue overflow)
-        self.ui_gate = UiGate()  # sources' ingest threads yield to a UI refresh (ui_gate.py)
+        self._dropped = 0  # samples a source had to drop (bounded queue overflow)
+        self._derive = Derivation()
         self._routers: tuple[RouterInfo, ...] = ()
         self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
 
@@ -153,6 +173,17 @@ class FleetStore:
         """The event log frozen now (a copy of the records; rows are built when first read)."""
         with self._lock:
             return EventLog(self.clock(), tuple(self._events))
+
+    def count_dropped(self, n: int = 1) -> None:
+        """A source dropped `n` samples (its bounded queue was full)."""
+        with self._lock:
+            self._dropped += n
+
+    @property
+    def dropped(self) -> int:
+        """Samples the sources dropped so far."""
+        with self._lock:
+            return self._dropped
 
     def on_namespace_spill(self, role: str, ident: str, dropped: int, limit: int) -> None:
         """A sample of `ident` in one namespace more than the `limit` it may have was dropped (`dropped` so far)."""
@@ -200,6 +231,7 @@ class FleetStore:
                     r.rtt.append(t.rtt_p50_ms)
                 r.staleness.append(t.staleness_s)
                 r.queue.append(t.queue_s)
+                r.recent = (*r.recent[1 - RECENT_STALENESS:], t.staleness_s)
             r.telemetry = t
             self._replica_rtts.update(r.key, t.replica, t.rtt_p50_ms)
             r.ver += 1
@@ -270,24 +302,27 @@ class FleetStore:
 
     # ------------------------------------------------------------ readers (UI thread)
 
-    def snapshot(self) -> FleetSnapshot:
+    def capture(self) -> Capture:
+        """The raw records as they are now (copied under the lock; rows are derived from it outside)."""
         with self._lock:
             now = self.clock()
-            rtts = self._rtts_by_replica()
-            servers = tuple(self._server_row(s, now, rtts) for s in self._servers.values())
-            robots = tuple(self._robot_row(r, now, servers) for r in self._robots.values())
-            age = None if self._last_data_at is None else max(0.0, now - self._last_data_at)
-            return FleetSnapshot(
+            return Capture(
+                now=now,
                 router=self.router,
-                connection=self._connection,
-                data_age_s=age,
-                robots=robots,
-                servers=servers,
+                link=self._link(),
+                last_data_at=self._last_data_at,
+                robots=tuple([r.record() for r in self._robots.values()]),
+                servers=tuple([s.record(now) for s in self._servers.values()]),
+                rtts=self._replica_rtts.lists(),
                 notes=tuple(self._notes),
                 routers=self._routers,
                 spills=tuple(NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
                              for (role, ident), (n, limit, at) in sorted(self._spills.items())),
             )
+
+    def snapshot(self) -> FleetSnapshot:
+        """The fleet's rows now: a capture, derived (`derive.Derivation`) outside the lock."""
+        return self._derive.snapshot(self.capture())
 
     def robot_detail(self, key: str) -> RobotDetail | None:
         """By row key (`robot_key`); a bare robot id finds that id in any namespace."""
@@ -297,16 +332,22 @@ class FleetStore:
             if r is None:
                 return None
             now = self.clock()
-            servers = tuple(self._server_row(s, now) for s in self._servers.values())
-            audit = tuple(_aged(e, now - t) for e, t in zip(r.audit, r.audit_at, strict=True))
-            return RobotDetail(
-                row=self._robot_row(r, now, servers),
-                history=tuple((max(0.0, now - t), st) for t, st in r.history),
-                rtt_history=tuple(r.rtt),
-                staleness_history=tuple(r.staleness),
-                queue_history=tuple(r.queue),
-                audit=audit,
-            )
+            link = self._link()
+            rec = r.record()
+            servers = [s.record(now) for s in self._servers.values()]
+            rtts = self._replica_rtts.lists()
+            history = tuple(r.history)
+            trends = (tuple(r.rtt), tuple(r.staleness), tuple(r.queue))
+            audit = tuple(zip(r.audit, r.audit_at, strict=True))
+        rows = [server_row(s, link, now, rtts) for s in servers]
+        return RobotDetail(
+            row=robot_row(rec, link, now, rows),
+            history=tuple((max(0.0, now - t), st) for t, st in history),
+            rtt_history=trends[0],
+            staleness_history=trends[1],
+            queue_history=trends[2],
+            audit=tuple(_aged(e, now - t) for e, t in audit),
+        )
 
     def server_detail(self, replica: str) -> ServerDetail | None:
         with self._lock:
@@ -314,22 +355,26 @@ class FleetStore:
             if s is None:
                 return None
             now = self.clock()
-            sessions = ()
-            if s.status is not None:
-                sessions = tuple(
-                    SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors) for x in s.status.sessions
-                )
-            notes = (f"metrics: {s.metrics_error}",) if s.metrics_error else ()
-            return ServerDetail(
-                row=self._server_row(s, now),
-                sessions=sessions,
-                metrics=tuple(sorted(s.metrics.items())),
-                audit=tuple(_aged(e, now - t) for t, e in s.audit),
-                capacity_inputs=self._capacity(s, now, explain=True).inputs,
-                notes=notes,
-            )
+            link = self._link()
+            rec = s.record(now)
+            rtts = self._replica_rtts.lists()
+            audit = tuple(s.audit)
+        st = rec.status
+        sessions = tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors)
+                         for x in st.sessions) if st is not None else ()
+        return ServerDetail(
+            row=server_row(rec, link, now, rtts),
+            sessions=sessions,
+            metrics=tuple(sorted(rec.metrics.items())),
+            audit=tuple(_aged(e, now - t) for t, e in audit),
+            capacity_inputs=server_capacity(rec, link, now, rtts, explain=True).inputs,
+            notes=(f"metrics: {rec.metrics_error}",) if rec.metrics_error else (),
+        )
 
     # ------------------------------------------------------------ internals (lock held)
+
+    def _link(self) -> Link:
+        return Link(self._connection, self._link_down_at, self._link_up_at, self._listening_since)
 
     def _robot(self, robot_id: str, ns: Namespace) -> _Robot:
         r = self._robots.get((ns, robot_id))
@@ -344,189 +389,6 @@ class FleetStore:
         elif ns != NO_NAMESPACE:
             s.ns = ns
         return s
-
-    def _token_gone(self, alive: bool | None, gone_at: float | None, now: float) -> bool:
-        """A vanished token means gone only if the console's own link was up when it vanished.
-
-        When the router goes away every token is reported deleted; those robots are not gone, the
-        console is blind (the header says so). After a reconnect, tokens are re-announced with
-        history; give them RECONNECT_GRACE_S before calling the missing ones gone.
-        """
-        if alive is not False or gone_at is None:
-            return False
-        if self._connection != "connected":
-            return self._link_down_at is None or gone_at < self._link_down_at - LINK_LOSS_MARGIN_S
-        if self._link_up_at is None or gone_at > self._link_up_at:
-            return True
-        return now - self._link_up_at > RECONNECT_GRACE_S
-
-    def _robot_row(self, r: _Robot, now: float, servers: tuple[ServerRow, ...] = ()) -> RobotRow:
-        """The robot's row. Between changes only its ages move: the row built at the last change is copied
-        with new ages (about 30x cheaper than building it; the profile is in docs/decisions.md)."""
-        t = r.telemetry
-        seen = None if r.seen_at is None else max(0.0, now - r.seen_at)
-        state_since = r.history[-1][0] if r.history else None
-        gone = self._token_gone(r.alive, r.gone_at, now)
-        if gone:
-            state_since = r.gone_at
-        state_age = None if state_since is None else max(0.0, now - state_since)
-        cached = r.row
-        if cached is not None and r.row_ver == (r.ver, gone) and cached.state not in WAITING_STATES:  # waiting depends on servers
-            row = object.__new__(RobotRow)
-            d = row.__dict__
-            d.update(cached.__dict__)
-            d["seen_age_s"] = seen
-            d["state_age_s"] = state_age
-            return row
-        row = self._build_robot_row(r, t, gone, seen, state_since, now, servers)
-        r.row, r.row_ver = row, (r.ver, gone)
-        return row
-
-    def _build_robot_row(self, r: _Robot, t: RobotTelemetry | None, gone: bool, seen: float | None, state_since: float | None,
-                         now: float, servers: tuple[ServerRow, ...]) -> RobotRow:
-        if gone:
-            state = RobotState.GONE
-        elif t is None:
-            state = RobotState.UNKNOWN
-        else:
-            state = RobotState.parse(t.state)
-        model, rev, service = r.ns
-        if t is None:
-            return make_robot_row(robot_id=r.robot_id, state=state, reported_state="", model_id=model, revision=rev, service=service,
-                                  alive=r.alive, seen_age_s=seen, ns=r.ns, row_key=r.key,
-                                  state_age_s=None if state_since is None else max(0.0, now - state_since))
-        waiting = ""
-        if state in WAITING_STATES:  # no working session, whatever its last telemetry still names
-            waiting = waiting_reason(r.ns, servers)
-        return make_robot_row(
-            robot_id=r.robot_id,
-            state=state,
-            reported_state=t.state,
-            model_id=t.model_id or model,
-            revision=rev,
-            service=service,
-            session_id=t.session_id,
-            replica=t.replica,
-            episode_id=t.episode_id,
-            staleness_s=t.staleness_s,
-            queue_s=t.queue_s,
-            rtt_p50_ms=t.rtt_p50_ms,
-            rtt_p95_ms=t.rtt_p95_ms,
-            delay_steps=t.delay_steps,
-            requests=t.requests,
-            superseded=t.superseded,
-            errors=t.errors,
-            fallback_count=t.fallback_count,
-            last_outcome=t.last_outcome,
-            fps=t.fps,
-            alive=r.alive,
-            seen_age_s=seen,
-            ns=r.ns,
-            state_age_s=None if state_since is None else max(0.0, now - state_since),
-            waiting=waiting,
-            network_ms=t.network_ms_p50 or None,
-            queue_wait_ms=t.queue_wait_ms_p50 or None,
-            inference_ms=t.inference_ms_p50 or None,
-            action_order=t.action_order,
-            row_key=r.key,
-            max_action_age_s=t.max_action_age_s or None,
-            rtc=t.rtc,
-            recent_staleness=tuple(r.staleness[i] for i in range(-min(RECENT_STALENESS, len(r.staleness)), 0)),  # O(1) per item at a deque's end
-        )
-
-    def _rtts_by_replica(self) -> dict[str, list[float]]:
-        """Robot-reported RTT p50 per replica, kept incrementally as telemetry arrives (`aggregates.ReplicaRtts`)."""
-        return self._replica_rtts.lists()
-
-    def _capacity(self, s: _Server, now: float, rtts_by_replica: dict[str, list[float]] | None = None,
-                  explain: bool = False) -> Capacity:
-        """Request rate, N_max and room of one replica (`capacity.py`, the code `status` and `doctor` run too)."""
-        st = s.status
-        audit_lines = None
-        if s.audit_times:
-            audit_lines = len(s.audit_times) - bisect.bisect_left(s.audit_times, now - AUDIT_RATE_WINDOW_S)
-        heard = None if self._listening_since is None else now - self._listening_since
-        rate = request_rate(st.requests_per_s if st else None, s.requests_per_s, audit_lines, heard)
-        if rtts_by_replica is None:
-            rtts_by_replica = self._rtts_by_replica()
-        return capacity(st, rate, rtts_by_replica.get(s.replica, ()), explain)
-
-    def _server_row(self, s: _Server, now: float, rtts: dict[str, list[float]] | None = None) -> ServerRow:
-        st = s.status
-        status_age = None if s.status_at is None else max(0.0, now - s.status_at)
-        cap = self._capacity(s, now, rtts)
-        active = st.active_sessions if st else 0
-        if self._token_gone(s.alive, s.gone_at, now):
-            health = "gone"
-        elif st is None or (status_age is not None and status_age > STATUS_STALE_S and self._connection == "connected"):
-            health = "stale"
-        elif st.draining:
-            health = "draining"
-        elif st.cordoned:
-            health = "cordoned"
-        elif st.max_sessions and active >= st.max_sessions:
-            health = "full"
-        elif not st.warmed_up:
-            health = "cold"
-        else:
-            health = "ok"
-        m = s.metrics
-        errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if s.audit_times else None)
-        superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if s.audit_times else None)
-        model, rev, service = s.ns
-        gone = health == "gone"
-        room_left, room_limit = (None, "") if gone or health == "stale" else (cap.room, cap.room_limit)
-        heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
-        return ServerRow(
-            replica=s.replica,
-            model_id=(st.model.repo_or_path if st and st.model.repo_or_path else model),
-            revision=(st.model.revision if st and st.model.revision else rev),
-            service=(st.service if st and st.service else service),
-            active_sessions=active,
-            max_sessions=st.max_sessions if st else 0,
-            load=st.load if st else 0.0,
-            requests_per_s=cap.requests_per_s,
-            errors=errors,
-            superseded=superseded,
-            health=health,
-            n_max=cap.n_max,
-            headroom=room_left,
-            room_limit=room_limit,
-            inference_ms_p50=st.inference_ms_p50 if st else 0.0,
-            draining=bool(st and st.draining),
-            alive=s.alive,
-            status_age_s=status_age,
-            metrics_url=st.metrics_url if st else "",
-            metrics_error=s.metrics_error,
-            session_robots=tuple(sorted(x.client_uuid for x in st.sessions)) if st else (),
-            seen_age_s=min(heard) if heard else None,
-            ns=s.ns,
-            cordoned=bool(st and st.cordoned),
-            rate_source=cap.rate_source,
-        )
-
-
-def waiting_reason(ns: Namespace, servers: tuple[ServerRow, ...]) -> str:
-    """Why a robot without a session is not getting one, from the replicas of its service.
-
-    Empty when some replica has room (the robot is simply connecting). Names every replica and what
-    stops it taking the robot, so the operator sees what would free it.
-    """
-    peers = sorted((s for s in servers if s.ns == ns), key=lambda s: s.replica)
-    live = [s for s in peers if s.health != "gone"]
-    if not live:
-        return "waiting: no replica serves this model/service" + (f" ({', '.join(f'{s.replica} gone' for s in peers)})" if peers else "")
-    if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
-        return ""
-    why = []
-    for s in sorted(peers, key=lambda s: (s.health in ("gone", "stale", "draining", "cordoned"), s.replica)):  # may free up first
-        if s.health in ("gone", "stale", "draining", "cordoned"):
-            why.append(f"{s.replica} {s.health}")
-        elif s.max_sessions and s.active_sessions >= s.max_sessions:
-            why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")
-        else:
-            why.append(f"{s.replica} room {s.headroom if s.headroom is not None else '?'} ({s.room_limit or 'unknown'})")
-    return f"waiting: no replica with room ({', '.join(why)})"
 
 
 def _aged(e: AuditEntry, age: float) -> AuditEntry:

@@ -38,8 +38,6 @@ def test_store_capacity_input_follows_a_robot_that_moved():
     store.on_telemetry(RobotTelemetry(client_uuid="a", state="STREAMING", replica="gpu-0", rtt_p50_ms=30.0), NS)
     store.on_telemetry(RobotTelemetry(client_uuid="b", state="STREAMING", replica="gpu-0", rtt_p50_ms=50.0), NS)
     store.on_telemetry(RobotTelemetry(client_uuid="a", state="STREAMING", replica="gpu-1", rtt_p50_ms=40.0), NS)
-    with store._lock:
-        assert {k: sorted(v) for k, v in store._rtts_by_replica().items()} == {"gpu-0": [50.0], "gpu-1": [40.0]}
+    assert {k: sorted(v) for k, v in store.capture().rtts.items()} == {"gpu-0": [50.0], "gpu-1": [40.0]}
     store.on_telemetry(RobotTelemetry(client_uuid="b", state="RECONNECTING", replica="", rtt_p50_ms=50.0), NS)
-    with store._lock:
-        assert store._rtts_by_replica() == {"gpu-1": [40.0]}
+    assert store.capture().rtts == {"gpu-1": [40.0]}

@@ -123,5 +123,5 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
                     tick=True)
         await until(pilot, lambda: any(x.key == ("fault", key) and x.cleared_s is not None for x in app.alerts.listing()), 20,
                     "fault alert cleared", tick=True)
-        events = [e.text for e in app.store.events() if e.kind == "alert"]
+        events = [e.text for e in app.view.events if e.kind == "alert"]
         assert any(f"alert cleared: {waiting[0].robot_id} fault" in t for t in events)

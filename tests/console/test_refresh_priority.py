@@ -92,7 +92,7 @@ async def test_app_closes_the_gate_for_a_tick_and_opens_it_once_the_frame_is_dra
     original = app._advance
 
     def advance():
-        closed_during_tick.append(not app.store.ui_gate._open.is_set())
+        closed_during_tick.append(not app.ui_gate._open.is_set())
         return original()
 
     app._advance = advance
@@ -100,5 +100,5 @@ async def test_app_closes_the_gate_for_a_tick_and_opens_it_once_the_frame_is_dra
         assert app.gc_pacer.active
         app.tick()
         assert closed_during_tick and closed_during_tick[-1]
-        await until(pilot, lambda: app.store.ui_gate._open.is_set(), 5, "the gate open after the frame")
+        await until(pilot, lambda: app.ui_gate._open.is_set(), 5, "the gate open after the frame")
     assert not app.gc_pacer.active  # unmount gave the collector back

@@ -69,6 +69,7 @@ class ZenohSource:
         self._recorder = Recorder(record_path) if record_path else None
         self._keys: dict[str, ParsedKey] = {}
         self._rings: list[tuple[str, Any]] = []  # (kind, ring-channel subscriber), read by the decoder thread
+        self.ui_gate = UiGate()  # ingest threads yield to a UI refresh; the app closes it for each frame (ui_gate.py)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -183,7 +184,7 @@ class ZenohSource:
             self._inbox.append(("alive+" if sample.kind == zenoh.SampleKind.PUT else "alive-", str(sample.key_expr), None))
         else:
             if len(self._inbox) >= INBOX_MAX and self._store is not None:
-                self._store.dropped += 1
+                self._store.count_dropped()
             self._inbox.append((kind, str(sample.key_expr), sample.payload.to_bytes()))
 
     # ------------------------------------------------------------ workers
@@ -202,7 +203,7 @@ class ZenohSource:
                 self._stop.wait(rest)
                 continue
             started = time.monotonic()
-            gate = store.ui_gate
+            gate = self.ui_gate
             gate.wait()
             self._pull_rings(gate)
             if not inbox:
@@ -235,7 +236,7 @@ class ZenohSource:
                     if not n % GATE_EVERY:
                         gate.wait()
                     if len(inbox) >= INBOX_MAX and self._store is not None:
-                        self._store.dropped += 1
+                        self._store.count_dropped()
                     inbox.append((kind, str(smp.key_expr), smp.payload.to_bytes()))
             except Exception:  # the session closed under us (router gone, stop): the poller reports it
                 log.debug("ring subscriber read failed", exc_info=True)
@@ -315,7 +316,7 @@ class ZenohSource:
             store.note(f"status query failed: {exc}"[:200])
             return
         for status, ns in statuses:  # only replies whose key names the replica they claim (discovery.key_vouches_for)
-            store.ui_gate.wait()
+            self.ui_gate.wait()
             if self._recorder is not None:
                 self._recorder.event({"kind": "status", "key": ns.keys.server(status.replica, "status"), "data": to_dict(status)})
             if not self._admit(store, "server", status.replica, ns):
@@ -338,7 +339,7 @@ class ZenohSource:
         assert store is not None
 
         def report(replica: str, values: dict[str, float] | None, error: str) -> None:
-            store.ui_gate.wait()
+            self.ui_gate.wait()
             if self._recorder is not None and values is not None:
                 self._recorder.event({"kind": "metrics", "replica": replica, "data": values})
             store.on_metrics(replica, values, clean(error))

@@ -1,0 +1,287 @@
+"""What the store captured -> the rows and aggregates a tick shows (pure: no lock, no clock, no Textual).
+
+`FleetStore.capture()` copies the raw records under its lock; `Derivation.snapshot` turns one capture
+into a `FleetSnapshot` outside that lock. A robot's figures are rebuilt only when its record changed
+(its version, or whether its token counts as gone); otherwise only its ages are new. Every age is
+taken from the capture's `now`, so a row that did not change still shows how old its figures are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from operator import itemgetter
+from dataclasses import dataclass, fields
+from typing import NamedTuple
+
+from lerobot_policy_remote.wire.keys import Namespace
+from lerobot_policy_remote.wire.messages import RobotTelemetry, ServerStatus
+
+from .capacity import Capacity, capacity, request_rate
+from .model import FleetSnapshot, NamespaceSpill, RobotRow, RobotState, RouterInfo, ServerRow
+
+STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
+RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
+LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the link loss are blamed on the link
+WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
+
+_STATES = {s.name: s for s in RobotState}
+_ROW_NAMES = tuple(f.name for f in fields(RobotRow))
+_ROW_DEFAULTS = {f.name: f.default for f in fields(RobotRow)}  # required fields: always among a robot's figures
+_IN_ORDER = itemgetter(*_ROW_NAMES)
+_SEEN, _STATE_AGE = _ROW_NAMES.index("seen_age_s"), _ROW_NAMES.index("state_age_s")
+
+
+class RobotRecord(NamedTuple):
+    """One robot as the store knows it at capture time (instants on the store's clock)."""
+
+    key: str
+    robot_id: str
+    ns: Namespace
+    ver: int  # bumped by every change to the robot's record
+    telemetry: RobotTelemetry | None
+    seen_at: float | None
+    alive: bool | None
+    gone_at: float | None
+    state_since: float | None  # when its reported state last changed
+    recent_staleness: tuple[float, ...]
+
+
+class ServerRecord(NamedTuple):
+    """One replica as the store knows it at capture time."""
+
+    replica: str
+    ns: Namespace
+    status: ServerStatus | None
+    status_at: float | None
+    alive: bool | None
+    gone_at: float | None
+    metrics: dict[str, float]  # replaced whole on each scrape, never changed in place
+    metrics_error: str
+    scraped_per_s: float | None  # request rate from two scrapes of requests_total
+    audit_lines: int  # audit lines kept
+    audit_recent: int  # audit lines inside the capacity's rate window
+    audit_errors: int
+    audit_superseded: int
+
+
+@dataclass(frozen=True)
+class Link:
+    """The console's own router link: whether a vanished token means the robot is gone or the console is blind."""
+
+    connection: str = "connecting"
+    down_at: float | None = None
+    up_at: float | None = None
+    listening_since: float | None = None  # since when audit lines could arrive (the audit rate's window)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Everything the store held at one instant, copied under its lock."""
+
+    now: float
+    router: str
+    link: Link
+    last_data_at: float | None
+    robots: tuple[RobotRecord, ...]
+    servers: tuple[ServerRecord, ...]
+    rtts: dict[str, list[float]]  # replica -> its robots' reported RTT p50s
+    notes: tuple[str, ...] = ()
+    routers: tuple[RouterInfo, ...] = ()
+    spills: tuple[NamespaceSpill, ...] = ()
+
+
+def token_gone(link: Link, alive: bool | None, gone_at: float | None, now: float) -> bool:
+    """A vanished token means gone only if the console's own link was up when it vanished.
+
+    When the router goes away every token is reported deleted; those robots are not gone, the
+    console is blind (the header says so). After a reconnect, tokens are re-announced with
+    history; they get RECONNECT_GRACE_S before the missing ones count as gone.
+    """
+    if alive is not False or gone_at is None:
+        return False
+    if link.connection != "connected":
+        return link.down_at is None or gone_at < link.down_at - LINK_LOSS_MARGIN_S
+    if link.up_at is None or gone_at > link.up_at:
+        return True
+    return now - link.up_at > RECONNECT_GRACE_S
+
+
+def server_capacity(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[float]], explain: bool = False) -> Capacity:
+    """Request rate, N_max and room of one replica (`capacity.py`, the code `status` and `doctor` run too)."""
+    heard = None if link.listening_since is None else now - link.listening_since
+    audit = s.audit_recent if s.audit_lines else None
+    rate = request_rate(s.status.requests_per_s if s.status else None, s.scraped_per_s, audit, heard)
+    return capacity(s.status, rate, rtts.get(s.replica, ()), explain)
+
+
+def server_row(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[float]]) -> ServerRow:
+    st = s.status
+    status_age = None if s.status_at is None else max(0.0, now - s.status_at)
+    cap = server_capacity(s, link, now, rtts)
+    active = st.active_sessions if st else 0
+    if token_gone(link, s.alive, s.gone_at, now):
+        health = "gone"
+    elif st is None or (status_age is not None and status_age > STATUS_STALE_S and link.connection == "connected"):
+        health = "stale"
+    elif st.draining:
+        health = "draining"
+    elif st.cordoned:
+        health = "cordoned"
+    elif st.max_sessions and active >= st.max_sessions:
+        health = "full"
+    elif not st.warmed_up:
+        health = "cold"
+    else:
+        health = "ok"
+    m = s.metrics
+    audited = s.audit_lines > 0
+    errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if audited else None)
+    superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if audited else None)
+    model, rev, service = s.ns
+    room_left, room_limit = (None, "") if health in ("gone", "stale") else (cap.room, cap.room_limit)
+    heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
+    return ServerRow(
+        replica=s.replica,
+        model_id=(st.model.repo_or_path if st and st.model.repo_or_path else model),
+        revision=(st.model.revision if st and st.model.revision else rev),
+        service=(st.service if st and st.service else service),
+        active_sessions=active,
+        max_sessions=st.max_sessions if st else 0,
+        load=st.load if st else 0.0,
+        requests_per_s=cap.requests_per_s,
+        errors=errors,
+        superseded=superseded,
+        health=health,
+        n_max=cap.n_max,
+        headroom=room_left,
+        room_limit=room_limit,
+        inference_ms_p50=st.inference_ms_p50 if st else 0.0,
+        draining=bool(st and st.draining),
+        alive=s.alive,
+        status_age_s=status_age,
+        metrics_url=st.metrics_url if st else "",
+        metrics_error=s.metrics_error,
+        session_robots=tuple(sorted(x.client_uuid for x in st.sessions)) if st else (),
+        seen_age_s=min(heard) if heard else None,
+        ns=s.ns,
+        cordoned=bool(st and st.cordoned),
+        rate_source=cap.rate_source,
+    )
+
+
+def waiting_reason(ns: Namespace, servers: Iterable[ServerRow]) -> str:
+    """Why a robot without a session is not getting one, from the replicas of its service.
+
+    Empty when some replica has room (the robot is simply connecting). Names every replica and what
+    stops it taking the robot, so the operator sees what would free it.
+    """
+    peers = sorted((s for s in servers if s.ns == ns), key=lambda s: s.replica)
+    live = [s for s in peers if s.health != "gone"]
+    if not live:
+        gone = f" ({', '.join(f'{s.replica} gone' for s in peers)})" if peers else ""
+        return "waiting: no replica serves this model/service" + gone
+    if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
+        return ""
+    why = []
+    blocked = ("gone", "stale", "draining", "cordoned")
+    for s in sorted(peers, key=lambda s: (s.health in blocked, s.replica)):  # the ones that may free up first
+        if s.health in blocked:
+            why.append(f"{s.replica} {s.health}")
+        elif s.max_sessions and s.active_sessions >= s.max_sessions:
+            why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")
+        else:
+            why.append(f"{s.replica} room {s.headroom if s.headroom is not None else '?'} ({s.room_limit or 'unknown'})")
+    return f"waiting: no replica with room ({', '.join(why)})"
+
+
+def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> dict[str, object]:
+    """A robot row's fields apart from its ages: what changes only when its record does."""
+    t = rec.telemetry
+    model, rev, service = rec.ns
+    if gone:
+        state = RobotState.GONE
+    elif t is None:
+        state = RobotState.UNKNOWN
+    else:
+        state = _STATES.get(t.state) or RobotState.parse(t.state)
+    if t is None:
+        return {"robot_id": rec.robot_id, "state": state, "reported_state": "", "model_id": model, "revision": rev,
+                "service": service, "alive": rec.alive, "ns": rec.ns, "row_key": rec.key}
+    return {
+        "robot_id": rec.robot_id, "state": state, "reported_state": t.state, "model_id": t.model_id or model,
+        "revision": rev, "service": service, "session_id": t.session_id, "replica": t.replica, "episode_id": t.episode_id,
+        "staleness_s": t.staleness_s, "queue_s": t.queue_s, "rtt_p50_ms": t.rtt_p50_ms, "rtt_p95_ms": t.rtt_p95_ms,
+        "delay_steps": t.delay_steps, "requests": t.requests, "superseded": t.superseded, "errors": t.errors,
+        "fallback_count": t.fallback_count, "last_outcome": t.last_outcome, "fps": t.fps, "alive": rec.alive,
+        "ns": rec.ns, "waiting": waiting if state in WAITING_STATES else "", "network_ms": t.network_ms_p50 or None,
+        "queue_wait_ms": t.queue_wait_ms_p50 or None, "inference_ms": t.inference_ms_p50 or None,
+        "action_order": t.action_order, "row_key": rec.key, "max_action_age_s": t.max_action_age_s or None,
+        "rtc": t.rtc, "recent_staleness": rec.recent_staleness,
+    }
+
+
+def robot_row(rec: RobotRecord, link: Link, now: float, servers: Iterable[ServerRow]) -> RobotRow:
+    """One robot's row built from scratch (detail screens; `Derivation` keeps the figures between ticks)."""
+    gone = token_gone(link, rec.alive, rec.gone_at, now)
+    figures = robot_figures(rec, gone, _waiting(rec, gone, servers))
+    return RobotRow(**figures, **_ages(rec, gone, now))
+
+
+def _waiting(rec: RobotRecord, gone: bool, servers: Iterable[ServerRow]) -> str:
+    t = rec.telemetry
+    if gone or t is None or (_STATES.get(t.state) or RobotState.parse(t.state)) not in WAITING_STATES:
+        return ""
+    return waiting_reason(rec.ns, servers)
+
+
+def _ages(rec: RobotRecord, gone: bool, now: float) -> dict[str, float | None]:
+    since = rec.gone_at if gone else rec.state_since
+    return {"seen_age_s": None if rec.seen_at is None else max(0.0, now - rec.seen_at),
+            "state_age_s": None if since is None else max(0.0, now - since)}
+
+
+class Derivation:
+    """Captures -> snapshots, keeping each robot's figures while its record is unchanged.
+
+    The figures of a robot waiting for a replica are rebuilt every time: its `waiting` text depends on
+    the servers. Everything else about a row that did not change is reused, and only its two ages are
+    computed again (a tick at 2,000 robots builds 2,000 rows either way; most of them cheaply).
+    """
+
+    def __init__(self) -> None:
+        # row key -> (version, gone, state, the row's fields in order with its ages left to fill)
+        self._figures: dict[str, tuple[int, bool, RobotState, list[object]]] = {}
+
+    def snapshot(self, cap: Capture) -> FleetSnapshot:
+        now, link = cap.now, cap.link
+        servers = tuple(server_row(s, link, now, cap.rtts) for s in cap.servers)
+        memo = self._figures
+        waiting: dict[Namespace, str] = {}
+        rows = []
+        for rec in cap.robots:
+            gone = token_gone(link, rec.alive, rec.gone_at, now)
+            held = memo.get(rec.key)
+            if held is None or held[0] != rec.ver or held[1] != gone or held[2] in WAITING_STATES:
+                why = ""
+                if not gone and rec.telemetry is not None:
+                    why = waiting[rec.ns] if rec.ns in waiting else waiting.setdefault(rec.ns, waiting_reason(rec.ns, servers))
+                figures = {**_ROW_DEFAULTS, **robot_figures(rec, gone, why)}
+                held = memo[rec.key] = (rec.ver, gone, figures["state"], list(_IN_ORDER(figures)))  # type: ignore[assignment]
+            values = held[3].copy()
+            since = rec.gone_at if gone else rec.state_since
+            values[_SEEN] = None if rec.seen_at is None else max(0.0, now - rec.seen_at)
+            values[_STATE_AGE] = None if since is None else max(0.0, now - since)
+            rows.append(RobotRow(*values))
+        if len(memo) > 2 * len(cap.robots) + 64:  # robots the store no longer holds
+            keep = {rec.key for rec in cap.robots}
+            self._figures = {k: v for k, v in memo.items() if k in keep}
+        return FleetSnapshot(
+            router=cap.router,
+            connection=link.connection,
+            data_age_s=None if cap.last_data_at is None else max(0.0, now - cap.last_data_at),
+            robots=tuple(rows),
+            servers=servers,
+            notes=cap.notes,
+            routers=cap.routers,
+            spills=cap.spills,
+        )
