@@ -5,7 +5,7 @@ size, `predict_action_chunk`, its own postprocessor, both action spaces out) aga
 `ActPolicy.infer` (the ~30-line openpi/GR00T-style wrapper: preprocess, predict, postprocess), with the same
 ACT checkpoint (two 480x640 cameras resized to 120x160, 14-dim state, 50x14 chunks) and the same raw frames.
 Both run in a non-main thread, as the server's worker does, alternating request by request so both see the
-same load. The aim (issue 22): backend <= 1.05x the wrapper. `--profile` adds a cProfile of each.
+same load. The aim: backend <= 1.05x the wrapper. `--profile` adds a cProfile of each.
 
     .venv/bin/python bench/backend_vs_wrapper.py [--n 200] [--threads 0] [--device cpu|cuda] [--profile]
 """

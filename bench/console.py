@@ -9,7 +9,7 @@ Processes: an embedded router (`lerobot-fleet router`), --publishers publisher p
 status queryables, audit lines at --hz, and a /metrics endpoint per server), and this process running the real
 console (FleetConsoleApp + ZenohSource, headless Textual).
 
-    .venv/bin/python bench/console.py --robots 2000 --hz 10 --publishers 8     # issue 20's aim: 20,000 samples/s
+    .venv/bin/python bench/console.py --robots 2000 --hz 10 --publishers 8     # the aim: 20,000 samples/s
 
 The publishers must prove the load: the console counts what it received in the window (`delivered_per_s`)
 against `intended_per_s` (robots x hz + servers x hz audit lines); below 95% the run prints

@@ -1,4 +1,4 @@
-"""Robot-side fault timings with real processes (issue 9): one router, `lerobot-policy-server` processes,
+"""Robot-side fault timings with real processes: one router, `lerobot-policy-server` processes,
 one `RemoteInferenceEngine` driven by a 30 Hz control loop on a sim arm (one 48x64 camera).
 
 Faults, each repeated `--trials` times; times come from the engine's own state history (monotonic):

@@ -1,4 +1,4 @@
-"""What the hop through the router costs per request, and which zenoh settings change it (issue 22).
+"""What the hop through the router costs per request, and which zenoh settings change it.
 
 A client publishes a request (express, like our observations' small cousins), an echo process in another
 process republishes it on a reply key, the client waits for it: one request/reply round trip, measured on

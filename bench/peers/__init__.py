@@ -1,4 +1,4 @@
-"""Side-by-side benchmark against the servers people run today (issue 13).
+"""Side-by-side benchmark against the servers people run today.
 
 `python -m bench.peers.run` reproduces every table and plot in docs/performance.md ("Side by side").
 Each system runs as its own server process; each measurement runs in its own client process

@@ -34,13 +34,12 @@ class Sizes:
     vla_requests: int = 30  # per robot, as the ACT rows
     link_requests: int = 12
     repeats: int = 3
-    # The loopback latency rows and the 1-robot ACT: one repeat's p50 moves by up to +-30 % on a 2-vCPU VM (issue 22,
-    # sessions 9-11), so the median of 3 could not resolve the 10 % the issue asks for. 5 cost about 11 more minutes for
-    # the loopback rows (62 min for the four phases of issue 22) and under one for the ACT (its N = 1 phase took
-    # 4.7 min in session 13 against 4.3 with 3).
+    # The loopback latency rows and the 1-robot ACT: one repeat's p50 moves by up to +-30 % on a 2-vCPU VM, so the
+    # median of 3 cannot resolve a 10 % difference. 5 cost about 11 more minutes for the loopback rows (62 min for the
+    # four phases) and under one for the ACT.
     latency_repeats: int = 5
-    # A kill's "fresh actions again" is mostly the restarted server's start: one trial moved by +-0.2 s on this box
-    # (issue 22, session 14: 0.66 s, then 0.43 / 0.53 / 0.36 on the same code), so the row is a median of 3.
+    # A kill's "fresh actions again" is mostly the restarted server's start, which moves by +-0.2 s on a 2-vCPU VM
+    # (one trial 0.66 s, three more of the same code 0.36-0.53 s), so the row is a median of 3.
     kill_trials: int = 3
     scale_seconds: float = 4.0
 

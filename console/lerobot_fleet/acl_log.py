@@ -197,8 +197,8 @@ def _main(argv: list[str]) -> int:
     """The filter process: stdin -> RefusalLog -> stdout, until EOF.
 
     It ignores SIGINT and SIGTERM: a Ctrl-C or a supervisor's SIGTERM reaches the router's whole process
-    group, and the router still prints its last lines through this filter while it stops (issue 23: the
-    filter dying first gave "[Errno 32] Broken pipe"). It ends at EOF, also when the router is killed."""
+    group, and the router still prints its last lines through this filter while it stops (a filter that
+    died first gave "[Errno 32] Broken pipe"). It ends at EOF, also when the router is killed."""
     import signal
 
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,5 +1,5 @@
 """Fleet aggregates kept as samples arrive (O(1) per telemetry sample), so a UI tick reads them instead of
-walking every robot (issue 20: the console at 1,000-2,000 robots)."""
+walking every robot, so a tick stays cheap at 1,000-2,000 robots."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ class AlertRules:
     a robot alerts when its staleness reaches `staleness_of_bound` of that bound (2/3: 2 s at the default
     3 s), or `staleness_default_s` when the robot does not report its bound. A healthy robot's staleness
     swings with its buffer and chunk cadence (0.8-1.15 s with a 0.5 s buffer and 20-step chunks at 30 fps),
-    so a fixed 1 s threshold opened and cleared every few seconds (issue 23). `staleness_s` > 0 replaces
+    so a fixed 1 s threshold opened and cleared every few seconds. `staleness_s` > 0 replaces
     the derived threshold with one fixed value for every robot. The breach must hold for
     `staleness_samples` telemetry samples in a row (about one a second), so one sample never opens it.
     """

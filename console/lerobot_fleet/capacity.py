@@ -8,7 +8,7 @@ robots report. Pure: no clock reads, no I/O.
   does not report it (an older release): the change in `requests_total` between two `/metrics` scrapes, else
   audit lines over the part of the last 10 s the console has heard (`status` listens 2.5 s: dividing by 10 s
   there showed 0.2 req/s where the console showed 1.5-2.0).
-- **N_max** = min(0.8 / (r·t), (H·dt/2 − RTT) / t) (spec P10), 0 when one pass does not fit H·dt/2 − RTT.
+- **N_max** = min(0.8 / (r·t), (H·dt/2 − RTT) / t), 0 when one pass does not fit H·dt/2 − RTT.
 - **room** = min(floor(N_max), max_sessions) − active: what limits it is `cap`, `N_max`, `drain` or `cordon`.
 """
 
@@ -24,7 +24,7 @@ __all__ = ["AUDIT_RATE_WINDOW_S", "DEFAULT_REQUEST_HZ", "Rate", "Capacity", "req
 
 AUDIT_RATE_WINDOW_S = 10.0  # audit lines are counted over this much of the recent past
 MIN_HEARD_S = 1.0  # ... or over what the console heard of it, but never less than this (one line is not a rate)
-DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet (the spec's 1 Hz example)
+DEFAULT_REQUEST_HZ = 1.0  # N_max's r when no request rate is observed yet
 
 RATE_SOURCES = {
     "server": "the server's count over its last 10 s",
@@ -56,7 +56,7 @@ def request_rate(reported: float | None, scraped: float | None, audit_lines: int
 
 
 def n_max(t_s: float, r_hz: float, horizon_steps: float, dt_s: float, rtt_s: float) -> float | None:
-    """Spec P10: N_max = min(0.8 / (r*t), (H*dt/2 - RTT) / t). None when an input is unknown (<= 0).
+    """N_max = min(0.8 / (r*t), (H*dt/2 - RTT) / t). None when an input is unknown (<= 0).
 
     t = server time per request, r = per-client request rate, H = execution horizon (steps),
     dt = control period, RTT = network round trip. A negative latency bound clamps to 0.

@@ -140,7 +140,7 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
 
 
 def port_taken(port: int, host: str = "127.0.0.1") -> str:
-    """'' when the demo's router can listen on host:port; else what to do, naming --port (issue 23)."""
+    """'' when the demo's router can listen on host:port; else what to do, naming --port."""
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -3,7 +3,7 @@
 At 1,000 robots the console holds ~150,000 GC-tracked objects (rows, trends, audit entries); CPython's
 automatic full collection then stops every thread for 60-290 ms, at a moment chosen by whichever
 allocation tipped the count - in 60 s runs of `lerobot-fleet simulate --robots 1000`, several landed inside a
-refresh (issue 20). The pacer freezes what exists at start (modules,
+refresh. The pacer freezes what exists at start (modules,
 Textual, the app: never garbage), turns automatic full collections off, and runs one itself right after
 a frame is drawn, at most every `full_every_s`. Young collections stay automatic (they take ~1 ms);
 reference counting frees everything else at once, so only reference cycles wait for the paced pass.

@@ -64,7 +64,7 @@ def nice_autogroup(pid: int, nice: int) -> bool:
     """Give the session of `pid` a nice value as a whole. Linux (autogroup on) schedules each session as one group
     and ranks processes by nice only within their group; every `Proc` starts a session, so `nice -n` alone left each
     fleet process a share equal to the console's (its refresh waited for a CPU: ticks of 40 ms of CPU took 100-400 ms).
-    False where there is no autogroup (then `nice -n` alone ranks them) (issue 20)."""
+    False where there is no autogroup (then `nice -n` alone ranks them)."""
     try:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
         return True

@@ -1,7 +1,7 @@
 """The UI's right of way over ingest: one Python process, one GIL.
 
 A refresh builds and draws a frame in ~40 ms of Python; while the source's decoder, status poller and
-scrapers also hold the GIL, the same frame took 200-290 ms at 1,000 robots (issue 20). The app closes
+scrapers also hold the GIL, the same frame took 200-290 ms at 1,000 robots. The app closes
 the gate for the length of one refresh; ingest threads call `wait()` between small units of work and
 sleep while it is closed. The samples they would have decoded wait in bounded, coalescing queues, so a
 frame costs the data a few tens of milliseconds of age, never a sample. A gate left closed (a refresh

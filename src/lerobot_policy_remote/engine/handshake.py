@@ -64,7 +64,7 @@ def namespace_hint(keys: ServiceKeys, status_key: str) -> str:
 
 def reconnect_failure(exc: HandshakeError, last_replica: str) -> str:
     """Why a re-handshake failed, for the robot's log. A robot that had a session and now finds no replica of
-    its service was not misconfigured: its server drained, stopped or is unreachable (issue 23), so the
+    its service was not misconfigured: its server drained, stopped or is unreachable, so the
     namespace/endpoint advice of a first connection would mislead."""
     if exc.code == Refusal.NO_SERVER and last_replica:
         return (f"no policy server of this service answers any more (replica {last_replica} drained, stopped or is "

@@ -15,8 +15,8 @@ class RequestTracker:
         self.seq = 0
         self.current: Outstanding | None = None
         # The most recent request, kept after it timed out or failed until a newer one is sent (or a reset /
-        # lost link / new session drops it): its late reply is still merged (design P5: a late chunk is
-        # accepted when it answers the latest request, otherwise dropped).
+        # lost link / new session drops it): its late reply is still merged (a late chunk is accepted
+        # when it answers the latest request, otherwise dropped).
         self.latest: Outstanding | None = None
         self.timeouts = 0  # consecutive timeouts (a streak means the link is lost)
         self.failing = False  # a request failed and none succeeded since

@@ -1,4 +1,4 @@
-"""The fail-safe link state machine of spec 9.2, as pure logic (no I/O, no threads, time passed in).
+"""The fail-safe link state machine (docs/robot.md, states), as pure logic (no I/O, no threads, time passed in).
 
     CONNECTING --first merge--> STREAMING
     STREAMING --the request in flight is older than degraded_after_s, or one failed--> DEGRADED

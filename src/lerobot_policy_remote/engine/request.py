@@ -101,7 +101,7 @@ def build_observation(
 
 
 def resize_for_model(images: dict[str, NDArray[Any]], sizes: dict[str, tuple[int, int]]) -> dict[str, NDArray[Any]]:
-    """Each camera frame shrunk to its trained (h, w) before encoding (issue 22: send what the model eats).
+    """Each camera frame shrunk to its trained (h, w) before encoding: send what the model eats.
 
     Area interpolation on uint8, stretched to the target like the server's own resize (no crop, no pad), so
     the aspect ratio is handled exactly as before. Only ever shrinks: a frame already at (or below) the

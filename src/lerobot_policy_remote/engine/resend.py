@@ -1,4 +1,4 @@
-"""When an observation is re-sent, and which ones may not be dropped on the way (pure; issue 22).
+"""When an observation is re-sent, and which ones may not be dropped on the way (pure).
 
 Small observations go with `CongestionControl.DROP` (a stale frame is worth less than a fresh one): one
 dropped in a full tx queue is re-sent, identical (same seq id and clock), once the request has been

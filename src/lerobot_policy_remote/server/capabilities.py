@@ -1,4 +1,4 @@
-"""What the loaded policy can serve, and the session-open check matrix (spec 8.3 / 8.4).
+"""What the loaded policy can serve, and the session-open check matrix.
 
 Why a registry and not introspection: whether `predict_action_chunk` touches instance state is a
 property of each policy family's code, verified by reading it; anything not verified is served
@@ -55,7 +55,7 @@ def classify(policy: Any, policy_type: str, requested: str) -> Classification:
     elif policy_type in CHUNK_STATELESS:
         mode, reason, queue_fed = "shared", f"{policy_type}: verified chunk-stateless", False
     elif getattr(type(policy), "supports_stateless_chunking", False) is True:
-        # Opt-in by the policy's author (the spec's proposed PreTrainedPolicy attribute), e.g. plugin policies.
+        # Opt-in by the policy's author (a class attribute proposed for PreTrainedPolicy), e.g. plugin policies.
         mode, reason, queue_fed = "shared", f"{policy_type}: declares supports_stateless_chunking", False
     elif policy_type == "smolvla":
         n_obs = int(getattr(policy.config, "n_obs_steps", 1))
@@ -168,7 +168,7 @@ def exclusive_full_message(caps: Capabilities, active: int) -> str:
 
 
 def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool, same_client: bool) -> OpenVerdict:
-    """The spec 8.4 matrix, pure CPU. `same_client`: this client already holds a session (re-open replaces it)."""
+    """The session-open check matrix, pure CPU. `same_client`: this client already holds a session (re-open replaces it)."""
     if draining:
         return OpenVerdict(False, Refusal.DRAINING, "server is draining: try another replica")
     try:
@@ -248,7 +248,7 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
             return OpenVerdict(False, Refusal.FPS_MISMATCH, text + " (strict_fps is on)")
         warnings.append(text)
     # RTC: downgrade, never reject. Not a warning: expected for a policy without RTC (ACT), and the ack's
-    # rtc_active / supports_rtc already say it; the robot logs it at INFO (issue 23).
+    # rtc_active / supports_rtc already say it; the robot logs it at INFO.
     rtc_active = bool(req.rtc.enabled and caps.supports_rtc)
     # Capacity last: a contract mismatch is more useful to report than a full server.
     if not same_client and active >= caps.max_sessions:

@@ -2,7 +2,7 @@
 
 Through a router every request crosses two extra processes (robot -> router -> server and back); on one host
 that hop was the largest part of the round trip the server does not spend in the model, and a third process
-to wake on a small machine (docs/performance.md, issue 22). A robot whose link reaches this replica over
+to wake on a small machine (docs/performance.md). A robot whose link reaches this replica over
 shared memory (so: this host) and that uses no TLS dials the endpoint named in the session ack and sends its
 observations there; the server answers the way each observation came. Liveliness, status, handshakes,
 telemetry, audit lines and resets stay on the router, so the fleet sees exactly what it saw before.

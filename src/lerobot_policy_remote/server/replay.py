@@ -90,7 +90,7 @@ def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Calla
         rtc = RtcSettings(**json.loads(rtc_json)) if rtc_json not in ("", "null") else None
         chunk_model, chunk_robot = backend.infer(state, obs, rtc)
         sent = decode_chunk(t["chunk_payload"].tobytes())
-        if "chunk_model" in t and "chunk_robot" in t:  # the float32 arrays before the reply's dtype/space (issue 22)
+        if "chunk_model" in t and "chunk_robot" in t:  # the float32 arrays before the reply's dtype/space
             sent.chunk_model, sent.chunk_robot = np.asarray(t["chunk_model"]), np.asarray(t["chunk_robot"])
         same = all(a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
                    for a, b in ((chunk_model, sent.chunk_model), (chunk_robot, sent.chunk_robot)))

@@ -100,11 +100,11 @@ class Session:
     last_obs: float = field(default_factory=time.monotonic)  # monotonic time of the robot's last observation (or open)
     gone_since: float | None = None  # monotonic time the robot's liveliness token disappeared
     closed: bool = False
-    pub: Any = None  # the zenoh publisher on this robot's action key (QoS of spec 6.3)
+    pub: Any = None  # the zenoh publisher on this robot's action key (docs/wire.md QoS)
     direct_pub: Any = None  # the same key on the loopback link (server/direct.py), when this server offers one
     via_direct: bool = False  # the latest observation came over the loopback link: reply on it
     pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
-    # The reply negotiated at open (issue 22): float16 when a chunk fits within reply_max_error, model space or not.
+    # The reply negotiated at open: float16 when a chunk fits within reply_max_error, model space or not.
     reply_dtype: str = "float32"
     reply_max_error: float = 0.0
     reply_model_space: bool = True
@@ -139,7 +139,7 @@ SESSION_ID_SHOWN = 8
 
 
 def declare_action_publisher(z: Any, key: str) -> Any:
-    """A robot's action key: chunks and events, droppable, express, at the robot-facing priority (spec 6.3)."""
+    """A robot's action key: chunks and events, droppable, express, at the robot-facing priority."""
     return z.declare_publisher(key, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH,
                                express=True, reliability=zenoh.Reliability.RELIABLE)
 
@@ -219,7 +219,7 @@ class Registry:
 
 
 def reply_terms(req: SessionOpen, rtc_active: bool) -> tuple[str, float, bool]:
-    """The reply a robot gets (issue 22): (dtype, max float16 error, model space included).
+    """The reply a robot gets: (dtype, max float16 error, model space included).
 
     float16 only when the robot asked for it with a positive error bound (each chunk is still checked
     against that bound and goes as float32 when it does not fit); model space is left out only for a

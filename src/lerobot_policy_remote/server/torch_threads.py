@@ -3,7 +3,7 @@
 OpenMP (torch's intra-op backend) keeps one thread team per thread that starts a parallel region. Once the
 main thread has run parallel torch ops (loading weights, warm-up), a second thread's team runs at about half
 speed on a small box: a small ACT measured 21 ms per pass on the thread that first used torch and 40-45 ms on
-another one, while every peer server runs its model on its main thread (issue 22). So the main thread loads
+another one, while every peer server runs its model on its main thread. So the main thread loads
 with one torch thread (no team), and the worker thread, the one that serves, takes the full count and runs
 the warm-up passes itself before the replica is announced (its first robot's pass finds the team built).
 """

@@ -71,7 +71,7 @@ class FleetPublisher:
 
         Each robot's sample is its `telemetry(i, rid, n)` encoded with the product's packer, built from a per-robot
         field map updated in place (the same bytes `encode()` makes, without walking the dataclass each time:
-        the publisher must reach 20,000 samples/s, issue 20); `test_testing_kit` decodes them."""
+        the publisher must reach 20,000 samples/s); `test_testing_kit` decodes them."""
         self.rounds += 1
         n = self.rounds
         if self._maps is None:

@@ -39,7 +39,7 @@ CHUNK = 30  # one observation per chunk: 1 s of actions at 30 fps, sent when 0.5
 # A robot host's one link carries up to 250 robots' observations (and its router's link back, their chunks):
 # bursts a robot's own link never sees. Deeper TX queues for the priorities the protocol uses keep those
 # multiplexing bursts from being dropped (robots' publishers use CongestionControl.DROP); `lerobot-fleet simulate`
-# gives its routers the same (docs/performance.md, issue 20).
+# gives its routers the same (docs/decisions.md, "A drain of hundreds of robots at once").
 MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
 # The link's lease: zenoh runs every robot's callbacks on the link's one RX task, under this process's one GIL (shared
 # with 250 robots' control loops and up to 32 handshakes after a drain). A callback that waited over a second for the

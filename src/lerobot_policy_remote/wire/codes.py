@@ -12,7 +12,7 @@ from enum import StrEnum
 
 
 class Refusal(StrEnum):
-    """`SessionAck.code`: `ok`, or why the server refused the session (spec 8.4); also `HandshakeError.code`."""
+    """`SessionAck.code`: `ok`, or why the server refused the session; also `HandshakeError.code`."""
 
     OK = "ok"
     DRAINING = "draining"  # this replica is shutting down: try another

@@ -44,7 +44,7 @@ SERVER_LEAVES = ("status", "drain", "cordon", "alive", "audit")
 ROBOT_SCOPED_SERVER_LEAVES = ("obs", "session", "reset")  # server/<replica>/<leaf>/<robot>
 ROBOT_LEAVES = ("action", "alive", "telemetry", "episode_reset")
 # Selector parameter of a status query that asks for the status without its session list: what a robot's
-# discovery needs (seats, load, draining), O(1) per reply instead of O(sessions) (issue 20). A replica that
+# discovery needs (seats, load, draining), O(1) per reply instead of O(sessions). A replica that
 # does not know it ignores it and sends the whole status, which the robot reads the same way.
 BRIEF_STATUS = "sessions=0"
 

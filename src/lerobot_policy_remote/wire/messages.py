@@ -1,4 +1,4 @@
-"""Control-plane message bodies (spec 10.3 plus what the console needs).
+"""Control-plane message bodies: sessions, status, events, telemetry, audit (docs/wire.md).
 
 Plain dataclasses run through :mod:`.codec`: sessions, status, events, telemetry, audit. This module
 imports neither numpy, cv2, PIL nor torch, so the console and every `lerobot-fleet` verb load only
@@ -77,7 +77,7 @@ class SessionOpen:
     tags: dict[str, str] = field(default_factory=dict)
     expect_fingerprint: str = ""
     dry_run: bool = False  # run every check and answer, but open no session (`lerobot-fleet doctor`)
-    # Reply shape the robot asks for (issue 22; old servers ignore both and send float32, both spaces):
+    # Reply shape the robot asks for (old servers ignore both and send float32, both spaces):
     # "float16" replies when every value survives within `reply_max_error` (action units), else float32.
     reply_dtype: str = "float32"
     reply_max_error: float = 0.0
@@ -107,7 +107,7 @@ class SessionAck:
     # True when the robot's action names and order were compared with the policy's; False when only the
     # action dimension could be checked (the policy names no actions). Additive: old servers omit it.
     action_names_checked: bool = False
-    # Issue 22 (additive). Each camera's trained input size {feature key: [height, width]}: a robot may
+    # Additive. Each camera's trained input size {feature key: [height, width]}: a robot may
     # resize to it before encoding (the server then skips its own resize).
     image_sizes: dict[str, list[int]] = field(default_factory=dict)
     # The reply the server will send: "float16" (chunks within SessionOpen.reply_max_error go as float16,
@@ -115,7 +115,7 @@ class SessionAck:
     reply_dtype: str = "float32"
     reply_model_space: bool = True
     # Zenoh ids this replica reaches over shared memory: its own session and the routers it is linked to by
-    # shared memory (same host). A robot linked by shared memory to one of them sends raw frames (issue 22).
+    # shared memory (same host). A robot linked by shared memory to one of them sends raw frames.
     # Additive: old servers omit it (the robot then encodes as configured).
     shm_zids: list[str] = field(default_factory=list)
     # Where a robot on this replica's host (see shm_zids) may dial it straight, skipping the router: loopback
@@ -260,14 +260,14 @@ class RobotTelemetry:
     state_age_s: float = 0.0
     fps: float = 0.0
     seq: int = 0
-    # Additive (issue 18): the split of the round trip, medians over the recent chunks (server-reported
+    # Additive: the split of the round trip, medians over the recent chunks (server-reported
     # queue wait and inference; network = RTT - queue wait - inference), and whether the server checked
     # this robot's action order ("checked" | "unchecked" | "" before a session).
     queue_wait_ms_p50: float = 0.0
     inference_ms_p50: float = 0.0
     network_ms_p50: float = 0.0
     action_order: str = ""
-    # Additive (issue 23): the robot's own hard bound on action age (`max_action_age_s`; 0 = not reported,
+    # Additive: the robot's own hard bound on action age (`max_action_age_s`; 0 = not reported,
     # an older robot). The console derives its staleness alert threshold from it.
     max_action_age_s: float = 0.0
     # Additive: whether the robot's current session runs real-time chunking ("on": the server offered RTC and the
@@ -278,7 +278,7 @@ class RobotTelemetry:
 
 @dataclass
 class AuditLine:
-    """One line per inference request (spec 12); JSON on the audit logger and on Zenoh."""
+    """One line per inference request; JSON on the audit logger and on Zenoh."""
 
     ts: str
     session_id: str
