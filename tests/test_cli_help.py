@@ -49,7 +49,7 @@ def test_fleet_status_loads_no_heavy_module(router):
     assert loaded == [], f"`lerobot-fleet status` loaded {loaded}"
 
 
-# Issue 23 finding 9: help text for every remote flag and every fleet subcommand, with defaults, and no
+# Help text for every remote flag and every fleet subcommand, with defaults, and no
 # developer notes (lerobot's RTCConfig comments read "Infrastructure" / "Todo change to exp").
 DEV_NOTES = ("Not in the guide", "Infrastructure", "Todo", "honest about timing")
 

@@ -1,4 +1,4 @@
-"""Issue 23 finding 4: every command in README.md and docs/ parses with the program it is given to, and the
+"""Every command in README.md and docs/ parses with the program it is given to, and the
 walk-through commands use the guide's one task string and one router port.
 
 Each fenced shell block is split into commands (backslash continuations joined, `&&` split, comments dropped);

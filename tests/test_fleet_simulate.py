@@ -31,7 +31,7 @@ def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
 
 def test_fleet_nice_ranks_each_fleet_session_below_the_console():
     """`--fleet-nice` must reach the scheduler: each fleet child starts its own session (its own autogroup, where
-    autogroups exist), so its nice value alone ranked it only inside that group (issue 20)."""
+    autogroups exist), so its nice value alone ranked it only inside that group."""
     from pathlib import Path
 
     from lerobot_fleet.simulate import nice_autogroup

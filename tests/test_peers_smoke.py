@@ -34,7 +34,7 @@ def test_peers_quick_run(tmp_path: Path) -> None:
         assert rep["requests"] == res["sizes"]["requests"] and rep["wrong_chunks"] == 0, (arm, rep)
         assert r["rtt_p50_ms"] >= 20.0, arm  # the injected S is inside every round trip
         assert r["server_cpu_ms"] >= 0 and r["client_cpu_ms"] > 0, arm
-        # a 50x14 chunk came back: float32 for the peers, float16 for ours (negotiated within reply_max_error, issue 22)
+        # a 50x14 chunk came back: float32 for the peers, float16 for ours (negotiated within reply_max_error)
         assert r["down_bytes"] > 50 * 14 * (2 if arm.startswith("ours") else 4), arm
     for arm in ("ours-raw", "legacy-grpc", "openpi-ws", "gr00t-zmq"):  # raw frames: at least the pixels travel
         assert lat[arm]["up_bytes"] >= RAW_BYTES, (arm, lat[arm]["up_bytes"])

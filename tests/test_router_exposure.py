@@ -1,4 +1,4 @@
-"""Issue 19: a router reachable from the network enforces the inventory's ACL, or says loudly that it does not."""
+"""A router reachable from the network enforces the inventory's ACL, or says loudly that it does not."""
 
 from __future__ import annotations
 

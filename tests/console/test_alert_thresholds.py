@@ -1,4 +1,4 @@
-"""Issue 23 finding 6: the default staleness alert never trips on a healthy robot and still opens on a real
+"""The default staleness alert never trips on a healthy robot and still opens on a real
 degradation. Pure: a FleetStore on a manual clock, the AlertBook the console and `status --watch` use."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import RobotTelemetry
 
 NS = Namespace("lerobot/act", "main", "pick the cube")
-# staleness of a healthy guide robot (0.5 s buffer, 20-step chunks at 30 fps), as issue 23 measured it
+# staleness of a healthy guide robot (0.5 s buffer, 20-step chunks at 30 fps), as measured on a live robot
 HEALTHY_SWING = (0.80, 0.92, 1.03, 1.15, 0.85, 0.97, 1.10, 1.12, 0.81, 1.14)
 
 

@@ -1,4 +1,4 @@
-"""Issue 19, console half: the console believes the key a sample arrived on, not the names inside it.
+"""Identity, console half: the console believes the key a sample arrived on, not the names inside it.
 
 Real parts: the shared router, the console's real `ZenohSource`, the test kit's replica and robots, and a
 liar: a peer that publishes on its own keys (what the router's ACL lets its certificate do) payloads that

@@ -1,4 +1,4 @@
-"""Issue 19: strings a robot or server controls reach no terminal, table or spreadsheet as commands.
+"""Strings a robot or server controls reach no terminal, table or spreadsheet as commands.
 
 Control characters (C0, C1, ESC sequences, bidi overrides) are stripped on the way into the console
 (`sanitize.clean`, one sanitiser: `wire.text.printable`), rich markup in wire strings stays literal text, the

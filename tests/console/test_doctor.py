@@ -146,7 +146,7 @@ def test_router_down():
 
 
 def test_unusable_tls_arguments_exit_2_naming_our_flags():
-    """Issue 23 finding 3: a tls/ endpoint without --tls-ca is an argument error (exit 2), worded with --tls-ca."""
+    """A tls/ endpoint without --tls-ca is an argument error (exit 2), worded with --tls-ca."""
     rc, out = doctor("--router", f"tls/127.0.0.1:{free_port()}")
     assert rc == 2
     assert "--tls-ca" in out and "tls_root_ca_certificate" not in out

@@ -83,12 +83,12 @@ def test_reset_verb_advances_the_episode(fleet):
     fleet["rollout"].wait_for("Operator episode reset applied", timeout=10)
     missing = _run("reset", "no-such-robot", "--router", fleet["router"].endpoint, "--timeout", "2")
     assert missing.returncode == 2 and "no robot answered" in missing.stdout
-    # issue 23 #7: a robot that is not there is named as such (its token is absent while others are seen)
+    # a robot that is not there is named as such (its token is absent while others are seen)
     assert "no-such-robot is not on the network" in missing.stdout, missing.stdout
 
 
 def test_a_healthy_robot_opens_no_alert_with_the_default_rules(fleet):
-    """Issue 23 #6: the default alert rules over 15 s of a healthy live robot: nothing opens. Its telemetry
+    """The default alert rules over 15 s of a healthy live robot: nothing opens. Its telemetry
     carries its own max_action_age_s (3 s by default), from which the staleness threshold is derived."""
     from lerobot_fleet.alerts import AlertBook
     from lerobot_fleet.store import FleetStore

@@ -1,4 +1,4 @@
-"""Issue 19: which `/metrics` URLs the console fetches, and that no server can stall or flood its scrapes.
+"""Which `/metrics` URLs the console fetches, and that no server can stall or flood its scrapes.
 
 Real local HTTP servers on 127.0.0.1: a healthy one, one that trickles its answer a byte at a time, one
 that streams without end, one on a wrong path; and the console's real Zenoh source scraping them as

@@ -1,5 +1,5 @@
 """The UI's right of way at scale: ingest waits while a frame is built and drawn, and full garbage collections
-run between frames (issue 20: ticks of 40 ms of CPU took 100-400 ms behind decoding and automatic GC passes)."""
+run between frames, so a tick of 40 ms of CPU never waits behind decoding or an automatic GC pass."""
 
 from __future__ import annotations
 

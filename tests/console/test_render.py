@@ -129,7 +129,7 @@ def test_sort_any_column_is_total():
 
 
 def test_robot_row_and_detail_show_network_time_and_an_unchecked_action_order():
-    """Issue 18: the telemetry's round-trip split and the server's action-order verdict reach the row and the detail."""
+    """The telemetry's round-trip split and the server's action-order verdict reach the row and the detail."""
     from lerobot_policy_remote.wire.messages import RobotTelemetry
 
     clock = ManualClock(1000.0)

@@ -1,4 +1,4 @@
-"""Issue 23 finding 11: the status table stays aligned with a 32-character robot id; `demo` with its port
+"""The status table stays aligned with a 32-character robot id; `demo` with its port
 taken names --port (exit 2, before building anything); the mTLS router with its refusal-log filter stops on
 a SIGTERM to its process group without "[Errno 32] Broken pipe"."""
 

@@ -1,4 +1,4 @@
-"""Issue 23 finding 7: `reset`/`drain` that nobody answered, and `status` that sees nothing, say what
+"""`reset`/`drain` that nobody answered, and `status` that sees nothing, say what
 happened: a target that is gone is gone (not the ACL), and an empty view through a certificate may be
 the access control hiding the fleet."""
 

@@ -1,4 +1,4 @@
-"""The direct link on one host (issue 22): a robot that reaches its replica over shared memory, without TLS,
+"""The direct link on one host: a robot that reaches its replica over shared memory, without TLS,
 sends its observations straight to the replica's loopback listener and gets its chunks back the same way;
 the router still carries its liveliness token (the fleet sees it), and any other path keeps the router.
 

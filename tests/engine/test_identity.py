@@ -1,4 +1,4 @@
-"""Issue 23 finding 1 as pure units: the robot id from the certificate's CN, a mismatch refused naming both, and a
+"""Robot identity as pure units: the robot id from the certificate's CN, a mismatch refused naming both, and a
 rollout that executed no remote action ending with status 1 and the reason (real `lerobot-rollout` runs of the
 same paths: tests/prod/test_second_contact.py)."""
 

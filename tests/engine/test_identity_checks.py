@@ -1,4 +1,4 @@
-"""Issue 19: the robot believes a status or an ack only when the key it came on vouches for it.
+"""The robot believes a status or an ack only when the key it came on vouches for it.
 
 Unit tests of isolated logic (the zenoh replies are stand-ins); the attacks through a real router are in
 tests/prod/test_acl_fleet.py.

@@ -1,4 +1,4 @@
-"""Issue 19: what a server says reaches the robot's log printable (no terminal escapes, no forged lines).
+"""What a server says reaches the robot's log printable (no terminal escapes, no forged lines).
 
 The real engine through the in-memory link: a server event whose name and message carry escape sequences,
 a carriage return and a newline, logged by the engine as one printable line."""

@@ -175,7 +175,7 @@ def test_contract_refusal_at_start_fails_before_the_robot_moves():
     assert link.closed
 
 
-# ---------------------------------------------------------------- issue 9: states and event-driven failover
+# ---------------------------------------------------------------- states and event-driven failover
 def test_healthy_streaming_with_a_full_queue_is_never_degraded():
     link = MemoryLink(respond=ramp)
     e = engine(link, degraded_after_s=0.01, buffer_time_s=0.05)
@@ -324,7 +324,7 @@ def test_control_loop_executes_and_counts_the_invariants():
 
 
 def test_robot_whose_only_server_went_away_logs_that_it_is_gone(caplog):
-    """Issue 23 #7: no namespace/endpoint advice once the robot had a session; it says its server is gone."""
+    """No namespace/endpoint advice once the robot had a session; it says its server is gone."""
     link = MemoryLink(MemoryReplica("a"), respond=ramp)
     e = engine(link, reconnect_initial_backoff_s=0.001, reconnect_max_backoff_s=0.001)
     e.step()
@@ -342,7 +342,7 @@ def test_robot_whose_only_server_went_away_logs_that_it_is_gone(caplog):
 
 
 def test_a_new_session_requests_at_once_and_its_chunk_replaces_the_old_tail():
-    """Failover speed (issue 22): the first request on a new session does not wait for the old buffer to
+    """Failover speed: the first request on a new session does not wait for the old buffer to
     drain, and its chunk (from a newer observation) supersedes what is left of the old session's chunk."""
     link = MemoryLink(respond=ramp)
     e = engine(link, reconnect_initial_backoff_s=5.0, reconnect_max_backoff_s=5.0, buffer_time_s=0.1)
@@ -369,7 +369,7 @@ def test_a_new_session_requests_at_once_and_its_chunk_replaces_the_old_tail():
 
 
 def test_a_draining_event_for_another_session_is_ignored():
-    """Issue 19: only our own replica knows our session id; a draining event naming another session (a rogue
+    """Only our own replica knows our session id; a draining event naming another session (a rogue
     server in our namespace) never moves the robot, and an honest one still does."""
     link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
     e = engine(link, reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
@@ -385,7 +385,7 @@ def test_a_draining_event_for_another_session_is_ignored():
 
 def test_a_robot_reports_right_before_it_blocks_on_a_handshake():
     """The worker sends nothing while the handshake's queries block: it reports first, so its data at the console is
-    as old as the handshake, not the handshake plus the wait for it (a drain's herd; issue 20)."""
+    as old as the handshake, not the handshake plus the wait for it (a drain's herd)."""
     link = MemoryLink(MemoryReplica("a"), MemoryReplica("b"), respond=ramp)
     e, _ = drained(link)
     e.step(handshake=False)  # the notice: RECONNECTING, reported at once (a state change)

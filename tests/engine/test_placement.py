@@ -1,4 +1,4 @@
-"""Placement: robots that start together spread over the replicas with room (issue 17's herd).
+"""Placement: robots that start together spread over the replicas with room, not in a herd.
 
 The engines are real `RemoteInferenceEngine`s with their own `MemoryLink`s; the links share two
 in-memory replicas whose seats are taken atomically, as a server's registry takes them.

@@ -1,4 +1,4 @@
-"""Robot-side resize (issue 22): the chunks match the server-side resize within a stated tolerance.
+"""Robot-side resize: the chunks match the server-side resize within a stated tolerance.
 
 A real ACT (random weights, 120x160 camera input) served by the real LerobotBackend. Path A sends the full
 camera frame and the server resizes it (torch bilinear, stretched to the trained size); path B resizes on

@@ -1,4 +1,4 @@
-"""Issue 18, robot side through the in-memory link: rename_map on the wire, the unchecked action order,
+"""The policy contract, robot side through the in-memory link: rename_map on the wire, the unchecked action order,
 the negotiated schema version, the late-reply rule, and the per-chunk round-trip split (log + telemetry)."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_each_chunk_logs_and_reports_queue_wait_inference_and_network(caplog):
 
 
 def test_a_clean_run_against_a_policy_without_rtc_warns_only_about_the_action_order(caplog):
-    """Issue 23 #10: RTC downgraded for a policy without RTC is INFO; the only WARNING of a clean run is the
+    """RTC downgraded for a policy without RTC is INFO; the only WARNING of a clean run is the
     unchecked action order (docs/user-guide.md lists exactly that)."""
     with caplog.at_level(logging.INFO, logger="lerobot_policy_remote"):
         e = engine(MemoryLink(MemoryReplica("mem-1", names_checked=True, rtc=False)), rtc=RTCConfig(enabled=True))

@@ -1,4 +1,4 @@
-"""Raw frames on the same host (issue 22): a robot whose replica it reaches over zenoh shared memory sends
+"""Raw frames on the same host: a robot whose replica it reaches over zenoh shared memory sends
 its camera frames raw; over any other path (or when told not to) it sends JPEG.
 
 Real parts: the shared test router, a real `PolicyServer` (StubBackend with two cameras) and the product

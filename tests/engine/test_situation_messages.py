@@ -1,4 +1,4 @@
-"""Issue 23 finding 7: messages that match the situation (robot side). A robot whose only server went away
+"""Messages that match the situation (robot side). A robot whose only server went away
 after a session does not blame the endpoint or the namespace; it says its servers are gone and it retries."""
 
 from __future__ import annotations

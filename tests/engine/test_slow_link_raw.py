@@ -1,4 +1,4 @@
-"""Raw frames over 20 Mbit/s with 40 ms round trip (issue 22): every request is delivered.
+"""Raw frames over 20 Mbit/s with 40 ms round trip: every request is delivered.
 
 The product engine (two raw 480x640 frames, resize on the robot off: 1.84 MB per observation, ~0.74 s of
 link each, the issue's raw case) talks through a shaping relay to the shared router and a real server (StubBackend, 20 ms).

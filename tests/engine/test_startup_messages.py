@@ -20,7 +20,7 @@ TASK = "pick up the cube"
 
 def rollout(model: Path, endpoint: str, task: str, robot: str = "sim_arm", env: dict[str, str] | None = None,
             took: list[float] | None = None) -> tuple[int, str]:
-    """Default connect timeout and return-to-start (issue 23: a start mistake is reported within 3 s of the engine's
+    """Default connect timeout and return-to-start (a start mistake is reported within 3 s of the engine's
     start, not after the 10 s connect timeout and a drive back to the start pose). `took` gets those seconds."""
     p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", f"--robot.type={robot}",
               f"--policy.path={model}", f"--task={task}", "--duration=20", "--fps=30", f"--inference.connect_endpoint={endpoint}"],

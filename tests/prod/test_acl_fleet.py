@@ -132,7 +132,7 @@ def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
     assert [s["replica"] for s in snap["servers"]] == ["rep-1"]
     log = router_log(fleet)
     assert "ACL refused: CN=arm-b" not in log and "ACL refused: CN=rep-1" not in log, log[-3000:]
-    # the honest path trips none of the identity checks (issue 19)
+    # the honest path trips none of the identity checks
     assert labelled(fleet, "errors_total", "identity_mismatch") == 0
     assert labelled(fleet, "sessions_rejected_total", "identity_mismatch") == 0
     assert "foreign" not in fleet["rollout"].output() and "Ignored a draining event" not in fleet["rollout"].output()
@@ -210,7 +210,7 @@ def _open_for(client: str, fleet) -> bytes:
 
 
 def test_robot_a_cannot_open_or_replace_b_session(fleet):
-    """Issue 19: A's certificate asks for a session as B, on B's key (the ACL) and on its own key (the server)."""
+    """A's certificate asks for a session as B, on B's key (the ACL) and on its own key (the server)."""
     keys, sid = fleet["keys"], b_session(fleet)
     a = session_as(fleet, "arm-a")
     try:
@@ -333,7 +333,7 @@ def test_operator_resets_and_drains(fleet):
 
 
 def test_only_operators_read_the_router_list(fleet):
-    """Issue 19: the admin space (sessions and links of the mesh) is for routers and operators; a viewer's
+    """The admin space (sessions and links of the mesh) is for routers and operators; a viewer's
     router list is empty, which the console words as unknown."""
     from lerobot_fleet.sources.routers import routers_line
 

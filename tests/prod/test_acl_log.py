@@ -25,7 +25,7 @@ def test_refusals_pass_allowed_and_bookkeeping_do_not():
     out = log.feed(line(SUBJ.format(z="ab" + Z[2:], cn="arm-a") + " is unauthorized to Query (ingress) on @lerobot/m/r/s/server/r1/drain"))
     assert out == "ACL refused: CN=arm-a query (ingress) on @lerobot/m/r/s/server/r1/drain"
     cached = log.feed(line(f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"))
-    # issue 23: zenoh's cached verdict names only the zid; the log names the certificate it learnt for that zid
+    # zenoh's cached verdict names only the zid; the log names the certificate it learnt for that zid
     assert cached == "ACL refused: CN=rep-1 declare_liveliness_subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
     unseen = "ef" + Z[2:]
     assert log.feed(line(f"Using cached result: {unseen} is unauthorized to Put (ingress) on @lerobot/x/y/z/robot/b/alive")) == \
@@ -33,7 +33,7 @@ def test_refusals_pass_allowed_and_bookkeeping_do_not():
 
 
 def test_cached_refusals_name_the_cn_learnt_from_an_allowed_line_even_in_the_filter_process():
-    """Issue 23 finding 1: the filter's fast path drops allowed lines, but still learns zid -> CN from them."""
+    """The filter's fast path drops allowed lines, but still learns zid -> CN from them."""
     import subprocess
     import sys
 
@@ -83,7 +83,7 @@ def test_the_filter_process_end_to_end():
 
 
 def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_lines():
-    """Issue 23: zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real router)."""
+    """Zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real router)."""
     dbg = "\x1b[2m2026-11-23T17:58:11Z\x1b[0m \x1b[34mDEBUG\x1b[0m acc-0 ThreadId(06) "
     z = "34dfe2f8f2f0c99272e66943746ea015"
     log = RefusalLog(window_s=10, clock=lambda: 0.0)
@@ -99,7 +99,7 @@ def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_l
 
 
 def test_memory_is_bounded_and_the_global_line_rate_holds_whatever_keys_a_client_invents():
-    """Issue 19: a client refused on ever new keys (and ever new zids) cannot grow the filter nor flood the log."""
+    """A client refused on ever new keys (and ever new zids) cannot grow the filter nor flood the log."""
     from lerobot_fleet.acl_log import BURST_LINES, MAX_KEYS, MAX_LINES_PER_S, MAX_NAMES
 
     t = [0.0]

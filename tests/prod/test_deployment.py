@@ -101,7 +101,7 @@ def test_policy_servers_drain_before_they_are_killed(replica):
 
 
 def test_each_policy_server_pod_sees_only_its_own_key():
-    """Issue 19: no pod mounts another replica's private key (one Secret per replica, one pod per Secret)."""
+    """No pod mounts another replica's private key (one Secret per replica, one pod per Secret)."""
     mounted: dict[str, set[str]] = {}
     for d in k8s_docs():
         if d["kind"] == "StatefulSet" and d["metadata"]["name"].startswith("policy-server"):
@@ -178,7 +178,7 @@ def test_dashboard_panels_query_real_metrics():
             for name in ROBOT_METRIC.findall(t["expr"]):
                 used.add(name)
                 assert name in exported, f"{p['title']}: {name} is not served by lerobot-fleet exporter"
-    for key in ("staleness_seconds", "state", "rtt_seconds", "network_seconds"):  # the robots' panels (issue 18)
+    for key in ("staleness_seconds", "state", "rtt_seconds", "network_seconds"):  # the robots' panels
         assert f"lerobot_robot_{key}" in used
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
     for key in ("active_sessions", "server_load", "errors_total", "queue_wait_seconds_bucket", "inference_seconds_bucket"):

@@ -86,7 +86,7 @@ def test_help_lists_the_new_flags(argv):
 
 
 def test_a_server_certificate_names_its_namespaces(tmp_path, capsys):
-    """Issue 19: a server may act only in the namespaces the inventory gives it; `pki issue` insists on them."""
+    """A server may act only in the namespaces the inventory gives it; `pki issue` insists on them."""
     d = tmp_path / "pki"
     main(["pki", "init", str(d)])
     assert main(["pki", "issue", str(d), "gpu-0", "--role", "server"]) == 2

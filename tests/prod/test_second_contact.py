@@ -1,8 +1,8 @@
-"""Issue 23, through a real mTLS router with the inventory's ACL, a real server and real `lerobot-rollout` robots.
+"""Start-up and identity through a real mTLS router with the inventory's ACL, a real server and real `lerobot-rollout` robots.
 
 One fleet for the module (router-a with the ACL, replica rep-1 of a tiny real ACT); each test starts one
-short-lived program and reads what it says: identity from the certificate's CN (finding 1), missing and
-wrong certificates named as such, quickly (findings 3 and 5), and the router's refusal log naming the CN.
+short-lived program and reads what it says: identity from the certificate's CN, missing and
+wrong certificates named as such, quickly, and the router's refusal log naming the CN.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def test_capability_matrix_accepts_with_warnings(server, zenoh_client):
     feats = [FeatureSpec("observation.state", "state", [6]), FeatureSpec("observation.images.front", "image", [480, 480, 3])]
     ack = r.open(server.replica, features=feats, rtc=True, fps=15.0, expect_fingerprint=server.caps.fingerprint)
     assert ack.ok and ack.session_id and ack.action_names == SIM_ARM_ACTION_NAMES
-    assert not ack.rtc_active and not ack.supports_rtc  # RTC downgraded: said by the ack's fields, not a warning (issue 23)
+    assert not ack.rtc_active and not ack.supports_rtc  # RTC downgraded: said by the ack's fields, not a warning
     assert not any("RTC" in w for w in ack.warnings), ack.warnings
     assert any("aspect ratio" in w for w in ack.warnings) and any("15 fps" in w for w in ack.warnings)
     # Any resolution is accepted: the server resizes canonically.

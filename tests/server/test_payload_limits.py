@@ -1,4 +1,4 @@
-"""Issue 19: control payloads are sized before they are copied; zenoh sessions reassemble nothing larger than needed."""
+"""Control payloads are sized before they are copied; zenoh sessions reassemble nothing larger than needed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22 on a real ACT server: the ack names the trained image sizes and the negotiated reply; a lean
+"""On a real ACT server the ack names the trained image sizes and the negotiated reply; a lean
 reply (robot space, float16) carries the same actions within the robot's bound, and a tight bound falls
 back to exact float32."""
 

@@ -1,4 +1,4 @@
-"""Issue 18, server side: action-order contract, exclusive refusal wording, --help, audit log, start line,
+"""The policy contract, server side: action order, exclusive refusal wording, --help, audit log, start line,
 peer-mode settings, and the debug capture replayed byte for byte (pure units + in-process servers)."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def error_line(out: str) -> str:
 
 @pytest.fixture
 def at_router(router) -> str:
-    """The flag that points a server at a live router: the router is checked before the model (issue 23)."""
+    """The flag that points a server at a live router: the router is checked before the model."""
     return f"--zenoh.connect_endpoints=[{router.endpoint}]"
 
 
@@ -77,7 +77,7 @@ def test_bad_manifest(tmp_path, text, expected):
 
 
 def test_router_unreachable_is_said_before_loading_and_verbose_is_quiet_about_it(tmp_path):
-    """Issue 23 findings 3/5: a refused router port is reported before the model loads (it used to take the load + 5 s)."""
+    """A refused router port is reported before the model loads (it used to take the load + 5 s)."""
     model = save_tiny_act(tmp_path / "act", seed=1)
     port = free_port()
     args = (f"--model.repo_or_path={model}", "--default_task=x", f"--zenoh.connect_endpoints=[tcp/127.0.0.1:{port}]",
@@ -90,7 +90,7 @@ def test_router_unreachable_is_said_before_loading_and_verbose_is_quiet_about_it
 
 
 def test_health_port_in_use_is_named_with_the_flag_before_loading(tmp_path, at_router):
-    """Issue 23 finding 8: two servers on one host: one line naming --health_port, exit 2, no model loaded."""
+    """Two servers on one host: one line naming --health_port, exit 2, no model loaded."""
     import socket
 
     model = save_tiny_act(tmp_path / "act", seed=1)

@@ -19,7 +19,7 @@ OLD_CONTRACT = {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "sch
                 "task_mismatch", "fps_mismatch", "bad_request"}
 OLD_EVENTS = {"unknown_session", "bad_request", "draining", "error"}
 # Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it cannot place).
-ADDED_REFUSALS = {"action_order_unchecked", "identity_mismatch"}  # issue 18: strict_action_names; issue 19: identity
+ADDED_REFUSALS = {"action_order_unchecked", "identity_mismatch"}  # strict_action_names; identity in the key
 # Added since, not contract refusals: an older robot that does not know one tries the next replica, as for `server_full`.
 ADDED_RETRYABLE = {"cordoned"}  # an operator cordoned the replica
 

@@ -1,4 +1,4 @@
-"""Replies as small as they can be (issue 22): robot space only, float16 within a bound; still refused if unsafe."""
+"""Replies as small as they can be: robot space only, float16 within a bound; still refused if unsafe."""
 
 from __future__ import annotations
 
