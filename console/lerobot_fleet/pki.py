@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from lerobot_policy_remote.discovery import SCOPES_OID, Scope, encode_scopes
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import check_id
 
@@ -149,6 +150,9 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
     )
+    if role != "router":  # the namespaces it may use, so a program the router answers nothing can say where it may look
+        scopes = encode_scopes([Scope(g.model, g.revision, g.service) for g in grants])
+        builder = builder.add_extension(x509.UnrecognizedExtension(x509.ObjectIdentifier(SCOPES_OID), scopes), critical=False)
     all_hosts: tuple[str, ...] = ()
     if role == "router":
         all_hosts = tuple(dict.fromkeys([*ROUTER_DEFAULT_HOSTS, *(hosts or [])]))

@@ -7,19 +7,28 @@ Torch-, numpy- and cv2-free: only zenoh and the wire control messages.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .wire.codec import decode
 from .wire.errors import WireError
-from .wire.keys import Namespace, ServiceKeys, parse_key
+from .wire.keys import WILD, Namespace, ServiceKeys, encode_segment, parse_key
 from .wire.messages import ServerStatus
 from .wire.text import printable
 
 logger = logging.getLogger(__name__)
 
 ANY = ServiceKeys.any()
+# The namespaces a certificate was issued for, written by `lerobot-fleet pki issue` as a non-critical extension (an
+# OID under 2.25, derived from a UUID, needs no registration; TLS stacks ignore unknown non-critical extensions), so a
+# robot the router answers nothing can say what its certificate may see without holding the router's inventory.
+SCOPES_OID = "2.25.219082697486320605642689879724296155964"
+MAX_SCOPES = 32  # a certificate names a handful; more is not ours
 
 
 @dataclass
@@ -87,14 +96,19 @@ def key_vouches_for(status: ServerStatus, key: str) -> bool:
             and (not status.service or parsed.service == status.service))
 
 
-def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY) -> list[tuple[ServerStatus, Namespace]]:
-    """`get(<keys>/server/*/status)`; undecodable replies are skipped, each reply keeps its namespace."""
+def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY,
+                   scopes: Sequence[ServiceKeys] = ()) -> list[tuple[ServerStatus, Namespace]]:
+    """`get(<keys>/server/*/status)`, and the same in each of `scopes` (under an ACL a certificate bound to some
+    namespaces may ask only there); all queries run at once. Undecodable replies are skipped, each reply keeps its
+    namespace."""
     import zenoh
 
     out = []
     # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
     # default consolidation would collapse into one.
-    for reply in session.get(keys.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE):
+    asked = [session.get(k.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
+             for k in dict.fromkeys([keys, *scopes])]
+    for reply in (r for replies in asked for r in replies):
         if reply.ok is None:
             continue
         try:
@@ -123,8 +137,117 @@ def group(statuses: list[tuple[ServerStatus, Namespace]]) -> list[ServiceInfo]:
     return sorted(by_ns.values(), key=lambda s: (s.model_id, s.revision, s.service))
 
 
-def list_services(session: Any, timeout: float = 2.0) -> list[ServiceInfo]:
-    return group(query_statuses(session, timeout))
+def list_services(session: Any, timeout: float = 2.0, scopes: Sequence[ServiceKeys] = ()) -> list[ServiceInfo]:
+    return group(query_statuses(session, timeout, scopes=scopes))
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One namespace pattern a certificate may use (`*` in a field: any value); the console's inventory calls it a
+    namespace grant."""
+
+    model: str = WILD
+    revision: str = WILD
+    service: str = WILD
+
+    def covers(self, model: str, revision: str, service: str) -> bool:
+        return all(mine in (WILD, theirs) for mine, theirs in ((self.model, model), (self.revision, revision),
+                                                               (self.service, service)))
+
+    def keys(self) -> ServiceKeys:
+        """The key builder of this pattern, escaped as the programs escape free text."""
+        enc = lambda value, name: value if value == WILD else encode_segment(value, name)  # noqa: E731
+        return ServiceKeys(enc(self.model, "model"), enc(self.revision, "revision"), enc(self.service, "service"))
+
+    def flag(self) -> str:
+        """The `--namespace` value of `lerobot-fleet pki issue` (fields left at `*` omitted)."""
+        return namespace_flag(self.model, self.revision, self.service)
+
+
+def namespace_flag(model: str, revision: str, service: str) -> str:
+    """`model=M,service=S[,revision=R]` for `lerobot-fleet pki issue --namespace` (`*` and revision main omitted)."""
+    parts = [f"model={model}" if model != WILD else "", f"service={service}" if service != WILD else "",
+             f"revision={revision}" if revision not in (WILD, "main") else ""]
+    return ",".join(p for p in parts if p) or "model=*"
+
+
+def encode_scopes(scopes: Sequence[Scope]) -> bytes:
+    """The extension's value: a DER UTF8String holding a JSON list of {model, revision, service}."""
+    text = json.dumps([{"model": s.model, "revision": s.revision, "service": s.service} for s in scopes],
+                      separators=(",", ":")).encode()
+    n = len(text)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | len(n.to_bytes((n.bit_length() + 7) // 8, "big"))]) + \
+        n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return b"\x0c" + length + text
+
+
+def decode_scopes(value: bytes) -> tuple[Scope, ...]:
+    """The inverse of `encode_scopes`; ValueError for anything else."""
+    if len(value) < 2 or value[0] != 0x0C:
+        raise ValueError("not a UTF8String")
+    n, body = value[1], value[2:]
+    if n & 0x80:
+        width = n & 0x7F
+        n, body = int.from_bytes(body[:width], "big"), body[width:]
+    if n != len(body):
+        raise ValueError("bad length")
+    items = json.loads(body.decode())
+    if not isinstance(items, list) or not items or len(items) > MAX_SCOPES:
+        raise ValueError("not a list of namespaces")
+    out = []
+    for item in items:
+        fields = [item.get(k, WILD) if isinstance(item, dict) else None for k in ("model", "revision", "service")]
+        if not all(isinstance(f, str) and f for f in fields):
+            raise ValueError("a namespace needs model, revision and service strings")
+        out.append(Scope(*fields))
+    return tuple(out)
+
+
+def certificate_scopes(cert_path: str) -> tuple[tuple[Scope, ...], str]:
+    """The namespaces the certificate at `cert_path` may use, and where that was read: its own extension (`pki issue`
+    writes it), else the `inventory.yaml` beside it (a `pki` directory; certificates issued before the extension).
+    ((), "") when neither tells (another CA, a copied certificate)."""
+    try:
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
+        cert = x509.load_pem_x509_certificate(Path(cert_path).read_bytes())
+    except (OSError, ValueError):
+        return (), ""
+    try:
+        ext = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier(SCOPES_OID))
+        return decode_scopes(ext.value.value), "certificate"
+    except x509.ExtensionNotFound:
+        pass
+    except (ValueError, UnicodeDecodeError, AttributeError) as exc:
+        logger.debug("unreadable namespaces extension in %s: %s", cert_path, exc)
+        return (), ""
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    inventory = Path(cert_path).parent / "inventory.yaml"
+    if not names or not inventory.is_file():
+        return (), ""
+    return _inventory_scopes(inventory, str(names[0].value))
+
+
+def _inventory_scopes(path: Path, name: str) -> tuple[tuple[Scope, ...], str]:
+    """NAME's namespaces in a `lerobot-fleet` inventory file (an entry without `namespaces` may use any)."""
+    try:
+        import yaml
+
+        data = yaml.safe_load(path.read_text()) or {}
+        for section in ("robots", "servers", "operators", "viewers"):
+            entries = data.get(section) or {}
+            if isinstance(entries, list):
+                entries = {n: {} for n in entries}
+            if name in entries:
+                raw = (entries[name] or {}).get("namespaces")
+                if raw is None:
+                    return (Scope(),), str(path)
+                return tuple(Scope(*(str(ns.get(k, WILD)) for k in ("model", "revision", "service")))
+                             for ns in raw[:MAX_SCOPES]), str(path)
+    except Exception as exc:  # a courtesy for a better message: never a reason to fail
+        logger.debug("could not read %s: %s", path, exc)
+    return (), ""
 
 
 def _ratio(a: str, b: str) -> float:
@@ -172,3 +295,35 @@ def no_server_report(services: list[ServiceInfo], model_id: str, revision: str, 
         lines.append("None is close to what you asked: start a server for it, or pick one of the above "
                      "(--task, --inference.service_model_id, --inference.service_revision).")
     return "\n".join(lines)
+
+
+def scoped_report(services: list[ServiceInfo], model_id: str, revision: str, task: str, cn: str,
+                  scopes: Sequence[Scope], source: str = "certificate") -> str:
+    """Under mTLS, for a certificate bound to some namespaces: the router answers it only there, so `services` are
+    all it can see. One line: what it asked, the namespaces it may see and what serves there, and the fix
+    (`--task=...` for a visible service, else the `pki issue` command for a certificate in the namespace asked for)."""
+    asked = f"model {model_id!r} revision {revision!r} task {task!r}"
+    inside = any(s.covers(model_id, revision, task) for s in scopes)
+    plural = "s" if len(scopes) != 1 else ""
+    where = "" if source == "certificate" else f" (as {source} records it)"
+    text = (f"No policy server serves {asked} among what certificate CN={cn} may see: the router's access control "
+            f"answers it only in namespace{plural} {', '.join(repr(s.flag()) for s in scopes)}{where}")
+    text += "" if inside else ", and this request is outside them"
+    wanted = [s.flag() for s in scopes if s.flag() != namespace_flag(model_id, revision, task)]
+    wanted.append(namespace_flag(model_id, revision, task))
+    pki = (f"lerobot-fleet pki issue DIR {cn} --role robot {' '.join(f'--namespace {shlex.quote(f)}' for f in wanted)}, "
+           "then restart the router with the updated DIR/inventory.yaml")
+    if services:
+        n = len(services)
+        text += f". There it sees {n} service{'s' if n != 1 else ''}: " + "; ".join(svc.describe() for svc in services)
+        match = closest(services, model_id, revision, task) or (services[0] if n == 1 else None)
+        fix = (f"To use it: {fix_for(match, model_id, revision, task)}" if match is not None else
+               "To use one: pass its --task (or --inference.service_model_id, --inference.service_revision)")
+        if inside:
+            return f"{text}. {fix}; or start a server for what you asked"
+        return f"{text}. {fix}; or, to be served what you asked, give the robot a certificate for it: {pki}"
+    if inside:
+        return (f"{text}, where no server serves now. Start one there (its certificate needs that namespace: "
+                f"lerobot-fleet pki issue DIR NAME --role server --namespace {shlex.quote(namespace_flag(model_id, revision, task))});"
+                f" if one runs, the router's inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')")
+    return f"{text}. No server serves there; for a certificate in the namespace asked for: {pki}"

@@ -25,7 +25,7 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
 
-from ..wire.codes import EventKind
+from ..wire.codes import EventKind, Refusal
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
@@ -157,6 +157,7 @@ class RemoteInferenceEngine(InferenceEngine):
             self._never_moved()
             raise startup.router_unreachable(self.cfg, exc) from exc
         if wait_first_handshake:
+            scope = startup.certificate_scope(self.cfg.tls_cert, self.client_uuid)
             deadline = time.monotonic() + self.cfg.connect_timeout_s
             while True:
                 try:
@@ -165,9 +166,11 @@ class RemoteInferenceEngine(InferenceEngine):
                 except HandshakeError as exc:
                     # a router that lists other services has answered: the namespace is wrong, waiting will not fix it
                     others = startup.services_if_wrong_namespace(self.transport.services, exc)
-                    if exc.fatal or others or time.monotonic() >= deadline:
+                    # nor will it when the router answers this certificate nothing in the namespace asked for
+                    refused = exc.code == Refusal.NO_SERVER and scope is not None and scope.refuses(self.session_open_request())
+                    if exc.fatal or others or refused or time.monotonic() >= deadline:
                         err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc, others,
-                                                       bool(self.cfg.tls_cert))
+                                                       bool(self.cfg.tls_cert), scope)
                         self.transport.close()
                         self._never_moved()
                         raise err from None

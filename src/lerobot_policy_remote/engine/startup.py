@@ -13,10 +13,11 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..advice import contract_advice
-from ..discovery import ServiceInfo, no_server_report
+from ..discovery import Scope, ServiceInfo, certificate_scopes, no_server_report, scoped_report
 from ..wire.codes import Refusal
 from ..wire.text import printable
 from ..zenoh_config import ROBOT_FLAGS, ZenohConfigError, without_rust_paths
@@ -57,6 +58,32 @@ def router_unreachable(cfg: Any, exc: ZenohConfigError) -> RemoteStartupError:
     )
 
 
+@dataclass(frozen=True)
+class CertificateScope:
+    """What the router lets this robot's certificate see: its CN and namespaces (`scopes` empty: not known)."""
+
+    cn: str
+    scopes: tuple[Scope, ...] = ()
+    source: str = ""
+
+    @property
+    def bounded(self) -> bool:
+        """The namespaces are known and not all of them: the router answers this robot only there."""
+        return bool(self.scopes) and Scope() not in self.scopes
+
+    def refuses(self, request: Any) -> bool:
+        """The router answers nothing for this request: waiting for a server cannot help."""
+        return self.bounded and not any(s.covers(request.model_id, request.revision, request.service) for s in self.scopes)
+
+
+def certificate_scope(cert_path: str | None, cn: str) -> CertificateScope | None:
+    """None without a certificate (no access control to speak of)."""
+    if not cert_path:
+        return None
+    scopes, source = certificate_scopes(cert_path)
+    return CertificateScope(cn, scopes, source)
+
+
 def services_if_wrong_namespace(list_services: Callable[[float], list[ServiceInfo]], exc: HandshakeError) -> list[ServiceInfo]:
     """When no replica of the robot's namespace answered but the router lists other services: those services.
 
@@ -72,14 +99,21 @@ def services_if_wrong_namespace(list_services: Callable[[float], list[ServiceInf
 
 
 def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: HandshakeError,
-                     services: list[ServiceInfo] | None = None, tls: bool = False) -> RemoteStartupError:
-    """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered."""
+                     services: list[ServiceInfo] | None = None, tls: bool = False,
+                     scope: CertificateScope | None = None) -> RemoteStartupError:
+    """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered.
+
+    `scope`: under mTLS, what the router lets the robot's certificate see; a certificate bound to some namespaces
+    is told what serves there and how to reach what it asked (its own wildcard listing sees nothing)."""
     if exc.code == Refusal.NO_SERVER:
         try:
             services = services or list_services(2.0)
         except Exception as err:  # listing is a courtesy: fall back to the namespace rule
             logger.debug("could not list services: %s", err)
             return RemoteStartupError(f"{PREFIX}{exc}")
+        if scope is not None and scope.bounded:
+            return RemoteStartupError(PREFIX + scoped_report(services, request.model_id, request.revision, request.service,
+                                                             scope.cn, scope.scopes, scope.source))
         report = no_server_report(services, request.model_id, request.revision, request.service)
         if not services and tls:  # under an ACL a certificate the inventory does not know sees nothing at all
             report += (f". With mTLS this is also what a robot whose certificate the router's access control does not know "
