@@ -91,7 +91,7 @@ class ServerDetailScreen(DetailScreen):
     KIND = "server"
     SECTIONS = (
         ("sessions", "Sessions"),
-        ("capacity", "Capacity (spec P10: N_max = min(0.8/(r·t), (H·dt/2 − RTT)/t); room = min(N_max, cap) − active)"),
+        ("capacity", "Capacity (N_max = min(0.8/(r·t), (H·dt/2 − RTT)/t); room = min(N_max, cap) − active)"),
         ("metrics", "Metrics (/metrics, summed over labels)"),
         ("audit", "Audit tail"),
     )
