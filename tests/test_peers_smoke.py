@@ -130,7 +130,7 @@ def test_interleaved_repeats_rotate_the_arms() -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
-    """`bench.peers.tail` (the S = 20 tail figures in docs/performance.md): every request of every repeat is kept,
+    """`bench.peers.tail` (the S = 20 tail over many requests per arm): every request of every repeat is kept,
     with S taken off, and the summary names each arm."""
     out = tmp_path / "tail.json"
     cmd = [sys.executable, "-m", "bench.peers.tail", "--arms", "ours-samehost", "gr00t-zmq", "--requests", "4", "--repeats", "2",

@@ -51,7 +51,7 @@ class SimArgs:
     fleet_nice: int = 0
     # The routers' nice level (None: `fleet_nice`). They stand for the network between the machines: at the robots'
     # level, a drain's burst of robot-host and replica work delayed every hop through them (moves up to 2.5 s; at 0:
-    # 1.3-1.7 s, docs/performance.md).
+    # 1.3-1.7 s, docs/decisions.md).
     router_nice: int | None = None
 
 
