@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from pathlib import Path
 
-from .model import FleetSnapshot, RobotRow, fmt_age
+from .fmt import fmt_age
+from .model import FleetSnapshot, RobotRow
 
 NAMESPACE_SPILL_RECENT_S = 30.0  # a namespaces alert stays open while the id's extra samples keep coming, this long after
 

@@ -9,8 +9,8 @@ taken from the capture's `now`, so a row that did not change still shows how old
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import itemgetter
 from dataclasses import dataclass, fields
+from operator import itemgetter
 from typing import NamedTuple
 
 from lerobot_policy_remote.wire.keys import Namespace

@@ -1,20 +1,16 @@
-"""Pure fleet state: row dataclasses, state metadata, derivations (staleness buckets, N_max, sparklines).
+"""The fleet's rows and records: what one tick knows about robots, servers, events (data only).
 
-No Textual, no Zenoh, no clock reads: every function takes the time it needs as an argument, so the
-whole module is deterministic and unit-testable (the UI and the snapshot tests depend on that).
+No Textual, no Zenoh, no clock reads, no styles or formatting (those live with the renderers): rows are
+built by `derive.py` from the store's captures and read by alerts, renderers and exports.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
 from lerobot_policy_remote.wire.keys import Namespace
-
-from .capacity import n_max, room  # the one capacity module (re-exported: rows and tests read them here)
 
 __all__ = [
     "RobotState",
@@ -25,19 +21,10 @@ __all__ = [
     "ServerDetail",
     "AuditEntry",
     "SessionEntry",
-    "n_max",
-    "room",
-    "fmt_age",
-    "fmt_ms",
-    "fmt_num",
-    "sparkline",
-    "robot_matches",
-    "server_matches",
     "robot_key",
     "ROBOT_STALE_S",
     "FleetEvent",
     "EventLog",
-    "event_matches",
 ]
 
 ROBOT_STALE_S = 5.0  # no telemetry for this long: the row is stale (rqt_robot_monitor marks stale after 5 s)
@@ -60,30 +47,22 @@ def split_robot_key(key: str) -> tuple[Namespace, str] | None:
 class RobotState(Enum):
     """Robot link states (the engine's state machine) plus what only the console can know.
 
-    value = (severity rank for sorting: lower is worse, style, is_fault).
+    value = (severity rank for sorting: lower is worse, is_fault).
     GONE: the robot's liveliness token vanished while the console was connected. UNKNOWN: no telemetry yet.
     """
 
-    DEAD = (0, "bold white on red", True)
-    GONE = (1, "bold bright_black", True)
-    STALLED = (2, "bold red", True)
-    RECONNECTING = (3, "magenta", True)
-    DEGRADED = (4, "yellow", True)
-    CONNECTING = (5, "cyan", False)
-    UNKNOWN = (6, "bright_black", True)
-    STREAMING = (7, "green", False)
+    DEAD = (0, True)
+    GONE = (1, True)
+    STALLED = (2, True)
+    RECONNECTING = (3, True)
+    DEGRADED = (4, True)
+    CONNECTING = (5, False)
+    UNKNOWN = (6, True)
+    STREAMING = (7, False)
 
-    @property
-    def rank(self) -> int:
-        return self.value[0]
-
-    @property
-    def style(self) -> str:
-        return self.value[1]
-
-    @property
-    def is_fault(self) -> bool:
-        return self.value[2]
+    def __init__(self, rank: int, is_fault: bool) -> None:
+        self.rank = rank  # plain attributes: read for every row on every tick (sorting, counts, alerts)
+        self.is_fault = is_fault
 
     @classmethod
     def parse(cls, text: str) -> RobotState:
@@ -92,18 +71,6 @@ class RobotState(Enum):
             return cls[str(text).strip().upper()]
         except KeyError:
             return cls.UNKNOWN
-
-
-SERVER_HEALTH_RANK = {"gone": 0, "stale": 1, "draining": 2, "cordoned": 3, "full": 4, "cold": 5, "ok": 6}
-SERVER_HEALTH_STYLE = {
-    "gone": "bold bright_black",
-    "stale": "bold red",
-    "draining": "magenta",
-    "cordoned": "bold yellow",
-    "full": "yellow",
-    "cold": "cyan",
-    "ok": "green",
-}
 
 
 @dataclass(frozen=True)
@@ -301,30 +268,6 @@ class EventLog:
         return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self.records))
 
 
-SEVERITY_STYLE = {"info": "", "warn": "yellow", "error": "bold red"}
-
-
-def event_matches(e: FleetEvent, query: str) -> bool:
-    """Filter words: `robot:ID`, `server:ID`, `sev:warn` (that severity or worse), `kind:drain`; other words
-    must all appear in the text. Case-insensitive."""
-    rank = {"info": 0, "warn": 1, "error": 2}
-    for word in query.lower().split():
-        field, _, value = word.partition(":")
-        if value and field == "robot":
-            ok = value in e.robot.lower()
-        elif value and field == "server":
-            ok = value in e.server.lower()
-        elif value and field in ("sev", "severity"):
-            ok = rank.get(e.severity, 0) >= rank.get(value, 0)
-        elif value and field == "kind":
-            ok = e.kind == value
-        else:
-            ok = word in f"{e.text} {e.robot} {e.server} {e.kind}".lower()
-        if not ok:
-            return False
-    return True
-
-
 @dataclass(frozen=True)
 class RobotDetail:
     row: RobotRow
@@ -346,120 +289,3 @@ class ServerDetail:
 
 
 # ---------------------------------------------------------------- derivations
-
-
-def fmt_age(age_s: float | None) -> str:
-    """Bucketed ages, so a cell does not change on every tick ("<1s", "7s", "40s", "3m", "10m+")."""
-    if age_s is None or math.isnan(age_s):
-        return "—"
-    if age_s < 1:
-        return "<1s"
-    if age_s < 10:
-        return f"{int(age_s)}s"
-    if age_s < 60:
-        return f"{int(age_s // 10) * 10}s"
-    if age_s < 600:
-        return f"{int(age_s // 60)}m"
-    return "10m+"
-
-
-def fmt_ms(ms: float | None) -> str:
-    return "—" if ms is None else f"{ms:.0f}"
-
-
-def fmt_num(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.{digits}f}"
-
-
-_BARS = "▁▂▃▄▅▆▇█"
-
-
-def sparkline(values: tuple[float, ...] | list[float], width: int = 40) -> str:
-    """Text sparkline of the last `width` values, scaled to their own min..max."""
-    vals = list(values)[-width:]
-    if not vals:
-        return ""
-    lo, hi = min(vals), max(vals)
-    span = hi - lo
-    if span <= 0:
-        return _BARS[0] * len(vals)
-    return "".join(_BARS[min(len(_BARS) - 1, int((v - lo) / span * (len(_BARS) - 1) + 0.5))] for v in vals)
-
-
-def _filter_match(haystacks: list[str], query: str) -> bool:
-    """Case-insensitive substring match; a leading `!` inverts."""
-    q = query.strip()
-    if not q:
-        return True
-    invert = q.startswith("!")
-    q = q[1:].strip().lower() if invert else q.lower()
-    hit = any(q in h.lower() for h in haystacks) if q else True
-    return hit != invert
-
-
-def robot_matches(row: RobotRow, query: str) -> bool:
-    return _filter_match([row.robot_id, row.state.name, row.replica, row.last_outcome, row.model_id, row.service, row.session_id], query)
-
-
-def server_matches(row: ServerRow, query: str) -> bool:
-    return _filter_match([row.replica, row.health, row.model_id, row.service, row.revision, *row.session_robots], query)
-
-
-def _num(v: float | None) -> float:
-    return -math.inf if v is None else v
-
-
-RTC_RANK = {"on": 0, "off": 1}  # then unknown
-
-ROBOT_SORT_KEYS: dict[str, tuple[str, Callable[[RobotRow], tuple]]] = {
-    "state": ("state severity", lambda r: (r.state.rank,)),
-    "robot": ("robot id", lambda r: ()),
-    "stale": ("staleness", lambda r: (-_num(r.staleness_s),)),
-    "queue": ("queue", lambda r: (_num(r.queue_s),)),
-    "rtt": ("RTT p95 (slowest first)", lambda r: (-(r.rtt_p95_ms or 0.0),)),
-    "net": ("network time (slowest first)", lambda r: (-(r.network_ms or 0.0),)),
-    "delay": ("delay", lambda r: (-(r.delay_steps or 0),)),
-    "rtc": ("rtc (on first)", lambda r: (RTC_RANK.get(r.rtc, 2), -(r.delay_steps or 0))),
-    "episode": ("episode", lambda r: (-r.episode_id,)),
-    "server": ("server", lambda r: (r.replica,)),
-    "sup": ("superseded %", lambda r: (-_num(r.superseded_pct),)),
-    "errors": ("errors (most first)", lambda r: (-r.errors,)),
-    "outcome": ("last outcome", lambda r: (r.waiting or r.last_outcome,)),
-    "seen": ("data age (oldest first)", lambda r: (-(r.seen_age_s if r.seen_age_s is not None else math.inf),)),
-}
-
-SERVER_SORT_KEYS: dict[str, tuple[str, Callable[[ServerRow], tuple]]] = {
-    "health": ("health", lambda s: (SERVER_HEALTH_RANK.get(s.health, 9), s.model_id, s.service)),
-    "replica": ("replica", lambda s: ()),
-    "model": ("model", lambda s: (s.model_id,)),
-    "revision": ("revision", lambda s: (s.revision,)),
-    "service": ("service", lambda s: (s.service,)),
-    "sessions": ("sessions (most first)", lambda s: (-s.active_sessions,)),
-    "load": ("load (highest first)", lambda s: (-s.load,)),
-    "rps": ("req/s", lambda s: (-_num(s.requests_per_s),)),
-    "errors": ("errors", lambda s: (-_num(s.errors),)),
-    "superseded": ("superseded", lambda s: (-_num(s.superseded),)),
-    "nmax": ("N_max", lambda s: (-_num(s.n_max),)),
-    "headroom": ("room (least first)", lambda s: (math.inf if s.headroom is None else s.headroom,)),
-}
-
-
-def sort_rows(rows: list, keys: dict[str, tuple[str, Callable]], column: str, reverse: bool = False) -> list:
-    """A total order: the column's key, then the row's identity (never dict order)."""
-    fn = keys.get(column, next(iter(keys.values())))[1]
-    out = sorted(rows, key=lambda r: (fn(r), _identity(r)))
-    return out[::-1] if reverse else out
-
-
-def _identity(row: RobotRow | ServerRow) -> tuple:
-    return (row.robot_id, row.ns) if isinstance(row, RobotRow) else (row.replica, row.ns)
-
-
-def sort_robots(rows: list[RobotRow], sort: str = "state", reverse: bool = False) -> list[RobotRow]:
-    return sort_rows(rows, ROBOT_SORT_KEYS, sort, reverse)
-
-
-def sort_servers(rows: list[ServerRow], sort: str = "health", reverse: bool = False) -> list[ServerRow]:
-    return sort_rows(rows, SERVER_SORT_KEYS, sort, reverse)

@@ -17,7 +17,9 @@ from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, Ze
 
 from .alerts import AlertBook, AlertRules
 from .capacity import room_text
-from .model import FleetSnapshot, fmt_age, sort_robots, sort_servers
+from .fmt import fmt_age
+from .model import FleetSnapshot
+from .sorting import sort_robots, sort_servers
 from .sources.base import ActionResult
 from .store import FleetStore
 

@@ -12,7 +12,8 @@ import pytest
 from fleet_helpers import screen_text, sync, until
 from lerobot_fleet.alerts import AlertRules
 from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.model import RobotState, room
+from lerobot_fleet.capacity import room
+from lerobot_fleet.model import RobotState
 from lerobot_fleet.render import OLD, SERVER_COLUMNS, server_cells
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.widgets import KeyedTable

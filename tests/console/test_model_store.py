@@ -6,7 +6,11 @@ import threading
 from dataclasses import replace
 
 import pytest
-from lerobot_fleet.model import RobotState, fmt_age, n_max, robot_matches, sort_robots, sparkline
+from lerobot_fleet.capacity import n_max
+from lerobot_fleet.filters import robot_matches
+from lerobot_fleet.fmt import fmt_age, sparkline
+from lerobot_fleet.model import RobotState
+from lerobot_fleet.sorting import sort_robots
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
 

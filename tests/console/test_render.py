@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fleet_helpers import DEMO, DrainScenario
 from lerobot_fleet import render
-from lerobot_fleet.model import RobotState, robot_key, room
+from lerobot_fleet.capacity import room
+from lerobot_fleet.model import RobotState, robot_key
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import FleetStore
 
@@ -116,7 +117,7 @@ def test_bulk_confirmation_lists_every_target():
 
 def test_sort_any_column_is_total():
     snap = _scenario().snapshot()
-    from lerobot_fleet.model import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
+    from lerobot_fleet.sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
 
     for col in ROBOT_SORT_KEYS:
         a = [r.key for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, col)]
@@ -174,7 +175,7 @@ def test_rtc_cell_shows_the_delay_when_on_off_without_rtc_and_a_dash_before_a_se
     assert "rtc on, inference delay 3 steps" in text
     assert "rtc off (chunks are appended)" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-act"))).plain
     assert "rtc —" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-new"))).plain
-    from lerobot_fleet.model import ROBOT_SORT_KEYS, sort_rows
+    from lerobot_fleet.sorting import ROBOT_SORT_KEYS, sort_rows
 
     order = [r.robot_id for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, "rtc")]
     assert order.index("arm-rtc") < order.index("arm-act") < order.index("arm-new")

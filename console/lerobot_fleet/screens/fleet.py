@@ -8,17 +8,10 @@ from textual.widgets import Footer, Input, Static
 
 from .. import render
 from ..export import record
+from ..filters import robot_matches, server_matches
 from ..messages import ActionRequested, DetailRequested
-from ..model import (
-    ROBOT_SORT_KEYS,
-    SERVER_SORT_KEYS,
-    FleetSnapshot,
-    RobotRow,
-    ServerRow,
-    robot_matches,
-    server_matches,
-    sort_rows,
-)
+from ..model import FleetSnapshot, RobotRow, ServerRow
+from ..sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
 from ..view import ConsoleView
 from ..widgets import KeyedTable
 from .base import COMMON, LiveScreen

@@ -10,7 +10,8 @@ from textual.widgets import Footer, Input, Static
 
 from .. import render
 from ..export import record
-from ..model import FleetEvent, event_matches
+from ..filters import event_matches
+from ..model import FleetEvent
 from ..store import EVENT_HISTORY
 from ..view import ConsoleView
 from .base import COMMON, LiveScreen
