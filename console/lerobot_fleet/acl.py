@@ -19,7 +19,8 @@ from typing import Any
 
 from lerobot_policy_remote.wire.keys import ROOT, ServiceKeys
 
-from .inventory import Inventory, Member
+from .acl_log import REFUSED_KEY
+from .inventory import ANY_NAMESPACE, Inventory, Member
 
 ALL_MESSAGES = (
     "put", "delete", "declare_subscriber", "query", "declare_queryable", "reply",
@@ -31,6 +32,7 @@ DECLARATIONS = ("declare_subscriber", "declare_queryable", "declare_liveliness_s
 ADMIN = "@/**"
 ANY = ServiceKeys.any()
 EVERYTHING = f"{ROOT}/**"
+REFUSED_BOARDS = f"{REFUSED_KEY}/*"  # each router's board of refused servers (acl_log.py, router.py)
 
 # (flow, messages, key expressions)
 Grant = tuple[str, tuple[str, ...], list[str]]
@@ -88,8 +90,11 @@ def _server(m: Member) -> list[Grant]:
 def _reader(m: Member, commands: bool) -> list[Grant]:
     """Operators and viewers read what the console reads in their namespaces (liveliness, telemetry, audit,
     status; never camera images or action chunks); only operators send drain, cordon and episode reset, and only they
-    may read the router's admin space (the mesh's session and link topology)."""
+    may read the router's admin space (the mesh's session and link topology). The routers' boards of refused servers
+    name certificates and keys in every namespace: only a reader of every namespace may ask for them."""
     grants: list[Grant] = [("ingress", ("query",), [ADMIN]), ("egress", ("reply",), [ADMIN])] if commands else []
+    if ANY_NAMESPACE in m.namespaces:
+        grants += [("ingress", ("query",), [REFUSED_BOARDS]), ("egress", ("reply",), [REFUSED_BOARDS])]
     for ns in m.namespaces:
         k = ns.keys()
         asks = [k.server("*", "status")] + ([k.server("*", "drain"), k.server("*", "cordon"), k.robot("*", "episode_reset")]

@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -69,13 +70,59 @@ def router_settings(
     )
 
 
-def _log_refusals() -> Callable[[], None]:
-    """Print one line per refused message (rate-limited) on stdout; RUST_LOG, when set, wins."""
+class RefusedBoard:
+    """The ACL log filter's latest board of refused servers (acl_log.RefusedServers), read from its pipe on a thread
+    and answered on `REFUSED_KEY/<zid>`: a console cannot see a server whose keys the router drops, only the router
+    can tell it. Ages grow between two boards and entries past `REFUSED_TTL_S` leave."""
+
+    def __init__(self, fd: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._fd = fd
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: list[dict[str, Any]] = []
+        self._at = clock()
+
+    def start(self) -> RefusedBoard:
+        threading.Thread(target=self._read, name="acl-board", daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        from .acl_log import parse_board
+
+        with os.fdopen(self._fd, "rb") as pipe:  # EOF when the filter exits
+            for raw in pipe:
+                self.take(parse_board(raw))
+
+    def take(self, entries: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._entries, self._at = entries, self._clock()
+
+    def payload(self) -> bytes:
+        """The board now: ages as of this instant, expired entries left out."""
+        from .acl_log import REFUSED_TTL_S, board_line
+
+        with self._lock:
+            since = self._clock() - self._at
+            entries = [{**e, "age_s": round(e["age_s"] + since, 1), "for_s": round(e["for_s"] + since, 1)}
+                       for e in self._entries if e["age_s"] + since <= REFUSED_TTL_S]
+        return board_line(entries).encode()
+
+    def answer(self, key: str) -> Callable[[Any], None]:
+        """The queryable's callback: replies with the board, which is already in memory."""
+        def on_query(query: Any) -> None:
+            with query:
+                query.reply(key, self.payload())
+        return on_query
+
+
+def _log_refusals(board_fd: int | None = None) -> Callable[[], None]:
+    """Print one line per refused message (rate-limited) on stdout; RUST_LOG, when set, wins. `board_fd`: where the
+    filter sends its board of refused servers."""
     import zenoh
 
     from .acl_log import TRACE_FILTER, install
 
-    finish = install()
+    finish = install(board_fd=board_fd)
     try:
         zenoh.init_log_from_env_or(f"warn,{TRACE_FILTER}")
     except Exception as exc:  # logging already initialised in this process: keep going without it
@@ -123,8 +170,19 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())
-    finish = _log_refusals() if inventory else None
+    board: RefusedBoard | None = None
+    finish = None
+    if inventory:
+        read_end, write_end = os.pipe()
+        finish = _log_refusals(write_end)
+        os.close(write_end)  # the filter holds it now: the reader sees EOF when the filter exits
+        board = RefusedBoard(read_end).start()
     session = open_session(settings)
+    if board is not None:
+        from .acl_log import REFUSED_KEY
+
+        own = f"{REFUSED_KEY}/{session.zid()}"
+        queryable = session.declare_queryable(own, board.answer(own))  # noqa: F841 (held: declared while it runs)
     mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
     acl = f"; access control from {inventory} (default deny)" if inventory else ""
     if insecure_warning:

@@ -129,6 +129,7 @@ class FleetStore:
         self._dropped = 0  # samples a source had to drop (bounded queue overflow)
         self._derive = Derivation()
         self._routers: tuple[RouterInfo, ...] = ()
+        self._refused: dict[tuple[str, str], str] = {}  # (certificate CN, replica) -> notice, of servers the router refuses
         self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
 
     # ------------------------------------------------------------ writers (any thread)
@@ -151,6 +152,17 @@ class FleetStore:
         """The routers of the mesh as last read from the admin space."""
         with self._lock:
             self._routers = tuple(sorted(routers, key=lambda r: (not r.connected, r.zid)))
+
+    def set_refused(self, refused: tuple[tuple[str, str, str], ...]) -> None:
+        """The servers the routers refuse now, as (certificate CN, replica, notice): each is a note while it lasts and
+        an event when it first appears. A source reads them from the routers' ACL log (sources/refused.py)."""
+        with self._lock:
+            now = self.clock()
+            current = {(cn, replica): printable(text, 400) for cn, replica, text in refused}
+            for (cn, replica), text in current.items():
+                if (cn, replica) not in self._refused:
+                    self._events.append((now, "warn", "server", text, "", replica))
+            self._refused = current
 
     def note(self, text: str) -> None:
         """A short operator-facing message from a source (e.g. a failed scrape); newest last. Notes quote keys
@@ -314,7 +326,7 @@ class FleetStore:
                 robots=tuple([r.record() for r in self._robots.values()]),
                 servers=tuple([s.record(now) for s in self._servers.values()]),
                 rtts=self._replica_rtts.lists(),
-                notes=tuple(self._notes),
+                notes=tuple(self._notes) + tuple(self._refused.values()),
                 routers=self._routers,
                 spills=tuple(NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
                              for (role, ident), (n, limit, at) in sorted(self._spills.items())),

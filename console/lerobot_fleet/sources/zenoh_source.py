@@ -26,6 +26,7 @@ from ..sanitize import clean, clean_namespace
 from ..store import FleetStore
 from ..ui_gate import UiGate
 from .base import ActionResult
+from .refused import query_refused
 from .replay import Recorder
 from .routers import query_routers
 
@@ -332,6 +333,11 @@ class ZenohSource:
             store.set_routers(query_routers(self.session, timeout=min(1.0, self.status_period_s)))
         except Exception as exc:  # the router list is informative; never let it stop the status poll
             store.note(f"router list query failed: {exc}"[:200])
+        try:
+            refused = query_refused(self.session, timeout=min(1.0, self.status_period_s))
+            store.set_refused(tuple((r.cn, r.replica, r.notice()) for r in refused))
+        except Exception as exc:  # as informative as the router list
+            store.note(f"refused-server query failed: {exc}"[:200])
 
     def _scrape_loop(self) -> None:
         """Start a round of scrapes each period; each replica's fetch is bounded and runs on its own pool thread."""
