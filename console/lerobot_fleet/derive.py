@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from operator import itemgetter
 from typing import NamedTuple
 
 from lerobot_policy_remote.wire.keys import Namespace
@@ -25,10 +24,16 @@ LINK_LOSS_MARGIN_S = 0.5  # token deletions this close before we noticed the lin
 WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that may be waiting for a replica with room
 
 _STATES = {s.name: s for s in RobotState}
-_ROW_NAMES = tuple(f.name for f in fields(RobotRow))
-_ROW_DEFAULTS = {f.name: f.default for f in fields(RobotRow)}  # required fields: always among a robot's figures
-_IN_ORDER = itemgetter(*_ROW_NAMES)
-_SEEN, _STATE_AGE = _ROW_NAMES.index("seen_age_s"), _ROW_NAMES.index("state_age_s")
+ROW_FIELDS = (  # RobotRow's fields in order: `robot_figures` fills them positionally
+    "robot_id", "state", "reported_state", "model_id", "revision", "service", "session_id", "replica", "episode_id",
+    "staleness_s", "queue_s", "rtt_p50_ms", "rtt_p95_ms", "delay_steps", "requests", "superseded", "errors",
+    "fallback_count", "last_outcome", "fps", "alive", "seen_age_s", "ns", "state_age_s", "waiting", "network_ms",
+    "queue_wait_ms", "inference_ms", "action_order", "row_key", "max_action_age_s", "recent_staleness", "rtc",
+)
+if tuple(f.name for f in fields(RobotRow)) != ROW_FIELDS:
+    raise ImportError("RobotRow's fields changed: update derive.ROW_FIELDS and robot_figures to the new order")
+_ROW_DEFAULTS = {f.name: f.default for f in fields(RobotRow)}  # the required ones: always given
+_SEEN, _STATE_AGE = ROW_FIELDS.index("seen_age_s"), ROW_FIELDS.index("state_age_s")
 
 
 class RobotRecord(NamedTuple):
@@ -194,8 +199,9 @@ def waiting_reason(ns: Namespace, servers: Iterable[ServerRow]) -> str:
     return f"waiting: no replica with room ({', '.join(why)})"
 
 
-def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> dict[str, object]:
-    """A robot row's fields apart from its ages: what changes only when its record does."""
+def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> list[object]:
+    """A robot row's fields in `RobotRow` order (`ROW_FIELDS`), its two ages left None: what changes only when its
+    record does. Positional, since this runs for every robot that reported since the last tick."""
     t = rec.telemetry
     model, rev, service = rec.ns
     if gone:
@@ -205,26 +211,24 @@ def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> dict[str, objec
     else:
         state = _STATES.get(t.state) or RobotState.parse(t.state)
     if t is None:
-        return {"robot_id": rec.robot_id, "state": state, "reported_state": "", "model_id": model, "revision": rev,
-                "service": service, "alive": rec.alive, "ns": rec.ns, "row_key": rec.key}
-    return {
-        "robot_id": rec.robot_id, "state": state, "reported_state": t.state, "model_id": t.model_id or model,
-        "revision": rev, "service": service, "session_id": t.session_id, "replica": t.replica, "episode_id": t.episode_id,
-        "staleness_s": t.staleness_s, "queue_s": t.queue_s, "rtt_p50_ms": t.rtt_p50_ms, "rtt_p95_ms": t.rtt_p95_ms,
-        "delay_steps": t.delay_steps, "requests": t.requests, "superseded": t.superseded, "errors": t.errors,
-        "fallback_count": t.fallback_count, "last_outcome": t.last_outcome, "fps": t.fps, "alive": rec.alive,
-        "ns": rec.ns, "waiting": waiting if state in WAITING_STATES else "", "network_ms": t.network_ms_p50 or None,
-        "queue_wait_ms": t.queue_wait_ms_p50 or None, "inference_ms": t.inference_ms_p50 or None,
-        "action_order": t.action_order, "row_key": rec.key, "max_action_age_s": t.max_action_age_s or None,
-        "rtc": t.rtc, "recent_staleness": rec.recent_staleness,
-    }
+        return [{"robot_id": rec.robot_id, "state": state, "reported_state": "", "model_id": model, "revision": rev,
+                 "service": service, "alive": rec.alive, "ns": rec.ns, "row_key": rec.key}.get(name, default)
+                for name, default in _ROW_DEFAULTS.items()]
+    return [
+        rec.robot_id, state, t.state, t.model_id or model, rev, service, t.session_id, t.replica, t.episode_id,
+        t.staleness_s, t.queue_s, t.rtt_p50_ms, t.rtt_p95_ms, t.delay_steps, t.requests, t.superseded, t.errors,
+        t.fallback_count, t.last_outcome, t.fps, rec.alive, None, rec.ns, None, waiting if state in WAITING_STATES else "",
+        t.network_ms_p50 or None, t.queue_wait_ms_p50 or None, t.inference_ms_p50 or None, t.action_order, rec.key,
+        t.max_action_age_s or None, rec.recent_staleness, t.rtc,
+    ]
 
 
 def robot_row(rec: RobotRecord, link: Link, now: float, servers: Iterable[ServerRow]) -> RobotRow:
     """One robot's row built from scratch (detail screens; `Derivation` keeps the figures between ticks)."""
     gone = token_gone(link, rec.alive, rec.gone_at, now)
-    figures = robot_figures(rec, gone, _waiting(rec, gone, servers))
-    return RobotRow(**figures, **_ages(rec, gone, now))
+    values = robot_figures(rec, gone, _waiting(rec, gone, servers))
+    values[_SEEN], values[_STATE_AGE] = _ages(rec, gone, now)
+    return RobotRow(*values)
 
 
 def _waiting(rec: RobotRecord, gone: bool, servers: Iterable[ServerRow]) -> str:
@@ -234,10 +238,10 @@ def _waiting(rec: RobotRecord, gone: bool, servers: Iterable[ServerRow]) -> str:
     return waiting_reason(rec.ns, servers)
 
 
-def _ages(rec: RobotRecord, gone: bool, now: float) -> dict[str, float | None]:
+def _ages(rec: RobotRecord, gone: bool, now: float) -> tuple[float | None, float | None]:
+    """(seen age, state age) now: how old its figures are, and how long it has been in its state."""
     since = rec.gone_at if gone else rec.state_since
-    return {"seen_age_s": None if rec.seen_at is None else max(0.0, now - rec.seen_at),
-            "state_age_s": None if since is None else max(0.0, now - since)}
+    return (None if rec.seen_at is None else max(0.0, now - rec.seen_at), None if since is None else max(0.0, now - since))
 
 
 class Derivation:
@@ -265,8 +269,10 @@ class Derivation:
                 why = ""
                 if not gone and rec.telemetry is not None:
                     why = waiting[rec.ns] if rec.ns in waiting else waiting.setdefault(rec.ns, waiting_reason(rec.ns, servers))
-                figures = {**_ROW_DEFAULTS, **robot_figures(rec, gone, why)}
-                held = memo[rec.key] = (rec.ver, gone, figures["state"], list(_IN_ORDER(figures)))  # type: ignore[assignment]
+                figures = robot_figures(rec, gone, why)
+                state = figures[1]
+                assert isinstance(state, RobotState)
+                held = memo[rec.key] = (rec.ver, gone, state, figures)
             values = held[3].copy()
             since = rec.gone_at if gone else rec.state_since
             values[_SEEN] = None if rec.seen_at is None else max(0.0, now - rec.seen_at)

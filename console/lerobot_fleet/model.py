@@ -64,6 +64,8 @@ class RobotState(Enum):
         self.rank = rank  # plain attributes: read for every row on every tick (sorting, counts, alerts)
         self.is_fault = is_fault
 
+    __hash__ = object.__hash__  # members are singletons compared by identity; Enum's own hash is Python code
+
     @classmethod
     def parse(cls, text: str) -> RobotState:
         """Telemetry state string -> enum; anything unrecognised is UNKNOWN (never an exception)."""

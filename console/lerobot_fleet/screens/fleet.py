@@ -66,7 +66,9 @@ class FleetScreen(LiveScreen):
     # ------------------------------------------------------------ rendering
 
     def visible_robots(self, snap: FleetSnapshot) -> list[RobotRow]:
-        rows = [r for r in snap.robots if robot_matches(r, self.query_text) and (not self.faults_only or r.state.is_fault)]
+        rows = snap.robots
+        if self.query_text.strip() or self.faults_only:
+            rows = tuple(r for r in rows if robot_matches(r, self.query_text) and (not self.faults_only or r.state.is_fault))
         return sort_rows(rows, ROBOT_SORT_KEYS, self.sort_column["robots"], self.sort_reverse["robots"])
 
     def visible_servers(self, snap: FleetSnapshot) -> list[ServerRow]:
