@@ -7,15 +7,14 @@ Threads (mirrors `lerobot/rollout/inference/rtc.py`):
   `buffer_time_s`, merge, timeouts, reconnects, acked resets, telemetry, operator episode resets.
 The transport (Zenoh, or in memory in tests) sits behind `engine/transport.RemoteLink` (`self.transport`);
 the link state machine (`engine/link.py`) is `self.states`. Building requests (`request.py`), checking
-replies (`validate.py`) and the telemetry report (`telemetry.robot_telemetry`) are pure functions.
+replies (`validate.py`) and the telemetry report (`telemetry.robot_telemetry`) are pure functions. The worker's
+handshake side (first connection, re-handshakes, link loss) is `connect.py`, its reply handling `replies.py`.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import math
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -25,42 +24,39 @@ import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
 
-from ..wire.codes import EventKind, Refusal
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys
-from ..wire.messages import EpisodeResetAck, EventMsg, ResetRequest, RobotTelemetry, SessionOpen
+from ..wire.messages import EpisodeResetAck, ResetRequest, RobotTelemetry
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
 from . import identity, provenance, request, resend, startup
 from .config import RemoteInferenceConfig
+from .connect import Connecting
 from .control import ControlSide
 from .fallback import zero_warning
-from .handshake import HandshakeError, reconnect_failure
 from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
-from .provenance import Provenance
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
+from .replies import Replies, chunk_logger  # noqa: F401 (chunk_logger: its old import path, bench/peers/robot_loop.py)
 from .session import RemoteSession
 from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, TelemetryPacer, robot_telemetry
 from .transport import RemoteLink
-from .validate import InboundError, answers, read_chunk, read_inbound
 
 logger = logging.getLogger(__name__)
-# One line per merged chunk: the round trip split into server queue wait, inference and network
-# (network = RTT - queue_wait - inference, design section 11), joinable with the server's audit line.
-chunk_logger = logging.getLogger("lerobot.remote.chunks")
 
 _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
 _RESET_TIMEOUT_S = 1.0
-TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
 STALENESS_REPORT_FRACTION = 2 / 3  # staleness at this fraction of max_action_age_s is reported at once (console alert default)
 
 
-class RemoteInferenceEngine(InferenceEngine):
+class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
+    """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop,
+    requests, resets and telemetry; the handshake side is `connect.Connecting`, replies `replies.Replies`."""
+
     def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict, ordered_action_keys: list[str], task: str, fps: float,
                  model_id: str, policy_type: str = "", robot_type: str = "", shutdown_event: Event | None = None,
                  transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns,
@@ -157,24 +153,7 @@ class RemoteInferenceEngine(InferenceEngine):
             self._never_moved()
             raise startup.router_unreachable(self.cfg, exc) from exc
         if wait_first_handshake:
-            scope = startup.certificate_scope(self.cfg.tls_cert, self.client_uuid)
-            deadline = time.monotonic() + self.cfg.connect_timeout_s
-            while True:
-                try:
-                    self._handshake()
-                    break
-                except HandshakeError as exc:
-                    # a router that lists other services has answered: the namespace is wrong, waiting will not fix it
-                    others = startup.services_if_wrong_namespace(self.transport.services, exc)
-                    # nor will it when the router answers this certificate nothing in the namespace asked for
-                    refused = exc.code == Refusal.NO_SERVER and scope is not None and scope.refuses(self.session_open_request())
-                    if exc.fatal or others or refused or time.monotonic() >= deadline:
-                        err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc, others,
-                                                       bool(self.cfg.tls_cert), scope)
-                        self.transport.close()
-                        self._never_moved()
-                        raise err from None
-                    time.sleep(0.2)
+            self._first_handshake()
         if worker:
             self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
             self._thread.start()
@@ -290,87 +269,6 @@ class RemoteInferenceEngine(InferenceEngine):
         if self._global_shutdown is not None:
             self._global_shutdown.set()
 
-    # -- handshake / reconnect
-    def session_open_request(self) -> SessionOpen:
-        """What this robot asks a server for (also what `lerobot-fleet doctor` dry-runs)."""
-        return request.session_open(
-            client_uuid=self.client_uuid, action_names=self.action_names, hw_features=self._hw_features, model_id=self.model_id,
-            revision=self.cfg.service_revision or "main", service=self.cfg.service_task or self._task, policy_type=self._policy_type,
-            fps=self.fps, task=self._task, rtc=self.cfg.rtc, tags=self.cfg.tags, expect_fingerprint=self.fingerprint,
-            rename_map=self.rename_map, reply_dtype=self.cfg.reply_dtype, reply_max_error=self.cfg.reply_max_error,
-        )
-
-    def _handshake(self) -> None:
-        if self.cfg.handshake_jitter_s > 0:  # see RemoteInferenceConfig.handshake_jitter_s
-            time.sleep(random.uniform(0.0, self.cfg.handshake_jitter_s))
-        req = self.session_open_request()
-        # The worker sends nothing while it blocks on the handshake's queries (seconds when every replica is busy
-        # with a drain's herd): report now, so the console's data is as old as the handshake, not also the wait
-        # that came before it (issue 20).
-        self._maybe_telemetry(force=True)
-        avoid, self._drained_from = self._drained_from, ""  # one try on the last discovery's replicas, then discover
-        opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint, avoid=avoid)
-        self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))
-        self.transport.bind(self.replica)
-        self.requests.new_session()
-        self.latency.reset()  # a new path may have a new latency; the old window must not linger
-        if self.cfg.rtc.enabled and not self.rtc_active:  # expected for a policy without RTC (ACT): not a warning
-            logger.info("RTC: the server's policy has no RTC, chunks are appended (expected for ACT; nothing to change)")
-        self.queue.cfg.enabled = self.rtc_active
-        for w in opened.ack.warnings:
-            if not (self.session.action_order_checked is False and "could not be verified" in w):
-                logger.warning("Server: %s", printable(w, 500))
-        if self.session.action_order_checked is False:
-            logger.warning(
-                "Action order NOT checked: the server's policy names no actions, so only the action dimension (%d) was "
-                "compared. Chunk columns drive the motors in this robot's order %s; if the policy was trained with another "
-                "order the robot will move the wrong joints. Fix: set action_feature_names in the server manifest (the "
-                "training dataset's meta/info.json features.action.names), or strict_action_names to refuse such robots",
-                len(self.action_names), self.action_names)
-        self.reconnect.succeeded()
-        self._episode_start = True
-        self.states.on_handshake_ok(time.monotonic())
-        self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
-        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s, %s)", printable(self.session_id, 80),
-                    self.replica, self.session_epoch, self.rtc_active, self.session.chunk_size,
-                    "raw over shared memory (same host)" if self.frame_quality == 0 and self.session.same_host
-                    else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"),
-                    "direct link" if self.transport.direct else "via the router")
-
-    def _try_reconnect(self, now: float) -> None:
-        if not self.reconnect.due(now):
-            return
-        try:
-            self._handshake()
-        except HandshakeError as exc:
-            if exc.fatal:
-                self.states.on_fatal(now, str(exc))
-                return
-            wait = self.reconnect.failed(time.monotonic())
-            logger.warning("Reconnect failed (%s); next try in %.1fs", reconnect_failure(exc, self.replica), wait)
-
-    def _lose_link(self, now: float, why: str) -> None:
-        if self.states.on_link_lost(now, why):
-            logger.warning("Link lost (%s): reconnecting", why)
-        self.requests.drop()
-        self.reconnect.lost(now)
-
-    def _check_link(self, now: float) -> None:
-        if self.transport.server_lost() and not self.reconnect.needed:
-            self.counters["server_token_lost"] += 1
-            self.reconnect.token_lost(now)
-            self.requests.fail("server_lost")  # leaves STREAMING at once; the buffer keeps playing
-        if self.reconnect.token_expired(now):
-            self._lose_link(now, f"server liveliness lost (replica {self.replica})")
-            return
-        out = self.requests.expire(now, self.cfg.request_timeout_s)
-        if out is not None:
-            n = self.requests.timeouts
-            self.counters["timeouts"] += 1
-            logger.warning("Request seq=%d timed out after %.1fs (%d in a row)", out.seq_id, self.cfg.request_timeout_s, n)
-            if n >= TIMEOUT_STREAK:
-                self._lose_link(now, f"{n} request timeouts in a row")
-
     # -- requests
     def _should_send(self, now: float) -> bool:
         if self.control.latest() is None:
@@ -417,88 +315,6 @@ class RemoteInferenceEngine(InferenceEngine):
             self.transport.publish_observation(sent[1], sent[2])
             self._sent = (sent[0], sent[1], sent[2], time.monotonic())
             self.counters["resent"] += 1
-
-    # -- replies
-    def _on_inbound(self, payload: bytes, attachment: bytes | None, now: float) -> None:
-        try:
-            header, event = read_inbound(payload, attachment)
-        except InboundError as exc:
-            self.counters[exc.counter] += 1
-            logger.warning("Dropped a message on the action key: %s", exc)
-            return
-        if event is not None:
-            self._handle_event(event, header, now)
-        else:
-            self._handle_chunk(payload, header, now)
-
-    def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None:
-        self.counters[f"event_{ev.event}"] += 1
-        if ev.event == EventKind.UNKNOWN_SESSION:
-            if header.session_epoch == self.session_epoch:
-                self._lose_link(now, "server does not know this session (it restarted?)")
-                self.reconnect.retry_now(now)
-        elif ev.event == EventKind.DRAINING:
-            if ev.session_id != self.session_id:  # only our own replica knows our session id
-                self.counters["foreign_event"] += 1
-                logger.warning("Ignored a draining event for session %s (ours is %s)", printable(ev.session_id, 40), self.session_id)
-                return
-            logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
-            self._drained_from = self.replica
-            self._lose_link(now, f"replica {self.replica} draining")
-            self.reconnect.retry_now(now)  # another replica may have room now: no reason to wait
-        else:
-            logger.warning("Server %s for seq=%d: %s", printable(ev.event, 40), ev.seq_id, printable(ev.message, 300))
-            out = self.requests.current
-            if out is not None and header.seq_id == out.seq_id and header.session_epoch == self.session_epoch:
-                self.requests.fail(f"event:{ev.event}")
-        self.requests.last_outcome = f"event:{ev.event}"
-
-    def _handle_chunk(self, payload: bytes, header: Header, now: float) -> None:
-        out = self.requests.awaited()  # in flight, or the latest one after its timeout (a late reply to it is merged)
-        if out is None or not answers(header, out, self.session_epoch, self.episode_id):
-            self.counters["late_dropped"] += 1
-            return
-        if header.schema_version != self.session.schema_version:
-            self.counters["schema_mismatch"] += 1
-            logger.warning("Refused a chunk for seq=%d: schema version %d, this session negotiated %d (upgrade the older side)",
-                           header.seq_id, header.schema_version, self.session.schema_version)
-            if out is self.requests.current:
-                self.requests.fail("bad_chunk")
-            return
-        late = out is not self.requests.current
-        msg, problem, foreign = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
-        if foreign:
-            self.counters["foreign_session"] += 1
-            logger.error("Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking", out.seq_id,
-                         printable(problem, 300))
-            self._lose_link(now, "the server answered with another session's chunk")
-            self.reconnect.retry_now(now)
-            return
-        if msg is None:
-            self.requests.fail("bad_chunk")
-            self.counters["bad_chunk"] += 1
-            logger.error("Refused a chunk for seq=%d: %s", out.seq_id, printable(problem, 300))
-            return
-        rtt = max(0.0, (self._clock_ns() - out.mono_ns) / 1e9)
-        new_delay = math.ceil(rtt / self._dt)
-        meta = Provenance(self.session_id, out.seq_id, out.episode_id, self.replica)
-        with self._reset_lock:
-            if self.episode_id != out.episode_id:
-                return
-            trimmed = self.queue.merge_stamped(torch.from_numpy(msg.chunk_model.copy()), torch.from_numpy(msg.chunk_robot.copy()),
-                                               new_delay, out.idx_before, out.t_obs, meta, replace=self.requests.session_fresh)
-        self.requests.succeed()
-        self.latency.add(rtt)
-        self.rtt.add(rtt * 1000.0)
-        network_ms = self.timings.add(rtt * 1000.0, msg.queue_wait_ms, msg.inference_ms)
-        self.counters["chunks"] += 1
-        self.counters["late_merged"] += late
-        self.counters["superseded"] += msg.superseded_seqs
-        self.states.on_merge(time.monotonic())
-        chunk_logger.info("chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
-                          "network=%.1fms delay=%d trimmed=%d queue=%d%s", printable(self.session_id, 80), out.seq_id, out.episode_id, self.replica,
-                          rtt * 1000, msg.queue_wait_ms, msg.inference_ms, network_ms, new_delay, trimmed, self.queue.qsize(),
-                          " late" if late else "")
 
     # -- resets
     def _server_reset(self) -> None:
