@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -40,8 +41,32 @@ class ServerMetrics:
                                          buckets=_LAT_BUCKETS, registry=r)
         self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
         self._requests_forgotten = 0.0  # requests of clients whose label set was removed (requests_served keeps them)
+        # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time (forget_client drops it)
+        self._request_children: dict[str, Any] = {}
+
+    def count_request(self, client: str) -> None:
+        """One chunk served to `client` (the worker, per chunk)."""
+        child = self._request_children.get(client)
+        if child is None:
+            child = self._request_children[client] = self.requests.labels(client)
+        child.inc()
+
+    @staticmethod
+    def observe_n(histogram: Histogram, amount: float, n: int) -> None:
+        """`n` observations of the same `amount` (a batch's pass time): one bucket lookup, as `observe` does it."""
+        buckets, bounds, total = (getattr(histogram, a, None) for a in ("_buckets", "_upper_bounds", "_sum"))
+        if n == 1 or buckets is None or bounds is None or total is None:
+            for _ in range(n):
+                histogram.observe(amount)
+            return
+        total.inc(amount * n)
+        for i, bound in enumerate(bounds):
+            if amount <= bound:
+                buckets[i].inc(n)
+                break
 
     def forget_client(self, client: str) -> None:
+        self._request_children.pop(client, None)
         self._requests_forgotten += self.value("requests_total", client=client)
         for metric in (self.requests, self.superseded):
             try:

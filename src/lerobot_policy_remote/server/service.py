@@ -113,6 +113,7 @@ class PolicyServer:
         self.router_refusal = ""  # the router's access control refuses this replica (router_check.py): /healthz fails
         self.health: HealthServer | None = None
         self._audit_key = self.keys.server(self.replica, "audit")
+        self._audit_pub: Any = None  # declared once zenoh is open: a session put resolved the key on every line
         self._decls: list[Any] = []
         self._token: Any = None
         self._threads: list[threading.Thread] = []
@@ -159,6 +160,8 @@ class PolicyServer:
                 self.direct = DirectListener(settings, k.obs(r, "*"), self._on_direct_obs).start()
             except Exception as exc:  # robots on this host then use the router, as every other robot does
                 log.warning("no direct link for robots on this host (%s): they go through the router", exc)
+        self._audit_pub = self.z.declare_publisher(self._audit_key, congestion_control=zenoh.CongestionControl.DROP,
+                                                   priority=zenoh.Priority.BACKGROUND)
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
         self.decoder.start()
         housekeeping = threading.Thread(target=self.housekeeper.run, name="housekeeping", daemon=True)
@@ -192,9 +195,10 @@ class PolicyServer:
         return f"healthz={base}/healthz metrics={base}/metrics{scope}"
 
     def _publish_audit(self, text: str) -> None:
-        """The auditor's sink: the audit key, droppable and at background priority (never before zenoh is open)."""
-        if self.z is not None:
-            self.z.put(self._audit_key, text, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.BACKGROUND)
+        """The auditor's sink: the audit key, droppable and at background priority (only while zenoh is open)."""
+        pub = self._audit_pub
+        if pub is not None:
+            pub.put(text)
 
     def _publish_event(self, key: str, payload: bytes, attachment: bytes) -> None:
         """The housekeeper's sink: an event to a robot outside any session (same QoS as a session's publisher)."""
@@ -277,6 +281,12 @@ class PolicyServer:
             except Exception as exc:  # teardown goes on: the session closes below anyway
                 log.debug("undeclare at stop failed: %s", exc)
         self._decls.clear()
+        pub, self._audit_pub = self._audit_pub, None
+        if pub is not None:
+            try:
+                pub.undeclare()
+            except Exception as exc:  # the session is closing or closed: the publisher goes with it
+                log.debug("audit publisher undeclare at stop failed: %s", exc)
         self._drop_token()
         sessions = self.registry.all()
         for s in sessions:

@@ -83,7 +83,7 @@ class Mailbox:
             self._mail = None
 
 
-@dataclass
+@dataclass(eq=False)  # a session is itself: `in`, sets and dicts compare identity, never every field
 class Session:
     session_id: str
     client_uuid: str
@@ -154,7 +154,7 @@ class Registry:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._by_client: dict[str, Session] = {}
-        self._ring: list[str] = []  # client uuids in open order
+        self._ring: list[Session] = []  # sessions in open order
         self._pos: dict[str, int] = {}  # client uuid -> its index in the ring (served() is O(1), not a list scan)
         self._cursor = 0  # ring index after the last served session
 
@@ -166,14 +166,15 @@ class Registry:
             return next((s for s in self._by_client.values() if s.session_id == session_id), None)
 
     def add(self, session: Session) -> Session | None:
-        """Insert, replacing (and returning) this client's previous session."""
+        """Insert, replacing (and returning) this client's previous session (it keeps the old one's ring place)."""
         with self.lock:
             old = self._by_client.get(session.client_uuid)
             if old is not None:
                 old.closed = True
+                self._ring[self._pos[session.client_uuid]] = session
             else:
                 self._pos[session.client_uuid] = len(self._ring)
-                self._ring.append(session.client_uuid)
+                self._ring.append(session)
             self._by_client[session.client_uuid] = session
             return old
 
@@ -185,7 +186,7 @@ class Registry:
                 i = self._pos.pop(client_uuid)
                 self._ring.pop(i)
                 for k in range(i, len(self._ring)):  # O(sessions) on a close only
-                    self._pos[self._ring[k]] = k
+                    self._pos[self._ring[k].client_uuid] = k
                 if i < self._cursor:
                     self._cursor -= 1
                 if self._ring:
@@ -202,15 +203,11 @@ class Registry:
         return len(self._by_client)
 
     def ready_in_ring_order(self) -> list[Session]:
-        """Sessions with a pending observation, starting after the last served one."""
+        """Sessions with a pending observation, starting after the last served one (the worker calls this every
+        cycle: one pass over the ring, no per-session call)."""
         with self.lock:
-            n = len(self._ring)
-            out = []
-            for k in range(n):
-                s = self._by_client[self._ring[(self._cursor + k) % n]]
-                if s.mailbox.pending():
-                    out.append(s)
-            return out
+            ring, c = self._ring, self._cursor
+            return [s for s in ring[c:] if s.mailbox._mail is not None] + [s for s in ring[:c] if s.mailbox._mail is not None]
 
     def served(self, session: Session) -> None:
         with self.lock:

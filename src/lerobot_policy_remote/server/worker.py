@@ -109,6 +109,7 @@ class Worker:
         # Waiting for work with nothing chosen: an observation arriving now is decoded by this thread itself (the
         # decode pool's hand-off and hand-back cost two thread wake-ups, ~0.2 ms on a 2-core box, for no overlap).
         self.idle = False
+        self._woke = False  # back from idle: the next pick hands what arrived meanwhile (past the first) to the pool
         self.prefetch: Callable[[Mail], None] | None = None  # the decode pool's submit (service.py)
         # Set once this thread has bound torch's threads and warmed up; `startup_error` says why that failed.
         self.ready = threading.Event()
@@ -144,8 +145,7 @@ class Worker:
                     self.wake.wait(0.1)
                     self.wake.clear()
                     self.idle = False
-                    # what arrived meanwhile skipped the pool: this thread decodes the first it serves, the pool the rest
-                    self._prefetch(self.registry.ready_in_ring_order()[1:])
+                    self._woke = True
         except BaseException as exc:  # the health endpoint must show this
             self.error = f"{type(exc).__name__}: {exc}"
             log.error("inference worker died:\n%s", traceback.format_exc())
@@ -154,14 +154,25 @@ class Worker:
     def _choose(self) -> list[Session]:
         """The scheduler's pick; when batching, wait (bounded by the window) for the batch to fill."""
         lc = self.lifecycle
-        chosen = self.scheduler.select(self.registry.ready_in_ring_order())
+        ready = self.registry.ready_in_ring_order()
+        chosen = self.scheduler.select(ready)
+        if self._woke:
+            # what arrived while idle skipped the pool: this thread decodes the first it serves, the pool the rest
+            self._woke = False
+            self._prefetch(ready[1:])
         if not chosen or self.batch_limit <= 1:
             return chosen
         win = self.window
-        sessions = [s for s in self.registry.all() if self._may_share(s)]  # a request that runs alone is never waited for
-        pass_s = self.stats.pass_ms_p50() / 1e3
         batchable = [s for s in chosen if self._may_share(s)]
-        others = [(s.mailbox.last_arrival, s.mailbox.interval) for s in sessions if s not in chosen]
+        pass_s = self.stats.pass_ms_p50() / 1e3
+        # No wait is possible (a full pick, nothing to batch, an opportunistic or zero window): skip the look at
+        # every other session, which cost O(sessions) per pass.
+        if not batchable or len(batchable) >= self.batch_limit or (
+                win.horizon_s(pass_s) <= 0 if win.fixed_s is None else win.fixed_s <= 0):
+            return chosen
+        sessions = [s for s in self.registry.all() if self._may_share(s)]  # a request that runs alone is never waited for
+        picked = set(chosen)
+        others = [(s.mailbox.last_arrival, s.mailbox.interval) for s in sessions if s not in picked]
         fill = win.target(self.batch_limit, len(batchable), win.due(others, win.horizon_s(pass_s)), len(sessions))
         wait = win.wait_s(len(batchable), fill, pass_s)
         if wait <= 0:
@@ -283,10 +294,12 @@ class Worker:
         pass_s = time.perf_counter() - t1
         self.load.add_busy(pass_s)
         self.stats.add(len(group), pass_s)
-        self.metrics.batch_size.observe(len(group))
-        self.metrics.batch_inference.observe(pass_s)
+        m = self.metrics
+        m.batch_size.observe(len(group))
+        m.batch_inference.observe(pass_s)
         for r, (chunk_model, chunk_robot) in zip(group, results, strict=True):
             self._publish(r, chunk_model, chunk_robot, pass_s, len(group))
+        m.observe_n(m.inference, pass_s, len(group))  # every robot of the pass waited the same: one bucket lookup
 
     def _fail(self, r: Request, exc: Exception) -> None:
         s = r.s
@@ -308,7 +321,7 @@ class Worker:
         payload, attachment = encode_chunk(msg, dtype=dtype, model_space=s.reply_model_space), reply.pack()
         # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
         s.requests += 1
-        self.metrics.requests.labels(s.client_uuid).inc()
+        self.metrics.count_request(s.client_uuid)
         try:
             s.out.put(payload, attachment=attachment)
             outcome = "ok"
@@ -317,7 +330,6 @@ class Worker:
             self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
             log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
         self.metrics.queue_wait.observe(queue_wait)
-        self.metrics.inference.observe(infer_s)
         self.auditor.emit(audit_line(s, h, outcome, self.replica, queue_wait_s=queue_wait, infer_s=infer_s,
                                      chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
         if self.capture is not None and r.mail is not None:
