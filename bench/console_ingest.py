@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/console_ingest.py
 
-2,000 robots' encoded telemetry samples, each applied 5 times per round through `ZenohSource._safe_apply`
+2,000 robots' encoded telemetry samples, each applied 5 times per round through `Decoder.safe_apply`
 (what the decoder thread runs per sample), 5 rounds; prints microseconds per sample per round and the median.
 """
 
@@ -39,7 +39,7 @@ def main() -> None:
     for _ in range(5):
         t0 = time.perf_counter()
         for key, payload in samples * 5:
-            source._safe_apply(store, "telemetry", key, payload)
+            source.decoder.safe_apply(store, "telemetry", key, payload)
         rounds.append((time.perf_counter() - t0) / (len(samples) * 5) * 1e6)
     print("us per sample: " + " ".join(f"{r:.1f}" for r in rounds) + f"  median {statistics.median(rounds):.1f}")
 
