@@ -213,3 +213,25 @@ def test_observations_that_arrive_together_at_an_idle_worker_are_decoded_by_it_a
     a.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == sa, 10)
     b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == sb, 10)
     assert decoded_by[0] == "inference-worker" and (decoded_by[1] or "").startswith("obs-decode-"), decoded_by
+
+
+def test_an_observation_without_camera_frames_stays_with_the_worker() -> None:
+    """A state-only observation decodes faster than a hand-off to the pool costs: the pool leaves it to the worker,
+    while a camera frame submitted right after it is decoded by the pool."""
+    from lerobot_policy_remote.server.decode_pool import INLINE_MAX_BYTES
+
+    decode = CountingDecode()
+    pool = DecodePool(decode, DEFAULT_LIMITS.max_payload_bytes)
+    pool.start()
+    try:
+        small = encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {}))
+        assert len(small) <= INLINE_MAX_BYTES < len(_payload())
+        state_only, framed = Mail(small, HEADER, time.perf_counter()), Mail(_payload(), HEADER, time.perf_counter())
+        pool.submit(state_only)
+        pool.submit(framed)
+        wait_until(lambda: framed.decoded is not None, timeout=5, interval=0.002, message="the pool's decode of the frame")
+        assert state_only.decoded is None and decode.threads == [framed.decoded_by]
+        assert take_decoded(state_only, decode).state["observation.state"].shape == (6,)
+        assert state_only.decoded_by == threading.current_thread().name
+    finally:
+        pool.stop()

@@ -45,9 +45,9 @@ def test_requests_served_never_goes_down_when_a_session_closes():
     m = ServerMetrics("gpu-0")
     for client, n in (("arm-1", 3), ("arm-2", 4)):
         for _ in range(n):
-            m.requests.labels(client).inc()
+            m.count_request(client)
     assert m.requests_served() == 7
     m.forget_client("arm-1")
     assert m.value("requests_total", client="arm-1") == 0.0 and m.requests_served() == 7
-    m.requests.labels("arm-2").inc()
-    assert m.requests_served() == 8
+    m.count_request("arm-2")
+    assert m.requests_served() == 8 and m.value("requests_total", client="arm-2") == 5.0

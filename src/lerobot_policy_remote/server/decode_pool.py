@@ -8,7 +8,8 @@ itself: there is nothing to overlap, and the hand-off and hand-back would cost t
 2-core box) on that robot's round trip. When it wakes, the other mails that arrived meanwhile, and all of them while
 it waits in a batch window, go to the pool (worker.py `_prefetch`). Only a mail that lands in an empty mailbox is
 handed to the pool: a robot that sends faster than it is served (a flood) supersedes its own mail, and the worker
-decodes its newest one as before, so a flood costs the pool at most one decode per robot per worker cycle.
+decodes its newest one as before, so a flood costs the pool at most one decode per robot per worker cycle. An
+observation without camera frames (`INLINE_MAX_BYTES`) is always the worker's: its decode costs less than a hand-off.
 
 Ownership of one mail's decode is its `claim` lock: a decoder takes it without blocking and skips the mail
 if the worker (or another decoder) already has it; the worker takes it blocking, so it waits only for a
@@ -34,6 +35,10 @@ from .sessions import Mail
 log = logging.getLogger("lerobot.policy_server")
 
 Decode = Callable[[bytes], ObservationMsg]
+
+# An observation this small holds no camera frame (a JPEG's headers alone take ~600 bytes): the worker decodes it in
+# ~10 us, less than the pool's hand-off and hand-back cost (a queue put, two thread wake-ups), so it stays there.
+INLINE_MAX_BYTES = 512
 
 
 def decode_targets(backend: Any) -> dict[str, tuple[int, int]]:
@@ -97,6 +102,8 @@ class DecodePool:
             t.start()
 
     def submit(self, mail: Mail) -> None:
+        if (mail.size or len(mail.payload)) <= INLINE_MAX_BYTES:
+            return  # cheaper on the worker (INLINE_MAX_BYTES)
         try:
             self._q.put_nowait(mail)
         except queue.Full:

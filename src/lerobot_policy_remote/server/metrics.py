@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -40,7 +40,7 @@ class ServerMetrics:
         self.batch_inference = Histogram(PREFIX + "batch_inference_seconds", "Time of one forward pass (pre + model + post, whole batch)",
                                          buckets=_LAT_BUCKETS, registry=r)
         self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
-        self._requests_forgotten = 0.0  # requests of clients whose label set was removed (requests_served keeps them)
+        self._served = 0  # every chunk counted since start (requests_served), closed sessions' included
         # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time (forget_client drops it)
         self._request_children: dict[str, Any] = {}
 
@@ -50,6 +50,7 @@ class ServerMetrics:
         if child is None:
             child = self._request_children[client] = self.requests.labels(client)
         child.inc()
+        self._served += 1
 
     @staticmethod
     def observe_n(histogram: Histogram, amount: float, n: int) -> None:
@@ -67,7 +68,6 @@ class ServerMetrics:
 
     def forget_client(self, client: str) -> None:
         self._request_children.pop(client, None)
-        self._requests_forgotten += self.value("requests_total", client=client)
         for metric in (self.requests, self.superseded):
             try:
                 metric.remove(client)
@@ -76,9 +76,9 @@ class ServerMetrics:
 
     def requests_served(self) -> float:
         """Every request served since start, closed sessions included (`requests_total` drops a client's label
-        set when its session closes, so its sum can go down; this never does)."""
-        live = sum(s.value for m in self.requests.collect() for s in m.samples if s.name.endswith("_total"))
-        return self._requests_forgotten + live
+        set when its session closes, so its sum can go down; this never does). A running count: summing the
+        label sets walked every live client's sample each second."""
+        return float(self._served)
 
     def value(self, sample: str, **labels: str) -> float:
         """The current value of one sample, named without the prefix as /metrics shows it
