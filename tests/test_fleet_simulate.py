@@ -27,6 +27,9 @@ def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
     moved = [p for p in r["per_robot"] if "move_s" in p]
     assert all(p["replica"] != d["replica"] and p["state"] == "STREAMING" for p in moved)
     assert r["console"]["robots_seen"] == 30, r["console"]
+    box = r["box"]  # the box's verdict beside the figures: its CPU, the fleet's share of it
+    assert box["capacity_pct"] >= 100 and 0 < box["fleet_cpu_pct"] <= box["box_cpu_pct"] + 10  # the fleet runs on the box
+    assert box["line"].startswith(("box saturated: ", "box not saturated: "))
 
 
 def test_fleet_nice_ranks_each_fleet_session_below_the_console():
@@ -49,3 +52,32 @@ def test_fleet_nice_ranks_each_fleet_session_below_the_console():
             assert not own or own[-1] != "19", own  # the console's own group untouched
     finally:
         p.stop(timeout=5)
+
+
+def _stat(tmp_path, busy: int, idle: int, cpus: int = 2):
+    path = tmp_path / "stat"
+    lines = [f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0"] + [f"cpu{i} 0 0 0 0 0 0 0 0 0 0" for i in range(cpus)] + ["intr 1 2 3"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_box_reading_counts_every_core(tmp_path):
+    from lerobot_fleet.box_cpu import busy_pct, read_box
+
+    a = read_box(_stat(tmp_path, busy=1000, idle=1000))
+    b = read_box(_stat(tmp_path, busy=1900, idle=1100))  # 900 of the 1000 jiffies since were busy
+    assert a is not None and b is not None and b.cpus == 2
+    assert busy_pct(a, b) == pytest.approx(180.0)  # percent of one core, both cores together
+    assert read_box(tmp_path / "missing") is None
+
+
+def test_a_run_on_a_saturated_box_says_so_and_whose_cpu_it_was():
+    from lerobot_fleet.box_cpu import verdict
+
+    v = verdict(187.0, 2, fleet_pct=120.0, console_pct=15.0, samples=[170.0, 190.0, 195.0])
+    assert v["saturated"] and v["other_cpu_pct"] == 52.0 and v["saturated_seconds"] == 2
+    assert v["line"].startswith("box saturated: 187 % of 200 % (fleet 120 %, console 15 %, other processes 52 %)")
+    assert "not the product" in v["line"]
+    calm = verdict(120.0, 2, fleet_pct=110.0, console_pct=5.0)
+    assert not calm["saturated"] and calm["line"] == "box not saturated: 120 % of 200 % (fleet 110 %, console 5 %, other processes 5 %)"
+    assert verdict(179.9, 2, 100.0)["saturated"] is False and verdict(180.0, 2, 100.0)["saturated"] is True  # 90 % of 2 cores

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import resource
 import statistics
 import sys
 import tempfile
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
+
+from .box_cpu import BoxSampler, verdict
 
 # Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
 MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
@@ -124,8 +127,11 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         for h in hosts:
             h.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
         t_run = time.monotonic()
-        cpu_pids = {"routers": [r.program_pid() for r in routers], "replicas": [r.program_pid() for r in reps]}
+        cpu_pids = {"routers": [r.program_pid() for r in routers], "replicas": [r.program_pid() for r in reps],
+                    "robot_hosts": [h.program_pid() for h in hosts]}
         cpu0 = {k: [_cpu_s(p) for p in v] for k, v in cpu_pids.items()}
+        box = BoxSampler().start()  # the whole box's CPU over the same window: is the box, not the fleet, the limit?
+        own0 = _own_cpu_s()
         say(f"[simulate] {a.robots} robots started; running {a.seconds:g} s")
         drain: dict = {}
         stop_console = threading.Event()
@@ -141,6 +147,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
             time.sleep(0.2)
         window = time.monotonic() - t_run
         cpu = {k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3) for k, v in cpu_pids.items()}
+        own = (_own_cpu_s() - own0) / window
+        box_mean = box.stop()
         stop_file.touch()
         for h in hosts:
             h.wait(timeout=60)
@@ -149,7 +157,17 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         reports = [json.loads(p.read_text()) for p in outs if p.exists()]
     finally:
         stop_all(reversed(children), timeout=15)
-    return summarize(reports, drain, console, a, cpu)
+    result = summarize(reports, drain, console, a, cpu)
+    if box_mean is not None:
+        fleet = 100 * (cpu["routers"] + cpu["replicas"] + cpu["robot_hosts"])
+        result["box"] = verdict(box_mean[0], box_mean[1], fleet, 100 * own, box.samples)
+    return result
+
+
+def _own_cpu_s() -> float:
+    """User + system CPU seconds of this process (the console and the orchestration), all its threads."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _cpu_s(pid: int) -> float:
@@ -304,5 +322,7 @@ def main(args) -> int:
     else:
         brief = {k: v for k, v in result.items() if k != "per_robot"}
         print(json.dumps(brief, indent=2))
+    if "box" in result:
+        say(f"[simulate] {result['box']['line']}")
     ok = result["streaming"] == a.robots and result["stale_actions"] == 0 and result["nan_actions"] == 0
     return 0 if ok else 1
