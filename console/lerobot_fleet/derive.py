@@ -16,7 +16,18 @@ from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import RobotTelemetry, ServerStatus
 
 from .capacity import Capacity, capacity, request_rate
-from .model import FleetSnapshot, NamespaceSpill, RobotRow, RobotState, RouterInfo, ServerRow
+from .model import (
+    AuditEntry,
+    FleetSnapshot,
+    NamespaceSpill,
+    RobotDetail,
+    RobotRow,
+    RobotState,
+    RouterInfo,
+    ServerDetail,
+    ServerRow,
+    SessionEntry,
+)
 
 STATUS_STALE_S = 6.0  # a server whose status has not answered for this long shows as "stale"
 RECONNECT_GRACE_S = 3.0  # after the router link comes back, wait this long before calling tokens gone
@@ -93,6 +104,18 @@ class Capture:
     notes: tuple[str, ...] = ()
     routers: tuple[RouterInfo, ...] = ()
     spills: tuple[NamespaceSpill, ...] = ()
+
+
+@dataclass(frozen=True)
+class RobotTrail:
+    """What a robot's detail shows beyond its row, copied under the store's lock (instants on its clock)."""
+
+    history: tuple[tuple[float, str], ...]  # (when, state) transitions, oldest first
+    rtt: tuple[float, ...]
+    staleness: tuple[float, ...]
+    queue: tuple[float, ...]
+    audit_at: tuple[float, ...]
+    audit: tuple[AuditEntry, ...]  # same length as audit_at
 
 
 def token_gone(link: Link, alive: bool | None, gone_at: float | None, now: float) -> bool:
@@ -242,6 +265,39 @@ def _ages(rec: RobotRecord, gone: bool, now: float) -> tuple[float | None, float
     """(seen age, state age) now: how old its figures are, and how long it has been in its state."""
     since = rec.gone_at if gone else rec.state_since
     return (None if rec.seen_at is None else max(0.0, now - rec.seen_at), None if since is None else max(0.0, now - since))
+
+
+def robot_detail(rec: RobotRecord, trail: RobotTrail, link: Link, now: float, servers: tuple[ServerRecord, ...],
+                 rtts: dict[str, list[float]]) -> RobotDetail:
+    rows = [server_row(s, link, now, rtts) for s in servers]
+    return RobotDetail(
+        row=robot_row(rec, link, now, rows),
+        history=tuple((max(0.0, now - t), st) for t, st in trail.history),
+        rtt_history=trail.rtt,
+        staleness_history=trail.staleness,
+        queue_history=trail.queue,
+        audit=tuple(_aged(e, now - t) for e, t in zip(trail.audit, trail.audit_at, strict=True)),
+    )
+
+
+def server_detail(rec: ServerRecord, audit: tuple[tuple[float, AuditEntry], ...], link: Link, now: float,
+                  rtts: dict[str, list[float]]) -> ServerDetail:
+    st = rec.status
+    sessions = tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors)
+                     for x in st.sessions) if st is not None else ()
+    return ServerDetail(
+        row=server_row(rec, link, now, rtts),
+        sessions=sessions,
+        metrics=tuple(sorted(rec.metrics.items())),
+        audit=tuple(_aged(e, now - t) for t, e in audit),
+        capacity_inputs=server_capacity(rec, link, now, rtts, explain=True).inputs,
+        notes=(f"metrics: {rec.metrics_error}",) if rec.metrics_error else (),
+    )
+
+
+def _aged(e: AuditEntry, age: float) -> AuditEntry:
+    return AuditEntry(max(0.0, age), e.replica, e.client_uuid, e.session_id, e.seq_id, e.episode_id, e.queue_wait_ms,
+                      e.inference_ms, e.superseded, e.outcome, e.error)
 
 
 class Derivation:

@@ -29,10 +29,10 @@ from .derive import (
     Derivation,
     Link,
     RobotRecord,
+    RobotTrail,
     ServerRecord,
-    robot_row,
-    server_capacity,
-    server_row,
+    robot_detail,
+    server_detail,
     waiting_reason,
 )
 from .model import (
@@ -344,22 +344,11 @@ class FleetStore:
             if r is None:
                 return None
             now = self.clock()
-            link = self._link()
-            rec = r.record()
-            servers = [s.record(now) for s in self._servers.values()]
-            rtts = self._replica_rtts.lists()
-            history = tuple(r.history)
-            trends = (tuple(r.rtt), tuple(r.staleness), tuple(r.queue))
-            audit = tuple(zip(r.audit, r.audit_at, strict=True))
-        rows = [server_row(s, link, now, rtts) for s in servers]
-        return RobotDetail(
-            row=robot_row(rec, link, now, rows),
-            history=tuple((max(0.0, now - t), st) for t, st in history),
-            rtt_history=trends[0],
-            staleness_history=trends[1],
-            queue_history=trends[2],
-            audit=tuple(_aged(e, now - t) for e, t in audit),
-        )
+            trail = RobotTrail(tuple(r.history), tuple(r.rtt), tuple(r.staleness), tuple(r.queue), tuple(r.audit_at),
+                               tuple(r.audit))
+            rec, link, rtts = r.record(), self._link(), self._replica_rtts.lists()
+            servers = tuple(s.record(now) for s in self._servers.values())
+        return robot_detail(rec, trail, link, now, servers, rtts)
 
     def server_detail(self, replica: str) -> ServerDetail | None:
         with self._lock:
@@ -367,21 +356,8 @@ class FleetStore:
             if s is None:
                 return None
             now = self.clock()
-            link = self._link()
-            rec = s.record(now)
-            rtts = self._replica_rtts.lists()
-            audit = tuple(s.audit)
-        st = rec.status
-        sessions = tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors)
-                         for x in st.sessions) if st is not None else ()
-        return ServerDetail(
-            row=server_row(rec, link, now, rtts),
-            sessions=sessions,
-            metrics=tuple(sorted(rec.metrics.items())),
-            audit=tuple(_aged(e, now - t) for t, e in audit),
-            capacity_inputs=server_capacity(rec, link, now, rtts, explain=True).inputs,
-            notes=(f"metrics: {rec.metrics_error}",) if rec.metrics_error else (),
-        )
+            rec, audit, link, rtts = s.record(now), tuple(s.audit), self._link(), self._replica_rtts.lists()
+        return server_detail(rec, audit, link, now, rtts)
 
     # ------------------------------------------------------------ internals (lock held)
 
@@ -401,19 +377,3 @@ class FleetStore:
         elif ns != NO_NAMESPACE:
             s.ns = ns
         return s
-
-
-def _aged(e: AuditEntry, age: float) -> AuditEntry:
-    return AuditEntry(
-        max(0.0, age),
-        e.replica,
-        e.client_uuid,
-        e.session_id,
-        e.seq_id,
-        e.episode_id,
-        e.queue_wait_ms,
-        e.inference_ms,
-        e.superseded,
-        e.outcome,
-        e.error,
-    )
