@@ -148,7 +148,7 @@ def instrument(clock: StageClock) -> None:
             setattr(w, name, clock.wrap("audit line", getattr(w, name)))
     audit.Auditor.emit = clock.wrap("audit line", audit.Auditor.emit)
     declare = service.declare_action_publisher
-    service.declare_action_publisher = lambda z, key: TimedPublisher(declare(z, key), clock)
+    service.declare_action_publisher = lambda z, key, **kw: TimedPublisher(declare(z, key, **kw), clock)
     init = metrics.ServerMetrics.__init__
 
     def timed_init(self: Any, *a: Any, **kw: Any) -> None:

@@ -232,6 +232,24 @@ def _housekeeper(**kw: Any) -> tuple[Housekeeper, dict[str, Any]]:
     return h, {**parts, "sent": sent, "closed": closed, "progress": progress}
 
 
+def test_a_batched_pass_queues_its_chunks_and_flushes_them_with_the_last():
+    """Each express put is a socket write of its own: a pass of three sends two queued chunks and one express one
+    (which flushes the queue they share); every robot gets its own chunk, counted and audited."""
+    from lerobot_policy_remote.server.scheduler import MicroBatch
+
+    w, p = _worker(StubBackend(0.0, NAMES, per_robot_s=0.0), scheduler=MicroBatch(8), batch_limit=8)
+    sessions = [_session(p["registry"], f"robot-{i}") for i in range(3)]
+    for s in sessions:
+        s.pub_batched = Pub()
+        _deposit(s, np.full(6, float(len(s.client_uuid)), np.float32))
+    w.serve(p["registry"].ready_in_ring_order())
+    assert [len(s.pub_batched.sent) for s in sessions] == [1, 1, 0]
+    assert [len(s.pub.sent) for s in sessions] == [0, 0, 1]
+    assert w.stats.recent() and w.stats.recent()[-1][0] == 3  # one pass for the three
+    assert [p["metrics"].value("requests_total", client=s.client_uuid) for s in sessions] == [1.0, 1.0, 1.0]
+    assert len(p["audit"]) == 3 and p["metrics"].value("inference_seconds_count") == 3.0
+
+
 def test_housekeeper_replies_to_unknown_robots_at_most_once_a_second():
     h, p = _housekeeper()
     h.unknown.extend([("ghost", 3), ("ghost", 3), ("other", 7)])

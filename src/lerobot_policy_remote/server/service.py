@@ -398,6 +398,7 @@ class PolicyServer:
             session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
                               req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
             session.pub = declare_action_publisher(self.z, self.keys.robot(req.client_uuid, "action"))
+            session.pub_batched = declare_action_publisher(self.z, self.keys.robot(req.client_uuid, "action"), express=False)
             if self.direct is not None:
                 session.direct_pub = declare_action_publisher(self.direct.z, self.keys.robot(req.client_uuid, "action"))
             session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(req, session.rtc is not None)
@@ -513,7 +514,7 @@ class PolicyServer:
         s.mailbox.clear()
         self.metrics.closed.labels(reason).inc()
         self.metrics.forget_client(s.client_uuid)
-        for pub in (s.pub, s.direct_pub):
+        for pub in (s.pub, s.pub_batched, s.direct_pub):
             if pub is None:
                 continue
             try:

@@ -101,6 +101,7 @@ class Session:
     gone_since: float | None = None  # monotonic time the robot's liveliness token disappeared
     closed: bool = False
     pub: Any = None  # the zenoh publisher on this robot's action key (docs/wire.md QoS)
+    pub_batched: Any = None  # the same key and QoS, not express: a pass's chunks but its last (Worker._run)
     direct_pub: Any = None  # the same key on the loopback link (server/direct.py), when this server offers one
     via_direct: bool = False  # the latest observation came over the loopback link: reply on it
     pending_reset: int | None = None  # episode id of an acked reset, applied by the worker
@@ -126,6 +127,12 @@ class Session:
         """The publisher replies take: the way this robot's latest observation came (router or loopback link)."""
         return self.direct_pub if self.via_direct and self.direct_pub is not None else self.pub
 
+    def out_batched(self) -> Any:
+        """The publisher for a chunk that a later express put on the same link flushes: queued, not written at once."""
+        if self.via_direct and self.direct_pub is not None:
+            return self.direct_pub
+        return self.pub_batched if self.pub_batched is not None else self.pub
+
     def send_event(self, event: EventKind, message: str, header: Header | None) -> None:
         """Anything that is not a chunk, on the robot's action key (this session's publisher: droppable, express)."""
         payload, attachment = self.event_message(event, message, header)
@@ -138,10 +145,14 @@ class Session:
 SESSION_ID_SHOWN = 8
 
 
-def declare_action_publisher(z: Any, key: str) -> Any:
-    """A robot's action key: chunks and events, droppable, express, at the robot-facing priority."""
+def declare_action_publisher(z: Any, key: str, express: bool = True) -> Any:
+    """A robot's action key: chunks and events, droppable, express, at the robot-facing priority.
+
+    `express=False` for the chunks of a pass but its last: each express put is its own socket write (~30 us of
+    CPU each), and a burst of 32 of them overflowed the TX queue (chunks dropped); queued, they leave in one batch
+    that the pass's last (express) chunk flushes, as it shares their priority queue."""
     return z.declare_publisher(key, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH,
-                               express=True, reliability=zenoh.Reliability.RELIABLE)
+                               express=express, reliability=zenoh.Reliability.RELIABLE)
 
 
 def new_session_id() -> str:

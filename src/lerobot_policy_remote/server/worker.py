@@ -297,8 +297,10 @@ class Worker:
         m = self.metrics
         m.batch_size.observe(len(group))
         m.batch_inference.observe(pass_s)
-        for r, (chunk_model, chunk_robot) in zip(group, results, strict=True):
-            self._publish(r, chunk_model, chunk_robot, pass_s, len(group))
+        # Only the last chunk through the router goes express: it flushes the ones queued before it in one write.
+        flush = max((i for i, r in enumerate(group) if not r.s.via_direct), default=-1)
+        for i, (r, (chunk_model, chunk_robot)) in enumerate(zip(group, results, strict=True)):
+            self._publish(r, chunk_model, chunk_robot, pass_s, len(group), i < flush)
         m.observe_n(m.inference, pass_s, len(group))  # every robot of the pass waited the same: one bucket lookup
 
     def _fail(self, r: Request, exc: Exception) -> None:
@@ -310,7 +312,9 @@ class Worker:
         self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
                                      superseded=r.superseded, error=str(exc)))
 
-    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float, batch: int = 1) -> None:
+    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float, batch: int = 1,
+                 queued: bool = False) -> None:
+        """`queued`: a later express chunk of this pass flushes this one (Session.out_batched)."""
         s, h = r.s, r.header
         queue_wait = r.t_start - r.t_arrival
         msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
@@ -323,7 +327,7 @@ class Worker:
         s.requests += 1
         self.metrics.count_request(s.client_uuid)
         try:
-            s.out.put(payload, attachment=attachment)
+            (s.out_batched() if queued else s.out).put(payload, attachment=attachment)
             outcome = "ok"
         except Exception as exc:
             outcome = "publish_failed"
