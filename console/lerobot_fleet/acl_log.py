@@ -274,7 +274,8 @@ def install(window_s: float = 10.0, board_fd: int | None = None) -> Callable[[],
     """
     sys.stdout.flush()
     original = os.dup(1)
-    argv = [sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)] + ([str(board_fd)] if board_fd is not None else [])
+    argv = [sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)]
+    argv += [str(board_fd)] if board_fd is not None else []
     filt = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=original, close_fds=True,
                             pass_fds=(board_fd,) if board_fd is not None else ())
     assert filt.stdin is not None

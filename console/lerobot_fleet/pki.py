@@ -152,7 +152,8 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
     )
     if role != "router":  # the namespaces it may use, so a program the router answers nothing can say where it may look
         scopes = encode_scopes([Scope(g.model, g.revision, g.service) for g in grants])
-        builder = builder.add_extension(x509.UnrecognizedExtension(x509.ObjectIdentifier(SCOPES_OID), scopes), critical=False)
+        ext = x509.UnrecognizedExtension(x509.ObjectIdentifier(SCOPES_OID), scopes)
+        builder = builder.add_extension(ext, critical=False)
     all_hosts: tuple[str, ...] = ()
     if role == "router":
         all_hosts = tuple(dict.fromkeys([*ROUTER_DEFAULT_HOSTS, *(hosts or [])]))

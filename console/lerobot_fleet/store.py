@@ -129,7 +129,7 @@ class FleetStore:
         self._dropped = 0  # samples a source had to drop (bounded queue overflow)
         self._derive = Derivation()
         self._routers: tuple[RouterInfo, ...] = ()
-        self._refused: dict[tuple[str, str], str] = {}  # (certificate CN, replica) -> notice, of servers the router refuses
+        self._refused: dict[tuple[str, str], str] = {}  # (CN, replica) -> notice: servers the router refuses
         self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
 
     # ------------------------------------------------------------ writers (any thread)

@@ -311,8 +311,9 @@ def scoped_report(services: list[ServiceInfo], model_id: str, revision: str, tas
     text += "" if inside else ", and this request is outside them"
     wanted = [s.flag() for s in scopes if s.flag() != namespace_flag(model_id, revision, task)]
     wanted.append(namespace_flag(model_id, revision, task))
-    pki = (f"lerobot-fleet pki issue DIR {cn} --role robot {' '.join(f'--namespace {shlex.quote(f)}' for f in wanted)}, "
-           "then restart the router with the updated DIR/inventory.yaml")
+    flags = " ".join(f"--namespace {shlex.quote(f)}" for f in wanted)
+    pki = f"lerobot-fleet pki issue DIR {cn} --role robot {flags}, then restart the router with the updated " \
+        "DIR/inventory.yaml"
     if services:
         n = len(services)
         text += f". There it sees {n} service{'s' if n != 1 else ''}: " + "; ".join(svc.describe() for svc in services)
@@ -323,7 +324,8 @@ def scoped_report(services: list[ServiceInfo], model_id: str, revision: str, tas
             return f"{text}. {fix}; or start a server for what you asked"
         return f"{text}. {fix}; or, to be served what you asked, give the robot a certificate for it: {pki}"
     if inside:
+        here = shlex.quote(namespace_flag(model_id, revision, task))
         return (f"{text}, where no server serves now. Start one there (its certificate needs that namespace: "
-                f"lerobot-fleet pki issue DIR NAME --role server --namespace {shlex.quote(namespace_flag(model_id, revision, task))});"
-                f" if one runs, the router's inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')")
+                f"lerobot-fleet pki issue DIR NAME --role server --namespace {here}); if one runs, the router's "
+                f"inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')")
     return f"{text}. No server serves there; for a certificate in the namespace asked for: {pki}"

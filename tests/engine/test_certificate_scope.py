@@ -58,8 +58,16 @@ def test_a_certificate_without_the_extension_falls_back_to_the_inventory_beside_
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "arm-old")])
     now = dt.datetime.now(dt.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + dt.timedelta(days=1)).sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
     path = tmp_path / "arm-old.crt"
     path.write_bytes(cert.public_bytes(Encoding.PEM))
     assert certificate_scopes(str(path)) == ((), "")  # another CA, nothing beside it: not known
@@ -80,8 +88,10 @@ def test_the_advice_names_the_visible_task_and_the_certificate_that_would_reach_
     assert "\n" not in text and "the router has no policy server at all" not in text
     assert "may see: the router's access control answers it only in namespace 'model=/ckpt/act,service=pick'" in text
     assert "To use it: --task='pick'" in text
-    assert ("lerobot-fleet pki issue DIR arm-1 --role robot --namespace model=/ckpt/act,service=pick "
-            "--namespace model=/ckpt/act,service=place") in text
+    assert (
+        "lerobot-fleet pki issue DIR arm-1 --role robot --namespace model=/ckpt/act,service=pick "
+        "--namespace model=/ckpt/act,service=place"
+    ) in text
     nothing = str(handshake_failed(lambda timeout: [], request("place"), NO_SERVER, tls=True, scope=scope))
     assert "No server serves there; for a certificate in the namespace asked for: lerobot-fleet pki issue" in nothing
     inside = str(handshake_failed(lambda timeout: [], request("pick"), NO_SERVER, tls=True, scope=scope))

@@ -31,9 +31,18 @@ def fleet(tmp_path_factory):
     router = acl_router(pki).start()
     server = None
     try:
-        server = Proc([tool("lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-                       f"--zenoh.connect_endpoints=[{router.endpoint}]", "--router_refused=retry", *server_tls(pki, "rogue")],
-                      name="server-rogue", max_seconds=300)
+        server = Proc(
+            [
+                tool("lerobot-policy-server"),
+                f"--model.repo_or_path={model}",
+                f"--default_task={task}",
+                f"--zenoh.connect_endpoints=[{router.endpoint}]",
+                "--router_refused=retry",
+                *server_tls(pki, "rogue"),
+            ],
+            name="server-rogue",
+            max_seconds=300,
+        )
         server.wait_for("lerobot-policy-server: warning: the router's access control refuses this replica", timeout=90)
         yield {"pki": pki, "model": model, "task": task, "router": router}
     finally:
@@ -44,14 +53,21 @@ def fleet(tmp_path_factory):
 
 def settings(fleet, cert: str) -> ZenohSettings:
     pki = fleet["pki"]
-    return ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], tls_root_ca_certificate=str(pki / "ca.crt"),
-                         tls_connect_certificate=str(pki / f"{cert}.crt"), tls_connect_private_key=str(pki / f"{cert}.key"))
+    return ZenohSettings(
+        mode="client",
+        connect_endpoints=[fleet["router"].endpoint],
+        tls_root_ca_certificate=str(pki / "ca.crt"),
+        tls_connect_certificate=str(pki / f"{cert}.crt"),
+        tls_connect_private_key=str(pki / f"{cert}.key"),
+    )
 
 
 def test_an_operator_reads_the_refused_server_from_the_router(fleet):
     session = open_session(settings(fleet, "alice"))
     try:
-        board = wait_until(lambda: query_refused(session), timeout=20, message="the router's board lists the refused server")
+        board = wait_until(
+            lambda: query_refused(session), timeout=20, message="the router's board lists the refused server"
+        )
     finally:
         session.close()
     assert [(s.cn, s.replica) for s in board] == [("rogue", "rogue")]
@@ -74,8 +90,11 @@ def test_the_console_shows_the_refused_server_as_a_note_and_an_event(fleet):
     source = ZenohSource(settings(fleet, "alice"), status_period_s=0.5, scrape_period_s=5.0)
     source.start(store)
     try:
-        notes = wait_until(lambda: [n for n in store.capture().notes if n.startswith("server rogue: refused by router")],
-                           timeout=30, message="the console's notes list the refused server")
+        notes = wait_until(
+            lambda: [n for n in store.capture().notes if n.startswith("server rogue: refused by router")],
+            timeout=30,
+            message="the console's notes list the refused server",
+        )
     finally:
         assert source.stop()
     assert "CN=rogue may not serve" in notes[0]

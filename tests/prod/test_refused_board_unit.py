@@ -32,12 +32,25 @@ def test_a_refused_server_announcement_is_on_the_board_printed_or_not():
     t[0] = 2.0
     assert log.feed(refused) is None  # within the print window: not printed, still counted
     [entry] = log.servers.board()
-    assert (entry["cn"], entry["replica"], entry["service"], entry["what"], entry["count"]) == \
-        ("rogue", "rogue", "pick", "declare_queryable", 2)
+    assert (entry["cn"], entry["replica"], entry["service"], entry["what"], entry["count"]) == (
+        "rogue",
+        "rogue",
+        "pick",
+        "declare_queryable",
+        2,
+    )
     assert (entry["age_s"], entry["for_s"]) == (0.0, 2.0)
     # a robot refused on a robot key, or a server's query, is not a server announcing itself
-    log.feed(PFX + SUBJ.format(z="ab" + Z[2:], cn="arm-a") + " is unauthorized to Put (ingress) on @lerobot/m/main/pick/robot/x/telemetry\n")
-    log.feed(PFX + SUBJ.format(z=Z, cn="rogue") + " is unauthorized to Query (ingress) on @lerobot/m/main/pick/server/*/status\n")
+    log.feed(
+        PFX
+        + SUBJ.format(z="ab" + Z[2:], cn="arm-a")
+        + " is unauthorized to Put (ingress) on @lerobot/m/main/pick/robot/x/telemetry\n"
+    )
+    log.feed(
+        PFX
+        + SUBJ.format(z=Z, cn="rogue")
+        + " is unauthorized to Query (ingress) on @lerobot/m/main/pick/server/*/status\n"
+    )
     assert len(log.servers.board()) == 1
     t[0] = 2.0 + REFUSED_TTL_S + 1
     assert log.servers.board() == []  # it stopped trying (exited, or was fixed)
@@ -46,7 +59,9 @@ def test_a_refused_server_announcement_is_on_the_board_printed_or_not():
 def test_memory_and_the_line_stay_bounded_whatever_the_clients_name():
     board = RefusedServers(clock=lambda: 0.0)
     for i in range(MAX_REFUSED * 4):
-        assert board.observe("x" * 500 + str(i), "liveliness_token", "ingress", f"@lerobot/m/main/{'s' * 200}/server/r{i}/alive")
+        assert board.observe(
+            "x" * 500 + str(i), "liveliness_token", "ingress", f"@lerobot/m/main/{'s' * 200}/server/r{i}/alive"
+        )
     entries = board.board()
     assert len(entries) == MAX_REFUSED and entries[0]["replica"] == f"r{MAX_REFUSED * 4 - 1}"  # newest first
     assert all(len(e["cn"]) <= MAX_FIELD and len(e["key"]) <= MAX_KEY for e in entries)
@@ -57,8 +72,18 @@ def test_memory_and_the_line_stay_bounded_whatever_the_clients_name():
 
 
 def test_hostile_replies_are_dropped_field_by_field():
-    good = {"cn": "rogue", "replica": "rogue", "model": "m", "revision": "main", "service": "pick", "what": "reply",
-            "key": STATUS, "count": 3, "age_s": 1.5, "for_s": 9}
+    good = {
+        "cn": "rogue",
+        "replica": "rogue",
+        "model": "m",
+        "revision": "main",
+        "service": "pick",
+        "what": "reply",
+        "key": STATUS,
+        "count": 3,
+        "age_s": 1.5,
+        "for_s": 9,
+    }
     bad = [{**good, "count": "3"}, {**good, "cn": 7}, {**good, "age_s": True}, "text", None]
     out = parse_board(json.dumps({"servers": [*bad, good, {**good, "cn": "\x1b[31mred"}]}))
     assert [e["cn"] for e in out] == ["rogue", "?[31mred"]  # made printable
@@ -69,8 +94,18 @@ def test_hostile_replies_are_dropped_field_by_field():
 def test_the_router_ages_its_last_board_and_drops_what_expired():
     t = [100.0]
     board = RefusedBoard(-1, clock=lambda: t[0])
-    entry = {"cn": "rogue", "replica": "rogue", "model": "m", "revision": "main", "service": "pick", "what": "reply",
-             "key": STATUS, "count": 1.0, "age_s": 5.0, "for_s": 5.0}
+    entry = {
+        "cn": "rogue",
+        "replica": "rogue",
+        "model": "m",
+        "revision": "main",
+        "service": "pick",
+        "what": "reply",
+        "key": STATUS,
+        "count": 1.0,
+        "age_s": 5.0,
+        "for_s": 5.0,
+    }
     board.take([entry])
     t[0] += 10
     assert json.loads(board.payload())["servers"][0]["age_s"] == 15.0

@@ -33,8 +33,15 @@ def fleet(tmp_path_factory):
     router = acl_router(pki).start()
     server = None
     try:
-        server = policy_server(model, TASK, router.endpoint, "--replica_id=rep-1", *server_tls(pki, "rep-1"),
-                               max_seconds=400, ready_timeout=200)
+        server = policy_server(
+            model,
+            TASK,
+            router.endpoint,
+            "--replica_id=rep-1",
+            *server_tls(pki, "rep-1"),
+            max_seconds=400,
+            ready_timeout=200,
+        )
         yield {"pki": pki, "model": model, "router": router}
     finally:
         if server is not None:
@@ -45,10 +52,22 @@ def fleet(tmp_path_factory):
 def rollout(fleet, robot: str, task: str) -> tuple[int, str, float]:
     """Exit status, output and seconds from launch to the one-line message."""
     t0 = time.monotonic()
-    p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-              f"--policy.path={fleet['model']}", f"--task={task}", "--duration=20", "--fps=30",
-              f"--inference.connect_endpoint={fleet['router'].endpoint}", *robot_tls(fleet["pki"], robot)],
-             name=f"rollout-{robot}", max_seconds=200)
+    p = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--policy.path={fleet['model']}",
+            f"--task={task}",
+            "--duration=20",
+            "--fps=30",
+            f"--inference.connect_endpoint={fleet['router'].endpoint}",
+            *robot_tls(fleet["pki"], robot),
+        ],
+        name=f"rollout-{robot}",
+        max_seconds=200,
+    )
     try:
         p.wait_for("lerobot-rollout: ", timeout=120)
         took = time.monotonic() - t0
@@ -72,12 +91,16 @@ def test_a_task_outside_the_certificate_names_the_visible_service_and_both_fixes
     assert rc != 0 and len(lines) == 1, out[-3000:]
     line = lines[0]
     assert "the router has no policy server at all" not in line
-    assert (f"among what certificate CN=arm-pick may see: the router's access control answers it only in namespace "
-            f"'model={model},service={TASK}', and this request is outside them") in line
+    assert (
+        f"among what certificate CN=arm-pick may see: the router's access control answers it only in namespace "
+        f"'model={model},service={TASK}', and this request is outside them"
+    ) in line
     assert f"There it sees 1 service: model '{model}' revision 'main' task '{TASK}': 1 replica" in line
     assert f"To use it: --task='{TASK}'" in line
-    assert (f"lerobot-fleet pki issue DIR arm-pick --role robot --namespace 'model={model},service={TASK}' "
-            f"--namespace 'model={model},service={OTHER}', then restart the router") in line
+    assert (
+        f"lerobot-fleet pki issue DIR arm-pick --role robot --namespace 'model={model},service={TASK}' "
+        f"--namespace 'model={model},service={OTHER}', then restart the router"
+    ) in line
     assert "Traceback" not in out
     assert took <= LAUNCH_TO_EXIT_S, f"the message took {took:.1f}s from launch"
 
@@ -91,8 +114,10 @@ def test_a_certificate_for_another_namespace_names_the_pki_fix(fleet):
     assert "the router has no policy server at all" not in line
     assert f"answers it only in namespace 'model={model},service={OTHER}', and this request is outside them" in line
     assert "No server serves there; for a certificate in the namespace asked for" in line
-    assert (f"for a certificate in the namespace asked for: lerobot-fleet pki issue DIR arm-stack --role robot "
-            f"--namespace 'model={model},service={OTHER}' --namespace 'model={model},service={TASK}'") in line
+    assert (
+        f"for a certificate in the namespace asked for: lerobot-fleet pki issue DIR arm-stack --role robot "
+        f"--namespace 'model={model},service={OTHER}' --namespace 'model={model},service={TASK}'"
+    ) in line
     assert took <= LAUNCH_TO_EXIT_S, f"the message took {took:.1f}s from launch"
 
 

@@ -32,9 +32,11 @@ class RefusedServer:
     def notice(self) -> str:
         """One line for the operator: who, where, and the fix."""
         ns = namespace_flag(self.model, self.revision, self.service)
-        return (f"server {self.replica}: refused by router {self.router[:8]} (CN={self.cn} may not serve {self.model} "
-                f"task {self.service!r}; {self.what} on {self.key}, {self.count:.0f}x, last {self.age_s:.0f}s ago): "
-                f"lerobot-fleet pki issue DIR {self.cn} --role server --namespace '{ns}', then restart the router")
+        return (
+            f"server {self.replica}: refused by router {self.router[:8]} (CN={self.cn} may not serve {self.model} "
+            f"task {self.service!r}; {self.what} on {self.key}, {self.count:.0f}x, last {self.age_s:.0f}s ago): "
+            f"lerobot-fleet pki issue DIR {self.cn} --role server --namespace '{ns}', then restart the router"
+        )
 
 
 def query_refused(session: Any, timeout: float = 1.0) -> tuple[RefusedServer, ...]:
@@ -48,8 +50,18 @@ def query_refused(session: Any, timeout: float = 1.0) -> tuple[RefusedServer, ..
             continue
         router = str(reply.ok.key_expr).rsplit("/", 1)[-1][:32]
         for e in parse_board(reply.ok.payload.to_bytes()):
-            server = RefusedServer(router, e["cn"], e["replica"], e["model"], e["revision"], e["service"], e["what"],
-                                   e["key"], e["count"], e["age_s"])
+            server = RefusedServer(
+                router,
+                e["cn"],
+                e["replica"],
+                e["model"],
+                e["revision"],
+                e["service"],
+                e["what"],
+                e["key"],
+                e["count"],
+                e["age_s"],
+            )
             seen = out.get((server.cn, server.replica))
             if seen is None or server.age_s < seen.age_s:  # in a mesh, the router that refused it last
                 out[(server.cn, server.replica)] = server

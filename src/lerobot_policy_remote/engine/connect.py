@@ -39,10 +39,18 @@ class Connecting:
                 # a router that lists other services has answered: the namespace is wrong, waiting will not fix it
                 others = startup.services_if_wrong_namespace(self.transport.services, exc)
                 # nor will it when the router answers this certificate nothing in the namespace asked for
-                refused = exc.code == Refusal.NO_SERVER and scope is not None and scope.refuses(self.session_open_request())
+                refused = (
+                    exc.code == Refusal.NO_SERVER and scope is not None and scope.refuses(self.session_open_request())
+                )
                 if exc.fatal or others or refused or time.monotonic() >= deadline:
-                    err = startup.handshake_failed(self.transport.services, self.session_open_request(), exc, others,
-                                                   bool(self.cfg.tls_cert), scope)
+                    err = startup.handshake_failed(
+                        self.transport.services,
+                        self.session_open_request(),
+                        exc,
+                        others,
+                        bool(self.cfg.tls_cert),
+                        scope,
+                    )
                     self.transport.close()
                     self._never_moved()
                     raise err from None
@@ -51,10 +59,21 @@ class Connecting:
     def session_open_request(self: RemoteInferenceEngine) -> SessionOpen:
         """What this robot asks a server for (also what `lerobot-fleet doctor` dry-runs)."""
         return request.session_open(
-            client_uuid=self.client_uuid, action_names=self.action_names, hw_features=self._hw_features, model_id=self.model_id,
-            revision=self.cfg.service_revision or "main", service=self.cfg.service_task or self._task, policy_type=self._policy_type,
-            fps=self.fps, task=self._task, rtc=self.cfg.rtc, tags=self.cfg.tags, expect_fingerprint=self.fingerprint,
-            rename_map=self.rename_map, reply_dtype=self.cfg.reply_dtype, reply_max_error=self.cfg.reply_max_error,
+            client_uuid=self.client_uuid,
+            action_names=self.action_names,
+            hw_features=self._hw_features,
+            model_id=self.model_id,
+            revision=self.cfg.service_revision or "main",
+            service=self.cfg.service_task or self._task,
+            policy_type=self._policy_type,
+            fps=self.fps,
+            task=self._task,
+            rtc=self.cfg.rtc,
+            tags=self.cfg.tags,
+            expect_fingerprint=self.fingerprint,
+            rename_map=self.rename_map,
+            reply_dtype=self.cfg.reply_dtype,
+            reply_max_error=self.cfg.reply_max_error,
         )
 
     def _handshake(self: RemoteInferenceEngine) -> None:
@@ -72,27 +91,39 @@ class Connecting:
         self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger
         if self.cfg.rtc.enabled and not self.rtc_active:  # expected for a policy without RTC (ACT): not a warning
-            logger.info("RTC: the server's policy has no RTC, chunks are appended (expected for ACT; nothing to change)")
+            logger.info(
+                "RTC: the server's policy has no RTC, chunks are appended (expected for ACT; nothing to change)"
+            )
         self.queue.cfg.enabled = self.rtc_active
         for w in opened.ack.warnings:
             if not (self.session.action_order_checked is False and "could not be verified" in w):
                 logger.warning("Server: %s", printable(w, 500))
         if self.session.action_order_checked is False:
             logger.warning(
-                "Action order NOT checked: the server's policy names no actions, so only the action dimension (%d) was "
-                "compared. Chunk columns drive the motors in this robot's order %s; if the policy was trained with another "
-                "order the robot will move the wrong joints. Fix: set action_feature_names in the server manifest (the "
-                "training dataset's meta/info.json features.action.names), or strict_action_names to refuse such robots",
-                len(self.action_names), self.action_names)
+                "Action order NOT checked: the server's policy names no actions, so only the action dimension (%d) "
+                "was compared. Chunk columns drive the motors in this robot's order %s; if the policy was trained with "
+                "another order the robot will move the wrong joints. Fix: set action_feature_names in the server "
+                "manifest (the training dataset's meta/info.json features.action.names), or strict_action_names to "
+                "refuse such robots",
+                len(self.action_names),
+                self.action_names,
+            )
         self.reconnect.succeeded()
         self._episode_start = True
         self.states.on_handshake_ok(time.monotonic())
         self._ready.set()  # first-chunk gating is implicit: get_action returns None until a merge
-        logger.info("Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s, %s)", printable(self.session_id, 80),
-                    self.replica, self.session_epoch, self.rtc_active, self.session.chunk_size,
-                    "raw over shared memory (same host)" if self.frame_quality == 0 and self.session.same_host
-                    else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"),
-                    "direct link" if self.transport.direct else "via the router")
+        logger.info(
+            "Session %s opened on replica %s (epoch %d, rtc=%s, chunk_size=%d, frames %s, %s)",
+            printable(self.session_id, 80),
+            self.replica,
+            self.session_epoch,
+            self.rtc_active,
+            self.session.chunk_size,
+            "raw over shared memory (same host)"
+            if self.frame_quality == 0 and self.session.same_host
+            else ("raw" if self.frame_quality == 0 else f"JPEG q{self.frame_quality}"),
+            "direct link" if self.transport.direct else "via the router",
+        )
 
     def _try_reconnect(self: RemoteInferenceEngine, now: float) -> None:
         if not self.reconnect.due(now):
@@ -124,6 +155,8 @@ class Connecting:
         if out is not None:
             n = self.requests.timeouts
             self.counters["timeouts"] += 1
-            logger.warning("Request seq=%d timed out after %.1fs (%d in a row)", out.seq_id, self.cfg.request_timeout_s, n)
+            logger.warning(
+                "Request seq=%d timed out after %.1fs (%d in a row)", out.seq_id, self.cfg.request_timeout_s, n
+            )
             if n >= TIMEOUT_STREAK:
                 self._lose_link(now, f"{n} request timeouts in a row")

@@ -53,7 +53,11 @@ class Replies:
         elif ev.event == EventKind.DRAINING:
             if ev.session_id != self.session_id:  # only our own replica knows our session id
                 self.counters["foreign_event"] += 1
-                logger.warning("Ignored a draining event for session %s (ours is %s)", printable(ev.session_id, 40), self.session_id)
+                logger.warning(
+                    "Ignored a draining event for session %s (ours is %s)",
+                    printable(ev.session_id, 40),
+                    self.session_id,
+                )
                 return
             logger.warning("Replica %s is draining: riding the buffer and reconnecting elsewhere", self.replica)
             self._drained_from = self.replica
@@ -73,17 +77,26 @@ class Replies:
             return
         if header.schema_version != self.session.schema_version:
             self.counters["schema_mismatch"] += 1
-            logger.warning("Refused a chunk for seq=%d: schema version %d, this session negotiated %d (upgrade the older side)",
-                           header.seq_id, header.schema_version, self.session.schema_version)
+            logger.warning(
+                "Refused a chunk for seq=%d: schema version %d, this session negotiated %d (upgrade the older side)",
+                header.seq_id,
+                header.schema_version,
+                self.session.schema_version,
+            )
             if out is self.requests.current:
                 self.requests.fail("bad_chunk")
             return
         late = out is not self.requests.current
-        msg, problem, foreign = read_chunk(payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out)
+        msg, problem, foreign = read_chunk(
+            payload, session_id=self.session_id, action_dim=len(self.action_names), outstanding=out
+        )
         if foreign:
             self.counters["foreign_session"] += 1
-            logger.error("Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking", out.seq_id,
-                         printable(problem, 300))
+            logger.error(
+                "Refused a chunk for seq=%d: %s; the server no longer holds this session: re-handshaking",
+                out.seq_id,
+                printable(problem, 300),
+            )
             self._lose_link(now, "the server answered with another session's chunk")
             self.reconnect.retry_now(now)
             return
@@ -98,8 +111,15 @@ class Replies:
         with self._reset_lock:
             if self.episode_id != out.episode_id:
                 return
-            trimmed = self.queue.merge_stamped(torch.from_numpy(msg.chunk_model.copy()), torch.from_numpy(msg.chunk_robot.copy()),
-                                               new_delay, out.idx_before, out.t_obs, meta, replace=self.requests.session_fresh)
+            trimmed = self.queue.merge_stamped(
+                torch.from_numpy(msg.chunk_model.copy()),
+                torch.from_numpy(msg.chunk_robot.copy()),
+                new_delay,
+                out.idx_before,
+                out.t_obs,
+                meta,
+                replace=self.requests.session_fresh,
+            )
         self.requests.succeed()
         self.latency.add(rtt)
         self.rtt.add(rtt * 1000.0)
@@ -108,7 +128,19 @@ class Replies:
         self.counters["late_merged"] += late
         self.counters["superseded"] += msg.superseded_seqs
         self.states.on_merge(time.monotonic())
-        chunk_logger.info("chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
-                          "network=%.1fms delay=%d trimmed=%d queue=%d%s", printable(self.session_id, 80), out.seq_id, out.episode_id, self.replica,
-                          rtt * 1000, msg.queue_wait_ms, msg.inference_ms, network_ms, new_delay, trimmed, self.queue.qsize(),
-                          " late" if late else "")
+        chunk_logger.info(
+            "chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
+            "network=%.1fms delay=%d trimmed=%d queue=%d%s",
+            printable(self.session_id, 80),
+            out.seq_id,
+            out.episode_id,
+            self.replica,
+            rtt * 1000,
+            msg.queue_wait_ms,
+            msg.inference_ms,
+            network_ms,
+            new_delay,
+            trimmed,
+            self.queue.qsize(),
+            " late" if late else "",
+        )

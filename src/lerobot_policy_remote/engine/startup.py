@@ -73,7 +73,8 @@ class CertificateScope:
 
     def refuses(self, request: Any) -> bool:
         """The router answers nothing for this request: waiting for a server cannot help."""
-        return self.bounded and not any(s.covers(request.model_id, request.revision, request.service) for s in self.scopes)
+        asked = (request.model_id, request.revision, request.service)
+        return self.bounded and not any(s.covers(*asked) for s in self.scopes)
 
 
 def certificate_scope(cert_path: str | None, cn: str) -> CertificateScope | None:
@@ -112,8 +113,9 @@ def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], reques
             logger.debug("could not list services: %s", err)
             return RemoteStartupError(f"{PREFIX}{exc}")
         if scope is not None and scope.bounded:
-            return RemoteStartupError(PREFIX + scoped_report(services, request.model_id, request.revision, request.service,
-                                                             scope.cn, scope.scopes, scope.source))
+            report = scoped_report(services, request.model_id, request.revision, request.service, scope.cn,
+                                   scope.scopes, scope.source)
+            return RemoteStartupError(PREFIX + report)
         report = no_server_report(services, request.model_id, request.revision, request.service)
         if not services and tls:  # under an ACL a certificate the inventory does not know sees nothing at all
             report += (f". With mTLS this is also what a robot whose certificate the router's access control does not know "
