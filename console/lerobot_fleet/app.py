@@ -132,12 +132,20 @@ class FleetConsoleApp(App[None]):
         now = self.store.clock()
         opened, cleared = self.alerts.update(snap, now)
         for a in opened:
-            self._event(now, "error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a))
+            self._event(
+                now, "error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a)
+            )
         for a in cleared:
             self._event(now, "info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
         self._view = ConsoleView(
-            fleet=snap, alerts=self.alerts.snapshot(), event_log=self._event_log(), now=now, details=self._details(wanted),
-            read_only=self.read_only, paused=self.paused, result=self.last_result,
+            fleet=snap,
+            alerts=self.alerts.snapshot(),
+            event_log=self._event_log(),
+            now=now,
+            details=self._details(wanted),
+            read_only=self.read_only,
+            paused=self.paused,
+            result=self.last_result,
         )
         return self._view
 
@@ -168,7 +176,10 @@ class FleetConsoleApp(App[None]):
         return [(s.KIND, s.key) for s in self.screen_stack if isinstance(s, DetailScreen)]
 
     def _details(self, wanted: list[tuple[str, str]]) -> tuple[tuple[str, str, Detail | None], ...]:
-        return tuple((kind, key, self.store.robot_detail(key) if kind == "robot" else self.store.server_detail(key)) for kind, key in wanted)
+        return tuple(
+            (kind, key, self.store.robot_detail(key) if kind == "robot" else self.store.server_detail(key))
+            for kind, key in wanted
+        )
 
     @staticmethod
     def _who(a) -> tuple[str, str]:
@@ -232,7 +243,9 @@ class FleetConsoleApp(App[None]):
             if ok:
                 self._start_action(kind, targets)
 
-        self.push_screen(ConfirmScreen(render.confirm_title(kind, targets, snap), render.confirm_body(kind, targets, snap), label), done)
+        self.push_screen(
+            ConfirmScreen(render.confirm_title(kind, targets, snap), render.confirm_body(kind, targets, snap), label), done
+        )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers every key action of the current screen, plus the built-ins."""
@@ -242,8 +255,11 @@ class FleetConsoleApp(App[None]):
                 action = getattr(b, "action", "")
                 if not action or action.startswith("app.") or screen.check_action(action, ()) is False:
                     continue
-                yield SystemCommand(f"{b.description or action} ({render.key_label(b.key)})", f"screen action {action}",
-                                    lambda a=action, s=screen: s.run_action(a))
+                yield SystemCommand(
+                    f"{b.description or action} ({render.key_label(b.key)})",
+                    f"screen action {action}",
+                    lambda a=action, s=screen: s.run_action(a),
+                )
 
     # ------------------------------------------------------------ actions
 
@@ -289,7 +305,9 @@ class FleetConsoleApp(App[None]):
             self.set_result(text, ok)
             for target, good, line in worker.result:
                 name = self._target_name(target)
-                self._event(self.store.clock(), "info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name)))
+                self._event(
+                    self.store.clock(), "info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name))
+                )
         elif event.state == WorkerState.ERROR:
             self.set_result(f"{worker.name}: FAILED — {worker.error}", False)
         else:

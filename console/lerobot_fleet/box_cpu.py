@@ -87,8 +87,14 @@ class BoxSampler:
         return busy_pct(self._first, self._last), self._last.cpus
 
 
-def verdict(box_pct: float, cpus: int, fleet_pct: float, console_pct: float = 0.0,
-            samples: list[float] | tuple[float, ...] = (), share: float = SATURATED_SHARE) -> dict[str, object]:
+def verdict(
+    box_pct: float,
+    cpus: int,
+    fleet_pct: float,
+    console_pct: float = 0.0,
+    samples: list[float] | tuple[float, ...] = (),
+    share: float = SATURATED_SHARE,
+) -> dict[str, object]:
     """The box's verdict on one run: saturated when its mean busy percent reached `share` of its capacity.
 
     `fleet_pct` is the fleet's own processes (routers, replicas, robot hosts) together, `console_pct` the console
@@ -97,12 +103,21 @@ def verdict(box_pct: float, cpus: int, fleet_pct: float, console_pct: float = 0.
     saturated = box_pct >= share * capacity
     other = max(0.0, box_pct - fleet_pct - console_pct)
     near = sum(1 for s in samples if s >= share * capacity)
-    line = (f"box {'saturated' if saturated else 'not saturated'}: {box_pct:.0f} % of {capacity} % "
-            f"(fleet {fleet_pct:.0f} %, console {console_pct:.0f} %, other processes {other:.0f} %)")
+    line = (
+        f"box {'saturated' if saturated else 'not saturated'}: {box_pct:.0f} % of {capacity} % "
+        f"(fleet {fleet_pct:.0f} %, console {console_pct:.0f} %, other processes {other:.0f} %)"
+    )
     if saturated:
         line += ": these figures describe this box, not the product"
     return {
-        "saturated": saturated, "box_cpu_pct": round(box_pct, 1), "capacity_pct": capacity,
-        "fleet_cpu_pct": round(fleet_pct, 1), "console_cpu_pct": round(console_pct, 1), "other_cpu_pct": round(other, 1),
-        "saturated_seconds": near, "seconds": len(samples), "threshold_pct": round(share * capacity, 1), "line": line,
+        "saturated": saturated,
+        "box_cpu_pct": round(box_pct, 1),
+        "capacity_pct": capacity,
+        "fleet_cpu_pct": round(fleet_pct, 1),
+        "console_cpu_pct": round(console_pct, 1),
+        "other_cpu_pct": round(other, 1),
+        "saturated_seconds": near,
+        "seconds": len(samples),
+        "threshold_pct": round(share * capacity, 1),
+        "line": line,
     }

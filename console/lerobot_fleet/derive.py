@@ -9,21 +9,18 @@ taken from the capture's `now`, so a row that did not change still shows how old
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
-from typing import NamedTuple
+from dataclasses import fields
 
 from lerobot_policy_remote.wire.keys import Namespace
-from lerobot_policy_remote.wire.messages import RobotTelemetry, ServerStatus
 
 from .capacity import Capacity, capacity, request_rate
+from .capture import Capture, Link, RobotRecord, RobotTrail, ServerRecord
 from .model import (
     AuditEntry,
     FleetSnapshot,
-    NamespaceSpill,
     RobotDetail,
     RobotRow,
     RobotState,
-    RouterInfo,
     ServerDetail,
     ServerRow,
     SessionEntry,
@@ -36,86 +33,44 @@ WAITING_STATES = (RobotState.RECONNECTING, RobotState.CONNECTING)  # robots that
 
 _STATES = {s.name: s for s in RobotState}
 ROW_FIELDS = (  # RobotRow's fields in order: `robot_figures` fills them positionally
-    "robot_id", "state", "reported_state", "model_id", "revision", "service", "session_id", "replica", "episode_id",
-    "staleness_s", "queue_s", "rtt_p50_ms", "rtt_p95_ms", "delay_steps", "requests", "superseded", "errors",
-    "fallback_count", "last_outcome", "fps", "alive", "seen_age_s", "ns", "state_age_s", "waiting", "network_ms",
-    "queue_wait_ms", "inference_ms", "action_order", "row_key", "max_action_age_s", "recent_staleness", "rtc",
+    "robot_id",
+    "state",
+    "reported_state",
+    "model_id",
+    "revision",
+    "service",
+    "session_id",
+    "replica",
+    "episode_id",
+    "staleness_s",
+    "queue_s",
+    "rtt_p50_ms",
+    "rtt_p95_ms",
+    "delay_steps",
+    "requests",
+    "superseded",
+    "errors",
+    "fallback_count",
+    "last_outcome",
+    "fps",
+    "alive",
+    "seen_age_s",
+    "ns",
+    "state_age_s",
+    "waiting",
+    "network_ms",
+    "queue_wait_ms",
+    "inference_ms",
+    "action_order",
+    "row_key",
+    "max_action_age_s",
+    "recent_staleness",
+    "rtc",
 )
 if tuple(f.name for f in fields(RobotRow)) != ROW_FIELDS:
     raise ImportError("RobotRow's fields changed: update derive.ROW_FIELDS and robot_figures to the new order")
 _ROW_DEFAULTS = {f.name: f.default for f in fields(RobotRow)}  # the required ones: always given
 _SEEN, _STATE_AGE = ROW_FIELDS.index("seen_age_s"), ROW_FIELDS.index("state_age_s")
-
-
-class RobotRecord(NamedTuple):
-    """One robot as the store knows it at capture time (instants on the store's clock)."""
-
-    key: str
-    robot_id: str
-    ns: Namespace
-    ver: int  # bumped by every change to the robot's record
-    telemetry: RobotTelemetry | None
-    seen_at: float | None
-    alive: bool | None
-    gone_at: float | None
-    state_since: float | None  # when its reported state last changed
-    recent_staleness: tuple[float, ...]
-
-
-class ServerRecord(NamedTuple):
-    """One replica as the store knows it at capture time."""
-
-    replica: str
-    ns: Namespace
-    status: ServerStatus | None
-    status_at: float | None
-    alive: bool | None
-    gone_at: float | None
-    metrics: dict[str, float]  # replaced whole on each scrape, never changed in place
-    metrics_error: str
-    scraped_per_s: float | None  # request rate from two scrapes of requests_total
-    audit_lines: int  # audit lines kept
-    audit_recent: int  # audit lines inside the capacity's rate window
-    audit_errors: int
-    audit_superseded: int
-
-
-@dataclass(frozen=True)
-class Link:
-    """The console's own router link: whether a vanished token means the robot is gone or the console is blind."""
-
-    connection: str = "connecting"
-    down_at: float | None = None
-    up_at: float | None = None
-    listening_since: float | None = None  # since when audit lines could arrive (the audit rate's window)
-
-
-@dataclass(frozen=True)
-class Capture:
-    """Everything the store held at one instant, copied under its lock."""
-
-    now: float
-    router: str
-    link: Link
-    last_data_at: float | None
-    robots: tuple[RobotRecord, ...]
-    servers: tuple[ServerRecord, ...]
-    rtts: dict[str, list[float]]  # replica -> its robots' reported RTT p50s
-    notes: tuple[str, ...] = ()
-    routers: tuple[RouterInfo, ...] = ()
-    spills: tuple[NamespaceSpill, ...] = ()
-
-
-@dataclass(frozen=True)
-class RobotTrail:
-    """What a robot's detail shows beyond its row, copied under the store's lock (instants on its clock)."""
-
-    history: tuple[tuple[float, str], ...]  # (when, state) transitions, oldest first
-    rtt: tuple[float, ...]
-    staleness: tuple[float, ...]
-    queue: tuple[float, ...]
-    audit_at: tuple[float, ...]
-    audit: tuple[AuditEntry, ...]  # same length as audit_at
 
 
 def token_gone(link: Link, alive: bool | None, gone_at: float | None, now: float) -> bool:
@@ -234,15 +189,54 @@ def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> list[object]:
     else:
         state = _STATES.get(t.state) or RobotState.parse(t.state)
     if t is None:
-        return [{"robot_id": rec.robot_id, "state": state, "reported_state": "", "model_id": model, "revision": rev,
-                 "service": service, "alive": rec.alive, "ns": rec.ns, "row_key": rec.key}.get(name, default)
-                for name, default in _ROW_DEFAULTS.items()]
+        return [
+            {
+                "robot_id": rec.robot_id,
+                "state": state,
+                "reported_state": "",
+                "model_id": model,
+                "revision": rev,
+                "service": service,
+                "alive": rec.alive,
+                "ns": rec.ns,
+                "row_key": rec.key,
+            }.get(name, default)
+            for name, default in _ROW_DEFAULTS.items()
+        ]
     return [
-        rec.robot_id, state, t.state, t.model_id or model, rev, service, t.session_id, t.replica, t.episode_id,
-        t.staleness_s, t.queue_s, t.rtt_p50_ms, t.rtt_p95_ms, t.delay_steps, t.requests, t.superseded, t.errors,
-        t.fallback_count, t.last_outcome, t.fps, rec.alive, None, rec.ns, None, waiting if state in WAITING_STATES else "",
-        t.network_ms_p50 or None, t.queue_wait_ms_p50 or None, t.inference_ms_p50 or None, t.action_order, rec.key,
-        t.max_action_age_s or None, rec.recent_staleness, t.rtc,
+        rec.robot_id,
+        state,
+        t.state,
+        t.model_id or model,
+        rev,
+        service,
+        t.session_id,
+        t.replica,
+        t.episode_id,
+        t.staleness_s,
+        t.queue_s,
+        t.rtt_p50_ms,
+        t.rtt_p95_ms,
+        t.delay_steps,
+        t.requests,
+        t.superseded,
+        t.errors,
+        t.fallback_count,
+        t.last_outcome,
+        t.fps,
+        rec.alive,
+        None,
+        rec.ns,
+        None,
+        waiting if state in WAITING_STATES else "",
+        t.network_ms_p50 or None,
+        t.queue_wait_ms_p50 or None,
+        t.inference_ms_p50 or None,
+        t.action_order,
+        rec.key,
+        t.max_action_age_s or None,
+        rec.recent_staleness,
+        t.rtc,
     ]
 
 
@@ -267,8 +261,9 @@ def _ages(rec: RobotRecord, gone: bool, now: float) -> tuple[float | None, float
     return (None if rec.seen_at is None else max(0.0, now - rec.seen_at), None if since is None else max(0.0, now - since))
 
 
-def robot_detail(rec: RobotRecord, trail: RobotTrail, link: Link, now: float, servers: tuple[ServerRecord, ...],
-                 rtts: dict[str, list[float]]) -> RobotDetail:
+def robot_detail(
+    rec: RobotRecord, trail: RobotTrail, link: Link, now: float, servers: tuple[ServerRecord, ...], rtts: dict[str, list[float]]
+) -> RobotDetail:
     rows = [server_row(s, link, now, rtts) for s in servers]
     return RobotDetail(
         row=robot_row(rec, link, now, rows),
@@ -280,11 +275,15 @@ def robot_detail(rec: RobotRecord, trail: RobotTrail, link: Link, now: float, se
     )
 
 
-def server_detail(rec: ServerRecord, audit: tuple[tuple[float, AuditEntry], ...], link: Link, now: float,
-                  rtts: dict[str, list[float]]) -> ServerDetail:
+def server_detail(
+    rec: ServerRecord, audit: tuple[tuple[float, AuditEntry], ...], link: Link, now: float, rtts: dict[str, list[float]]
+) -> ServerDetail:
     st = rec.status
-    sessions = tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors)
-                     for x in st.sessions) if st is not None else ()
+    sessions = (
+        tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors) for x in st.sessions)
+        if st is not None
+        else ()
+    )
     return ServerDetail(
         row=server_row(rec, link, now, rtts),
         sessions=sessions,
@@ -296,8 +295,19 @@ def server_detail(rec: ServerRecord, audit: tuple[tuple[float, AuditEntry], ...]
 
 
 def _aged(e: AuditEntry, age: float) -> AuditEntry:
-    return AuditEntry(max(0.0, age), e.replica, e.client_uuid, e.session_id, e.seq_id, e.episode_id, e.queue_wait_ms,
-                      e.inference_ms, e.superseded, e.outcome, e.error)
+    return AuditEntry(
+        max(0.0, age),
+        e.replica,
+        e.client_uuid,
+        e.session_id,
+        e.seq_id,
+        e.episode_id,
+        e.queue_wait_ms,
+        e.inference_ms,
+        e.superseded,
+        e.outcome,
+        e.error,
+    )
 
 
 class Derivation:

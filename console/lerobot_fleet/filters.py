@@ -19,7 +19,9 @@ def _filter_match(haystacks: list[str], query: str) -> bool:
 
 
 def robot_matches(row: RobotRow, query: str) -> bool:
-    return _filter_match([row.robot_id, row.state.name, row.replica, row.last_outcome, row.model_id, row.service, row.session_id], query)
+    return _filter_match(
+        [row.robot_id, row.state.name, row.replica, row.last_outcome, row.model_id, row.service, row.session_id], query
+    )
 
 
 def server_matches(row: ServerRow, query: str) -> bool:

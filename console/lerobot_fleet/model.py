@@ -267,7 +267,10 @@ class EventLog:
     def events(self) -> tuple[FleetEvent, ...]:
         """Newest first, ages relative to `now`."""
         now = self.now
-        return tuple(FleetEvent(max(0.0, now - t), sev, kind, text, robot, server) for t, sev, kind, text, robot, server in reversed(self.records))
+        return tuple(
+            FleetEvent(max(0.0, now - t), sev, kind, text, robot, server)
+            for t, sev, kind, text, robot, server in reversed(self.records)
+        )
 
 
 @dataclass(frozen=True)

@@ -28,9 +28,10 @@ from pathlib import Path
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 from .box_cpu import BoxSampler, verdict
+from .simulate_report import pct, summarize
 
 # Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
-MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+MUX_QUEUES_JSON5 = "{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}"
 
 
 @dataclass
@@ -56,11 +57,6 @@ class SimArgs:
     # level, a drain's burst of robot-host and replica work delayed every hop through them (moves up to 2.5 s; at 0:
     # 1.3-1.7 s, docs/decisions.md).
     router_nice: int | None = None
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
 
 
 def nice_autogroup(pid: int, nice: int) -> bool:
@@ -96,16 +92,42 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         routers = []
         for i, ep in enumerate(endpoints):
             mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
-            routers.append(spawn(f"router-{i}", [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5],
-                                 nice=a.fleet_nice if a.router_nice is None else a.router_nice))
+            routers.append(
+                spawn(
+                    f"router-{i}",
+                    [tool("lerobot-fleet"), "router", "--listen", ep, *mesh, "--config", MUX_QUEUES_JSON5],
+                    nice=a.fleet_nice if a.router_nice is None else a.router_nice,
+                )
+            )
         for r in routers:
             r.wait_for("Zenoh router up", 30)
         room = a.replicas - 1 if a.drain_at >= 0 and a.replicas > 1 else a.replicas
         max_sessions = math.ceil(a.robots / max(1, room)) + 8
         replicas = [f"sim-r{j}" for j in range(a.replicas)]
-        reps = [spawn(rid, [sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "replica", "--endpoint", endpoints[j % a.routers],
-                            "--replica-id", rid, "--max-sessions", str(max_sessions), "--max-batch", str(a.max_batch),
-                            "--infer-ms", str(a.infer_ms), "--seconds", str(budget)]) for j, rid in enumerate(replicas)]
+        reps = [
+            spawn(
+                rid,
+                [
+                    sys.executable,
+                    "-m",
+                    "lerobot_policy_remote.testing.simfleet",
+                    "replica",
+                    "--endpoint",
+                    endpoints[j % a.routers],
+                    "--replica-id",
+                    rid,
+                    "--max-sessions",
+                    str(max_sessions),
+                    "--max-batch",
+                    str(a.max_batch),
+                    "--infer-ms",
+                    str(a.infer_ms),
+                    "--seconds",
+                    str(budget),
+                ],
+            )
+            for j, rid in enumerate(replicas)
+        ]
         for r in reps:
             r.wait_for("REPLICA READY", 120)
         say(f"[simulate] {a.routers} routers, {a.replicas} replicas up; starting {a.robots} robots ...")
@@ -119,16 +141,40 @@ def run_simulation(a: SimArgs, say=print) -> dict:
             order = [own] + [ep for ep in endpoints if ep != own]
             out = work / f"robots-{h}.json"
             outs.append(out)
-            hosts.append(spawn(f"robots-{h}", [sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "robots",
-                                               *[x for ep in order for x in ("--endpoint", ep)], "--first", str(first), "--count", str(count),
-                                               "--seconds", str(a.seconds), "--out", str(out), "--stop-file", str(stop_file),
-                                               "--telemetry-period", str(a.telemetry_period_s),
-                                               "--telemetry-max-period", str(a.telemetry_max_period_s)]))
+            hosts.append(
+                spawn(
+                    f"robots-{h}",
+                    [
+                        sys.executable,
+                        "-m",
+                        "lerobot_policy_remote.testing.simfleet",
+                        "robots",
+                        *[x for ep in order for x in ("--endpoint", ep)],
+                        "--first",
+                        str(first),
+                        "--count",
+                        str(count),
+                        "--seconds",
+                        str(a.seconds),
+                        "--out",
+                        str(out),
+                        "--stop-file",
+                        str(stop_file),
+                        "--telemetry-period",
+                        str(a.telemetry_period_s),
+                        "--telemetry-max-period",
+                        str(a.telemetry_max_period_s),
+                    ],
+                )
+            )
         for h in hosts:
             h.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
         t_run = time.monotonic()
-        cpu_pids = {"routers": [r.program_pid() for r in routers], "replicas": [r.program_pid() for r in reps],
-                    "robot_hosts": [h.program_pid() for h in hosts]}
+        cpu_pids = {
+            "routers": [r.program_pid() for r in routers],
+            "replicas": [r.program_pid() for r in reps],
+            "robot_hosts": [h.program_pid() for h in hosts],
+        }
         cpu0 = {k: [_cpu_s(p) for p in v] for k, v in cpu_pids.items()}
         box = BoxSampler().start()  # the whole box's CPU over the same window: is the box, not the fleet, the limit?
         own0 = _own_cpu_s()
@@ -137,7 +183,9 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         stop_console = threading.Event()
         drainer = None
         if a.drain_at >= 0:
-            drainer = threading.Thread(target=_drain_later, args=(endpoints[0], replicas[0], t_run + a.drain_at, drain, say), daemon=True)
+            drainer = threading.Thread(
+                target=_drain_later, args=(endpoints[0], replicas[0], t_run + a.drain_at, drain, say), daemon=True
+            )
             drainer.start()
         console = None
         if a.console:
@@ -233,88 +281,32 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
                 age_max.append(max(ages))
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
     warm = ticks[3:] or ticks
-    return {"robots_seen": seen, "refresh_ms_p50": round(1000 * statistics.median(warm), 1) if warm else None,
-            "refresh_ms_p95": round(1000 * _pct(warm, 0.95), 1) if warm else None,
-            "data_age_max_s": round(max(age_max[3:] or age_max), 3) if age_max else None, "ticks": len(ticks)}
-
-
-def _move_time(history: list, t_drain: float, replica: str) -> float | None:
-    """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved).
-
-    Because of it: the drain notice, or the drained replica's token going (a robot that missed the notice)."""
-    left = None
-    for t, state, why in history:
-        if t < t_drain:
-            continue
-        if left is None and ("draining" in why or f"(replica {replica})" in why):
-            left = t
-        elif left is not None and state == "STREAMING":
-            return t - t_drain
-    return math.inf if left is not None else None
-
-
-def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs, cpu: dict | None = None) -> dict:
-    robots = [r for rep in reports for r in rep["robots"]]
-    states: dict[str, int] = {}
-    for r in robots:
-        states[r["state"]] = states.get(r["state"], 0) + 1
-    moves = {}
-    if "t" in drain:
-        for r in robots:
-            m = _move_time(r["history"], drain["t"], drain.get("replica", ""))
-            if m is not None:
-                moves[r["robot"]] = m
-    move_vals = [m for m in moves.values() if math.isfinite(m)]
-    out = {
-        "robots": a.robots, "replicas": a.replicas, "routers": a.routers, "seconds": a.seconds,
-        "nice": {"fleet": a.fleet_nice, "routers": a.fleet_nice if a.router_nice is None else a.router_nice},
-        "robots_reported": len(robots), "states": states,
-        "robot_hosts_cpu_pct_of_one_core": round(100 * sum(rep.get("cpu_s", 0.0) / max(1e-9, rep["wall_s"]) for rep in reports), 1),
-        "streaming": states.get("STREAMING", 0),
-        "stale_actions": sum(r["stale_actions"] for r in robots), "nan_actions": sum(r["nan_actions"] for r in robots),
-        "chunks_per_s_total": round(sum(r["chunks_per_s"] for r in robots), 1),
-        "chunks_per_s_min": min((r["chunks_per_s"] for r in robots), default=0.0),
-        "staleness_mean_s": round(statistics.mean(r["staleness_mean_s"] for r in robots), 3) if robots else None,
-        "max_action_age_s": max((r["max_action_age_s"] for r in robots), default=0.0),
-        "drain": {**{k: v for k, v in drain.items() if k != "t"}, "moved": len(moves),
-                  "not_back": sorted(k for k, v in moves.items() if not math.isfinite(v)),
-                  "move_s_p50": round(statistics.median(move_vals), 3) if move_vals else None,
-                  "move_s_max": round(max(move_vals), 3) if move_vals else None,
-                  "moved_still_on_drained": sum(1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica"))}
-        if drain else None,
-        "console": console,
-        "cost": _costs(robots, reports, cpu, a) if cpu else None,
-        "per_robot": [{k: r[k] for k in ("robot", "state", "replica", "chunks_per_s", "staleness_mean_s", "stale_actions")}
-                      | ({"move_s": round(moves[r["robot"]], 3) if math.isfinite(moves[r["robot"]]) else None} if r["robot"] in moves else {})
-                      for r in robots],
-    }
-    return out
-
-
-def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> dict:
-    """CPU per message and per session from the routers' and replicas' CPU over the run (wall clock of the
-    orchestrator's window, close to the hosts'). Messages through the routers: each chunk is one observation in and
-    one chunk out, plus each robot's telemetry (about 1/s at the default period); a meshed router may forward a
-    message over a mesh link too, so this is the mesh's cost per robot message."""
-    chunks = sum(r["chunks_per_s"] for r in robots)
-    telemetry = len(robots) / max(1e-9, a.telemetry_period_s)
-    msgs = 2 * chunks + telemetry
-    sessions = len(robots) / max(1, a.replicas)
     return {
-        "routers_cpu_pct_of_one_core": round(100 * cpu["routers"], 1),
-        "replicas_cpu_pct_of_one_core": round(100 * cpu["replicas"], 1),
-        "robot_messages_per_s": round(msgs),
-        "router_cpu_us_per_message": round(1e6 * cpu["routers"] / msgs, 1) if msgs else None,
-        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3) if sessions else None,
-        "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
+        "robots_seen": seen,
+        "refresh_ms_p50": round(1000 * statistics.median(warm), 1) if warm else None,
+        "refresh_ms_p95": round(1000 * pct(warm, 0.95), 1) if warm else None,
+        "data_age_max_s": round(max(age_max[3:] or age_max), 3) if age_max else None,
+        "ticks": len(ticks),
     }
 
 
 def main(args) -> int:
-    a = SimArgs(robots=args.robots, replicas=args.replicas, routers=args.routers, seconds=args.seconds, per_host=args.per_host,
-                drain_at=args.drain_at, console=args.console, workdir=args.workdir, max_batch=args.max_batch, infer_ms=args.infer_ms,
-                telemetry_period_s=args.telemetry_period, telemetry_max_period_s=args.telemetry_max_period, fleet_nice=args.fleet_nice,
-                router_nice=args.router_nice)
+    a = SimArgs(
+        robots=args.robots,
+        replicas=args.replicas,
+        routers=args.routers,
+        seconds=args.seconds,
+        per_host=args.per_host,
+        drain_at=args.drain_at,
+        console=args.console,
+        workdir=args.workdir,
+        max_batch=args.max_batch,
+        infer_ms=args.infer_ms,
+        telemetry_period_s=args.telemetry_period,
+        telemetry_max_period_s=args.telemetry_max_period,
+        fleet_nice=args.fleet_nice,
+        router_nice=args.router_nice,
+    )
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
     result = run_simulation(a, say)
     if args.json:

@@ -8,29 +8,22 @@ injected monotonic `clock` (frozen in tests). Nothing here knows about the UI.
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
-from .capacity import AUDIT_RATE_WINDOW_S
+from .capture import Capture, Link, RobotTrail
 from .derive import (
     LINK_LOSS_MARGIN_S,
     RECONNECT_GRACE_S,
     STATUS_STALE_S,
-    Capture,
     Derivation,
-    Link,
-    RobotRecord,
-    RobotTrail,
-    ServerRecord,
     robot_detail,
     server_detail,
     waiting_reason,
@@ -45,68 +38,24 @@ from .model import (
     RobotState,
     RouterInfo,
     ServerDetail,
-    SessionEntry,
     robot_key,
     split_robot_key,
 )
+from .records import NO_NAMESPACE, RobotEntry, ServerEntry
 
-__all__ = ["FleetStore", "EVENT_HISTORY", "METRIC_PREFIX", "STATUS_STALE_S", "RECONNECT_GRACE_S", "LINK_LOSS_MARGIN_S",
-           "waiting_reason"]
+__all__ = [
+    "FleetStore",
+    "EVENT_HISTORY",
+    "METRIC_PREFIX",
+    "STATUS_STALE_S",
+    "RECONNECT_GRACE_S",
+    "LINK_LOSS_MARGIN_S",
+    "waiting_reason",
+]
 
-NO_NAMESPACE = Namespace("", "", "")  # not learnt from a key yet
 METRIC_PREFIX = "lerobot_policy_server_"
 RECENT_STALENESS = 5  # staleness samples a robot row carries for the alert rule (its persistence)
-TREND_SAMPLES = 180  # per-robot trend length: about 3 minutes of 1 Hz telemetry
 EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
-
-
-@dataclass
-class _Robot:
-    robot_id: str
-    ns: Namespace = NO_NAMESPACE
-    key: str = ""
-    telemetry: RobotTelemetry | None = None
-    ver: int = 0  # bumped by every change (the derivation reuses a row's figures while it stays)
-    seen_at: float | None = None
-    alive: bool | None = None
-    gone_at: float | None = None
-    recent: tuple[float, ...] = ()  # the last RECENT_STALENESS staleness samples, oldest first
-    history: deque[tuple[float, str]] = field(default_factory=lambda: deque(maxlen=40))
-    rtt: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
-    staleness: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
-    queue: deque[float] = field(default_factory=lambda: deque(maxlen=TREND_SAMPLES))
-    audit: deque[AuditEntry] = field(default_factory=lambda: deque(maxlen=50))
-    audit_at: deque[float] = field(default_factory=lambda: deque(maxlen=50))
-
-    def record(self) -> RobotRecord:
-        since = self.history[-1][0] if self.history else None
-        return RobotRecord(self.key, self.robot_id, self.ns, self.ver, self.telemetry, self.seen_at, self.alive, self.gone_at,
-                           since, self.recent)
-
-
-@dataclass
-class _Server:
-    replica: str
-    ns: Namespace = NO_NAMESPACE
-    status: ServerStatus | None = None
-    status_at: float | None = None
-    alive: bool | None = None
-    gone_at: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    metrics_at: float | None = None
-    metrics_prev: tuple[float, float] | None = None  # (t, requests_total) of the scrape before
-    requests_per_s: float | None = None
-    metrics_error: str = ""
-    audit: deque[tuple[float, AuditEntry]] = field(default_factory=lambda: deque(maxlen=50))
-    audit_times: deque[float] = field(default_factory=lambda: deque(maxlen=5000))
-    audit_errors: int = 0
-    audit_superseded: int = 0
-
-    def record(self, now: float) -> ServerRecord:
-        recent = len(self.audit_times) - bisect.bisect_left(self.audit_times, now - AUDIT_RATE_WINDOW_S) if self.audit_times else 0
-        return ServerRecord(self.replica, self.ns, self.status, self.status_at, self.alive, self.gone_at, self.metrics,
-                            self.metrics_error, self.requests_per_s, len(self.audit_times), recent, self.audit_errors,
-                            self.audit_superseded)
 
 
 class FleetStore:
@@ -116,9 +65,9 @@ class FleetStore:
         self.clock = clock
         self.router = router
         self._lock = threading.Lock()
-        self._robots: dict[tuple[Namespace, str], _Robot] = {}  # keyed by (namespace, client_uuid)
+        self._robots: dict[tuple[Namespace, str], RobotEntry] = {}  # keyed by (namespace, client_uuid)
         self._replica_rtts = ReplicaRtts()  # RTT p50 per replica, updated per sample (not a walk per tick)
-        self._servers: dict[str, _Server] = {}
+        self._servers: dict[str, ServerEntry] = {}
         self._connection = connection
         self._link_down_at: float | None = None
         self._link_up_at: float | None = None
@@ -236,14 +185,16 @@ class FleetStore:
                 if r.history:
                     sev = "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
                     why = f" ({t.last_outcome})" if t.last_outcome and t.last_outcome != "ok" else ""
-                    self._events.append((now, sev, "state", f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}", t.client_uuid, t.replica))
+                    self._events.append(
+                        (now, sev, "state", f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}", t.client_uuid, t.replica)
+                    )
                 r.history.append((now, state))
             if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
                 if t.rtt_p50_ms > 0:
                     r.rtt.append(t.rtt_p50_ms)
                 r.staleness.append(t.staleness_s)
                 r.queue.append(t.queue_s)
-                r.recent = (*r.recent[1 - RECENT_STALENESS:], t.staleness_s)
+                r.recent = (*r.recent[1 - RECENT_STALENESS :], t.staleness_s)
             r.telemetry = t
             self._replica_rtts.update(r.key, t.replica, t.rtt_p50_ms)
             r.ver += 1
@@ -273,7 +224,16 @@ class FleetStore:
             s.audit_superseded += line.superseded
             if line.outcome not in ("ok", "superseded"):
                 s.audit_errors += 1
-                self._events.append((now, "warn", "audit", f"{replica} refused {line.client_uuid}: {line.outcome}" + (f" — {line.error}" if line.error else ""), line.client_uuid, replica))
+                self._events.append(
+                    (
+                        now,
+                        "warn",
+                        "audit",
+                        f"{replica} refused {line.client_uuid}: {line.outcome}" + (f" — {line.error}" if line.error else ""),
+                        line.client_uuid,
+                        replica,
+                    )
+                )
             r = self._robots.get((ns, line.client_uuid))
             if r is not None:
                 r.audit.append(entry)
@@ -285,8 +245,16 @@ class FleetStore:
             now = self.clock()
             s = self._server(status.replica, ns)
             if s.status is not None and status.draining != s.status.draining:
-                self._events.append((now, "warn" if status.draining else "info", "drain",
-                                     f"server {status.replica}: {'draining' if status.draining else 'accepting sessions again'}", "", status.replica))
+                self._events.append(
+                    (
+                        now,
+                        "warn" if status.draining else "info",
+                        "drain",
+                        f"server {status.replica}: {'draining' if status.draining else 'accepting sessions again'}",
+                        "",
+                        status.replica,
+                    )
+                )
             s.status = status
             s.status_at = now
             if s.alive is None:
@@ -328,8 +296,10 @@ class FleetStore:
                 rtts=self._replica_rtts.lists(),
                 notes=tuple(self._notes) + tuple(self._refused.values()),
                 routers=self._routers,
-                spills=tuple(NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
-                             for (role, ident), (n, limit, at) in sorted(self._spills.items())),
+                spills=tuple(
+                    NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
+                    for (role, ident), (n, limit, at) in sorted(self._spills.items())
+                ),
             )
 
     def snapshot(self) -> FleetSnapshot:
@@ -344,8 +314,9 @@ class FleetStore:
             if r is None:
                 return None
             now = self.clock()
-            trail = RobotTrail(tuple(r.history), tuple(r.rtt), tuple(r.staleness), tuple(r.queue), tuple(r.audit_at),
-                               tuple(r.audit))
+            trail = RobotTrail(
+                tuple(r.history), tuple(r.rtt), tuple(r.staleness), tuple(r.queue), tuple(r.audit_at), tuple(r.audit)
+            )
             rec, link, rtts = r.record(), self._link(), self._replica_rtts.lists()
             servers = tuple(s.record(now) for s in self._servers.values())
         return robot_detail(rec, trail, link, now, servers, rtts)
@@ -364,16 +335,16 @@ class FleetStore:
     def _link(self) -> Link:
         return Link(self._connection, self._link_down_at, self._link_up_at, self._listening_since)
 
-    def _robot(self, robot_id: str, ns: Namespace) -> _Robot:
+    def _robot(self, robot_id: str, ns: Namespace) -> RobotEntry:
         r = self._robots.get((ns, robot_id))
         if r is None:
-            r = self._robots[(ns, robot_id)] = _Robot(robot_id, ns, key=robot_key(ns, robot_id))
+            r = self._robots[(ns, robot_id)] = RobotEntry(robot_id, ns, key=robot_key(ns, robot_id))
         return r
 
-    def _server(self, replica: str, ns: Namespace) -> _Server:
+    def _server(self, replica: str, ns: Namespace) -> ServerEntry:
         s = self._servers.get(replica)
         if s is None:
-            s = self._servers[replica] = _Server(replica, ns)
+            s = self._servers[replica] = ServerEntry(replica, ns)
         elif ns != NO_NAMESPACE:
             s.ns = ns
         return s

@@ -21,8 +21,14 @@ def _fresh(store: FleetStore) -> list:
 
 
 def _status(active: int, cap: int = 2) -> ServerStatus:
-    return ServerStatus(replica="gpu-0", model=ModelInfo(repo_or_path=NS[0], revision=NS[1]), service=NS[2], max_sessions=cap,
-                        active_sessions=active, warmed_up=True)
+    return ServerStatus(
+        replica="gpu-0",
+        model=ModelInfo(repo_or_path=NS[0], revision=NS[1]),
+        service=NS[2],
+        max_sessions=cap,
+        active_sessions=active,
+        warmed_up=True,
+    )
 
 
 def test_kept_figures_equal_a_fresh_build_while_only_some_robots_change():
@@ -60,21 +66,70 @@ def test_a_waiting_robot_follows_the_servers_without_a_new_sample():
 def test_every_field_of_a_row_comes_from_its_telemetry_by_name():
     store = FleetStore(clock=ManualClock())
     store.set_connection("connected")
-    tel = RobotTelemetry(client_uuid="arm-1", state="DEGRADED", model_id="org/m", service="task", session_id="s-1",
-                         replica="gpu-0", episode_id=4, staleness_s=0.3, queue_s=0.7, rtt_p50_ms=31.0, rtt_p95_ms=62.0,
-                         delay_steps=2, requests=90, superseded=3, errors=1, fallback_count=2, last_outcome="timeout", fps=29.0,
-                         network_ms_p50=11.0, queue_wait_ms_p50=4.0, inference_ms_p50=16.0, action_order="unchecked",
-                         max_action_age_s=1.5, rtc="on")
+    tel = RobotTelemetry(
+        client_uuid="arm-1",
+        state="DEGRADED",
+        model_id="org/m",
+        service="task",
+        session_id="s-1",
+        replica="gpu-0",
+        episode_id=4,
+        staleness_s=0.3,
+        queue_s=0.7,
+        rtt_p50_ms=31.0,
+        rtt_p95_ms=62.0,
+        delay_steps=2,
+        requests=90,
+        superseded=3,
+        errors=1,
+        fallback_count=2,
+        last_outcome="timeout",
+        fps=29.0,
+        network_ms_p50=11.0,
+        queue_wait_ms_p50=4.0,
+        inference_ms_p50=16.0,
+        action_order="unchecked",
+        max_action_age_s=1.5,
+        rtc="on",
+    )
     store.on_robot_alive("arm-1", True, NS)
     store.on_telemetry(tel, NS)
     row = asdict(store.snapshot().robots[0])
-    same = ("session_id", "replica", "episode_id", "staleness_s", "queue_s", "rtt_p50_ms", "rtt_p95_ms", "delay_steps", "requests",
-            "superseded", "errors", "fallback_count", "last_outcome", "fps", "action_order", "max_action_age_s", "rtc")
+    same = (
+        "session_id",
+        "replica",
+        "episode_id",
+        "staleness_s",
+        "queue_s",
+        "rtt_p50_ms",
+        "rtt_p95_ms",
+        "delay_steps",
+        "requests",
+        "superseded",
+        "errors",
+        "fallback_count",
+        "last_outcome",
+        "fps",
+        "action_order",
+        "max_action_age_s",
+        "rtc",
+    )
     assert {k: row[k] for k in same} == {k: getattr(tel, k) for k in same}
     assert (row["robot_id"], row["state"], row["reported_state"], row["model_id"], row["revision"], row["service"]) == (
-        "arm-1", RobotState.DEGRADED, "DEGRADED", "org/m", "main", "task")
+        "arm-1",
+        RobotState.DEGRADED,
+        "DEGRADED",
+        "org/m",
+        "main",
+        "task",
+    )
     assert (row["network_ms"], row["queue_wait_ms"], row["inference_ms"], row["alive"], row["recent_staleness"]) == (
-        11.0, 4.0, 16.0, True, (0.3,))
+        11.0,
+        4.0,
+        16.0,
+        True,
+        (0.3,),
+    )
     assert row["ns"] == NS and row["row_key"] == robot_key(NS, "arm-1") and row["seen_age_s"] == 0.0 and row["waiting"] == ""
 
 

@@ -62,14 +62,34 @@ def age_style(age: float | None) -> str:
 
 
 ROBOT_SORT_LABELS = {
-    "state": "state severity", "robot": "robot id", "stale": "staleness", "queue": "queue", "rtt": "RTT p95 (slowest first)",
-    "net": "network time (slowest first)", "delay": "delay", "rtc": "rtc (on first)", "episode": "episode", "server": "server",
-    "sup": "superseded %", "errors": "errors (most first)", "outcome": "last outcome", "seen": "data age (oldest first)",
+    "state": "state severity",
+    "robot": "robot id",
+    "stale": "staleness",
+    "queue": "queue",
+    "rtt": "RTT p95 (slowest first)",
+    "net": "network time (slowest first)",
+    "delay": "delay",
+    "rtc": "rtc (on first)",
+    "episode": "episode",
+    "server": "server",
+    "sup": "superseded %",
+    "errors": "errors (most first)",
+    "outcome": "last outcome",
+    "seen": "data age (oldest first)",
 }
 SERVER_SORT_LABELS = {
-    "health": "health", "replica": "replica", "model": "model", "revision": "revision", "service": "service",
-    "sessions": "sessions (most first)", "load": "load (highest first)", "rps": "req/s", "errors": "errors",
-    "superseded": "superseded", "nmax": "N_max", "headroom": "room (least first)",
+    "health": "health",
+    "replica": "replica",
+    "model": "model",
+    "revision": "revision",
+    "service": "service",
+    "sessions": "sessions (most first)",
+    "load": "load (highest first)",
+    "rps": "req/s",
+    "errors": "errors",
+    "superseded": "superseded",
+    "nmax": "N_max",
+    "headroom": "room (least first)",
 }
 
 

@@ -41,8 +41,11 @@ def _peers_room(snap: FleetSnapshot, leaving: list[ServerRow], moving: bool = Tr
         if room:
             t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in room) + "\n")
         else:
-            t.append(f"No other replica of {ns.service or 'this service'} has room: "
-                     + ("its robots will wait and back off.\n" if moving else "new robots will wait.\n"), style="bold red")
+            t.append(
+                f"No other replica of {ns.service or 'this service'} has room: "
+                + ("its robots will wait and back off.\n" if moving else "new robots will wait.\n"),
+                style="bold red",
+            )
         if not moving:
             continue
         movers = sorted(r for s in leaving if s.ns == ns for r in s.session_robots)
@@ -50,7 +53,11 @@ def _peers_room(snap: FleetSnapshot, leaving: list[ServerRow], moving: bool = Tr
         free = sum(p.headroom or 0 for p in room)
         short = min(len(movers), len(movers) + len(waiting) - free)
         if movers and short > 0:
-            who = ", ".join(movers) if short >= len(movers) else f"{short} of {', '.join(movers)} (room for {free}: whoever asks first)"
+            who = (
+                ", ".join(movers)
+                if short >= len(movers)
+                else f"{short} of {', '.join(movers)} (room for {free}: whoever asks first)"
+            )
             t.append(f"{short} robot(s) will find no room and wait: {who}", style="bold red")
             if waiting:
                 t.append(f"; {len(waiting)} already wait(s) for a seat: {', '.join(waiting)}", style="bold red")
@@ -64,8 +71,11 @@ def cordon_body(snap: FleetSnapshot, targets: tuple[str, ...], on: bool) -> Text
     t = Text()
     rows = [snap.server(x) for x in targets]
     if on:
-        t.append("These servers stop admitting new sessions; the sessions they have keep streaming:\n" if len(targets) > 1 else
-                 "It stops admitting new sessions; the sessions it has keep streaming.\n")
+        t.append(
+            "These servers stop admitting new sessions; the sessions they have keep streaming:\n"
+            if len(targets) > 1
+            else "It stops admitting new sessions; the sessions it has keep streaming.\n"
+        )
     else:
         t.append("These servers admit new sessions again:\n" if len(targets) > 1 else "It admits new sessions again.\n")
     for x, s in zip(targets, rows, strict=True):
@@ -77,7 +87,9 @@ def cordon_body(snap: FleetSnapshot, targets: tuple[str, ...], on: bool) -> Text
         if on and s.session_robots:
             t.append(f" keep streaming ({', '.join(s.session_robots)})")
         if not on:
-            t.append(f"; room once uncordoned {capacity.room_text(*capacity.room(s.n_max, s.max_sessions, s.active_sessions, s.draining))}")
+            t.append(
+                f"; room once uncordoned {capacity.room_text(*capacity.room(s.n_max, s.max_sessions, s.active_sessions, s.draining))}"
+            )
         t.append("\n")
     if on:
         t.append("New robots of the service go to:\n")
@@ -111,7 +123,11 @@ ACTION_LABELS = {"drain": "Drain", "cordon": "Cordon", "uncordon": "Uncordon", "
 
 def confirm_title(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> str:
     if kind in ("cordon", "uncordon"):
-        return f"{ACTION_LABELS[kind]} server {targets[0]}?" if len(targets) == 1 else f"{ACTION_LABELS[kind]} {len(targets)} servers?"
+        return (
+            f"{ACTION_LABELS[kind]} server {targets[0]}?"
+            if len(targets) == 1
+            else f"{ACTION_LABELS[kind]} {len(targets)} servers?"
+        )
     if len(targets) == 1:
         if kind == "drain":
             return f"Drain server {targets[0]}?"
@@ -139,7 +155,11 @@ def confirm_body(kind: str, targets: tuple[str, ...], snap: FleetSnapshot) -> Te
         for x in targets:
             r = snap.robot(x)
             t.append(f"  • {r.robot_id if r else x}", style="bold")
-            t.append(f"  {r.state.name}, episode {r.episode_id} → {r.episode_id + 1}, server {r.replica or '—'}\n" if r else "  (not in the current view)\n")
+            t.append(
+                f"  {r.state.name}, episode {r.episode_id} → {r.episode_id + 1}, server {r.replica or '—'}\n"
+                if r
+                else "  (not in the current view)\n"
+            )
         t.append("Other robots are not affected.")
     t.rstrip()
     return t

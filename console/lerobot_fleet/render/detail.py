@@ -28,8 +28,9 @@ def robot_summary_text(d: RobotDetail) -> Text:
         t.append("  (figures below are the last received, not live)", style="bold red")
     t.append("\n")
     t.append(f"model {r.model_id or '—'}  rev {r.revision or '—'}  service {r.service or '—'}\n")
-    t.append(f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}  "
-             f"rtc {rtc_text(r)}\n")
+    t.append(
+        f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}  rtc {rtc_text(r)}\n"
+    )
     delay = "—" if r.delay_steps is None else f"{r.delay_steps} steps"
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)} ms"
     t.append(
@@ -37,11 +38,16 @@ def robot_summary_text(d: RobotDetail) -> Text:
         f"delay {delay}  queue {_secs(r.queue_s)}  staleness {_secs(r.staleness_s)}  rtt p50/p95 {rtt}\n"
     )
     if r.network_ms is not None:
-        t.append(f"round trip split (median): server queue wait {fmt_ms(r.queue_wait_ms or 0.0)} ms  inference "
-                 f"{fmt_ms(r.inference_ms or 0.0)} ms  network {fmt_ms(r.network_ms)} ms\n")
+        t.append(
+            f"round trip split (median): server queue wait {fmt_ms(r.queue_wait_ms or 0.0)} ms  inference "
+            f"{fmt_ms(r.inference_ms or 0.0)} ms  network {fmt_ms(r.network_ms)} ms\n"
+        )
     if r.action_order == "unchecked":
-        t.append("action order NOT checked: the policy names no actions, only the dimension was compared "
-                 "(set action_feature_names in the server manifest)\n", style="bold yellow")
+        t.append(
+            "action order NOT checked: the policy names no actions, only the dimension was compared "
+            "(set action_feature_names in the server manifest)\n",
+            style="bold yellow",
+        )
     t.append("last outcome ")
     t.append(r.last_outcome or "—", style="" if r.last_outcome in ("", "ok") else "yellow")
     if r.waiting:
@@ -77,9 +83,14 @@ def audit_text(entries: tuple[AuditEntry, ...], limit: int = 12) -> Text:
     if not entries:
         t.append("no audit lines received", style="bright_black")
         return t
-    t.append(f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} {'sup':>3}  outcome\n", style="bold")
+    t.append(
+        f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} {'sup':>3}  outcome\n",
+        style="bold",
+    )
     for e in entries[-limit:]:
-        t.append(f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} {e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  ")
+        t.append(
+            f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} {e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  "
+        )
         t.append(e.outcome, style="" if e.outcome == "ok" else "yellow")
         if e.error:
             t.append(f" {e.error}", style="red")
@@ -101,14 +112,20 @@ def server_summary_text(d: ServerDetail) -> Text:
         t.append(f"  last heard {fmt_age(s.seen_age_s)} ago: figures below are old", style="bold red")
     t.append("\n")
     t.append(f"model {s.model_id or '—'}  rev {s.revision or '—'}  service {s.service or '—'}\n")
-    t.append(f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  inference p50 {s.inference_ms_p50:.1f} ms  room ")
+    t.append(
+        f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  inference p50 {s.inference_ms_p50:.1f} ms  room "
+    )
     t.append(room_text(s))
     if s.room_limit:
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
-        why = {"draining": " (draining: takes no new robots)",
-               "cordon": " (cordoned: takes no new robots; its sessions keep streaming; U uncordons)"}.get(s.room_limit)
-        t.append(why or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
-                 style="bright_black")
+        why = {
+            "draining": " (draining: takes no new robots)",
+            "cordon": " (cordoned: takes no new robots; its sessions keep streaming; U uncordons)",
+        }.get(s.room_limit)
+        t.append(
+            why or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
+            style="bright_black",
+        )
     t.append(f"\nmetrics {s.metrics_url or '—'}")
     for note in d.notes:
         t.append(f"\n{note}", style="red")
@@ -122,7 +139,9 @@ def sessions_text(sessions: tuple[SessionEntry, ...]) -> Text:
         return t
     t.append(f"{'session':<24} {'robot':<14} {'ep':>4} {'requests':>9} {'sup':>5} {'err':>5}\n", style="bold")
     for x in sessions:
-        t.append(f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} {x.superseded:>5} {x.errors:>5}\n")
+        t.append(
+            f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} {x.superseded:>5} {x.errors:>5}\n"
+        )
     t.rstrip()
     return t
 

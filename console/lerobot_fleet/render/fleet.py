@@ -74,7 +74,10 @@ def robot_cells(r: RobotRow, marked: bool = False, alerting: bool = False) -> tu
         _mark(marked, alerting),
         _robot_id(r, alerting),
         _t(r.state.name, STATE_STYLE[r.state]),
-        fig(fmt_num(r.staleness_s, 2), "red" if (r.staleness_s or 0) >= DEFAULT_RULES.staleness_threshold(r.max_action_age_s) else ""),
+        fig(
+            fmt_num(r.staleness_s, 2),
+            "red" if (r.staleness_s or 0) >= DEFAULT_RULES.staleness_threshold(r.max_action_age_s) else "",
+        ),
         fig(fmt_num(r.queue_s, 2), "red" if r.queue_s == 0 and r.state is RobotState.STALLED else ""),
         fig(rtt),
         fig("—" if r.network_ms is None else fmt_ms(r.network_ms)),
@@ -204,7 +207,11 @@ def group_name(r: RobotRow, by: str) -> str:
 def group_cells(name: str, rows: list[RobotRow], folded: bool, alerting: int = 0) -> tuple[Cell, ...]:
     """A group header: one cell spanning the line."""
     faults = sum(1 for r in rows if r.state.is_fault)
-    text = f"{'▸' if folded else '▾'} {name}  ({len(rows)} robots, {faults} in fault" + (f", {alerting} alerting" if alerting else "") + ")"
+    text = (
+        f"{'▸' if folded else '▾'} {name}  ({len(rows)} robots, {faults} in fault"
+        + (f", {alerting} alerting" if alerting else "")
+        + ")"
+    )
     return ((text, "bold reverse" if faults else "bold"),)
 
 

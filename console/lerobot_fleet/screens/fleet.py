@@ -57,7 +57,9 @@ class FleetScreen(LiveScreen):
         yield Static("Servers", classes="section", id="servers-title")
         yield KeyedTable(render.SERVER_COLUMNS, id="servers")
         yield Static(classes="result", id="result")
-        yield Input(placeholder="filter: text matches robot/server/state/outcome; !text inverts; enter keeps, esc clears", id="filter")
+        yield Input(
+            placeholder="filter: text matches robot/server/state/outcome; !text inverts; enter keeps, esc clears", id="filter"
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -100,16 +102,24 @@ class FleetScreen(LiveScreen):
                 render.header_text(
                     snap,
                     render.sort_label("robots", self.sort_column["robots"], self.sort_reverse["robots"]),
-                    self.query_text, self.faults_only, view.read_only, view.paused,
-                    marked=len(marked_r) + len(marked_s), alerts=view.alerts.open_count,
+                    self.query_text,
+                    self.faults_only,
+                    view.read_only,
+                    view.paused,
+                    marked=len(marked_r) + len(marked_s),
+                    alerts=view.alerts.open_count,
                 )
             )
             self.query_one("#robots", KeyedTable).reconcile(rows, robot_cells)
             self.query_one("#servers", KeyedTable).reconcile(
                 [(s.replica, s) for s in servers], lambda s: render.server_cells(s, s.replica in marked_s, s.replica in alerting)
             )
-            self.query_one("#robots-title", Static).update(render.section_title("Robots", len(robots), len(snap.robots), len(marked_r)))
-            self.query_one("#servers-title", Static).update(render.section_title("Servers", len(servers), len(snap.servers), len(marked_s)))
+            self.query_one("#robots-title", Static).update(
+                render.section_title("Robots", len(robots), len(snap.robots), len(marked_r))
+            )
+            self.query_one("#servers-title", Static).update(
+                render.section_title("Servers", len(servers), len(snap.servers), len(marked_s))
+            )
             self.query_one("#result", Static).update(self.result_text())
 
     def _table(self) -> KeyedTable:
@@ -144,7 +154,7 @@ class FleetScreen(LiveScreen):
         table = self.query_one("#robots", KeyedTable)
         key = table.selected_key or ""
         if key.startswith(render.GROUP_PREFIX):
-            name = key[len(render.GROUP_PREFIX):]
+            name = key[len(render.GROUP_PREFIX) :]
         else:
             row = next((r for r in self.visible_robots(self.view.fleet) if r.key == key), None)
             if row is None:
@@ -156,7 +166,10 @@ class FleetScreen(LiveScreen):
 
     def export_tables(self) -> dict[str, list[dict[str, object]]]:
         snap = self.view.fleet
-        return {"robots": [record(r) for r in self.visible_robots(snap)], "servers": [record(s) for s in self.visible_servers(snap)]}
+        return {
+            "robots": [record(r) for r in self.visible_robots(snap)],
+            "servers": [record(s) for s in self.visible_servers(snap)],
+        }
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)

@@ -18,8 +18,9 @@ from .routers import query_routers
 from .zenoh_decode import Decoder
 
 
-def poll_status(session: Any, store: FleetStore, decoder: Decoder, gate: UiGate, period_s: float,
-                recorder: Recorder | None = None) -> None:
+def poll_status(
+    session: Any, store: FleetStore, decoder: Decoder, gate: UiGate, period_s: float, recorder: Recorder | None = None
+) -> None:
     """One round: every replica's status, then the mesh's routers and the servers they refuse (both informative:
     a failure is a note and never stops the round)."""
     targets = decoder.targets
@@ -52,8 +53,14 @@ def poll_status(session: Any, store: FleetStore, decoder: Decoder, gate: UiGate,
         store.note(f"refused-server query failed: {exc}"[:200])
 
 
-def scrape_loop(store: FleetStore, targets: MetricsTargets, gate: UiGate, period_s: float, stop: threading.Event,
-                recorder: Recorder | None = None) -> None:
+def scrape_loop(
+    store: FleetStore,
+    targets: MetricsTargets,
+    gate: UiGate,
+    period_s: float,
+    stop: threading.Event,
+    recorder: Recorder | None = None,
+) -> None:
     """Start a round of scrapes each period; each replica's fetch is bounded and runs on its own pool thread."""
 
     def report(replica: str, values: dict[str, float] | None, error: str) -> None:

@@ -83,8 +83,11 @@ class ZenohSource:
         threads = (
             ("fleet-zenoh", self._run, ()),
             ("fleet-decode", self.decoder.run, (store, self.intake, self.ui_gate, self._stop)),
-            ("fleet-scrape", scrape_loop, (store, self.decoder.targets, self.ui_gate, self.scrape_period_s, self._stop,
-                                           self._recorder)),
+            (
+                "fleet-scrape",
+                scrape_loop,
+                (store, self.decoder.targets, self.ui_gate, self.scrape_period_s, self._stop, self._recorder),
+            ),
         )
         for name, target, args in threads:
             t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -174,4 +177,6 @@ class ZenohSource:
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         if self.session is None:
             return ActionResult(False, robot_id, "reset", "not connected to the router")
-        return send_episode_reset(self.session, robot_id, ns or self.decoder.namespaces.get(("robot", robot_id)), reason, requested_by)
+        return send_episode_reset(
+            self.session, robot_id, ns or self.decoder.namespaces.get(("robot", robot_id)), reason, requested_by
+        )

@@ -1,0 +1,104 @@
+"""`lerobot-fleet simulate`'s report: the robots' states and chunk rates, the drain's moves, the costs per message."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .simulate import SimArgs
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
+
+
+def _move_time(history: list, t_drain: float, replica: str) -> float | None:
+    """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved).
+
+    Because of it: the drain notice, or the drained replica's token going (a robot that missed the notice)."""
+    left = None
+    for t, state, why in history:
+        if t < t_drain:
+            continue
+        if left is None and ("draining" in why or f"(replica {replica})" in why):
+            left = t
+        elif left is not None and state == "STREAMING":
+            return t - t_drain
+    return math.inf if left is not None else None
+
+
+def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs, cpu: dict | None = None) -> dict:
+    robots = [r for rep in reports for r in rep["robots"]]
+    states: dict[str, int] = {}
+    for r in robots:
+        states[r["state"]] = states.get(r["state"], 0) + 1
+    moves = {}
+    if "t" in drain:
+        for r in robots:
+            m = _move_time(r["history"], drain["t"], drain.get("replica", ""))
+            if m is not None:
+                moves[r["robot"]] = m
+    move_vals = [m for m in moves.values() if math.isfinite(m)]
+    out = {
+        "robots": a.robots,
+        "replicas": a.replicas,
+        "routers": a.routers,
+        "seconds": a.seconds,
+        "nice": {"fleet": a.fleet_nice, "routers": a.fleet_nice if a.router_nice is None else a.router_nice},
+        "robots_reported": len(robots),
+        "states": states,
+        "robot_hosts_cpu_pct_of_one_core": round(
+            100 * sum(rep.get("cpu_s", 0.0) / max(1e-9, rep["wall_s"]) for rep in reports), 1
+        ),
+        "streaming": states.get("STREAMING", 0),
+        "stale_actions": sum(r["stale_actions"] for r in robots),
+        "nan_actions": sum(r["nan_actions"] for r in robots),
+        "chunks_per_s_total": round(sum(r["chunks_per_s"] for r in robots), 1),
+        "chunks_per_s_min": min((r["chunks_per_s"] for r in robots), default=0.0),
+        "staleness_mean_s": round(statistics.mean(r["staleness_mean_s"] for r in robots), 3) if robots else None,
+        "max_action_age_s": max((r["max_action_age_s"] for r in robots), default=0.0),
+        "drain": {
+            **{k: v for k, v in drain.items() if k != "t"},
+            "moved": len(moves),
+            "not_back": sorted(k for k, v in moves.items() if not math.isfinite(v)),
+            "move_s_p50": round(statistics.median(move_vals), 3) if move_vals else None,
+            "move_s_max": round(max(move_vals), 3) if move_vals else None,
+            "moved_still_on_drained": sum(1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica")),
+        }
+        if drain
+        else None,
+        "console": console,
+        "cost": _costs(robots, reports, cpu, a) if cpu else None,
+        "per_robot": [
+            {k: r[k] for k in ("robot", "state", "replica", "chunks_per_s", "staleness_mean_s", "stale_actions")}
+            | (
+                {"move_s": round(moves[r["robot"]], 3) if math.isfinite(moves[r["robot"]]) else None}
+                if r["robot"] in moves
+                else {}
+            )
+            for r in robots
+        ],
+    }
+    return out
+
+
+def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> dict:
+    """CPU per message and per session from the routers' and replicas' CPU over the run (wall clock of the
+    orchestrator's window, close to the hosts'). Messages through the routers: each chunk is one observation in and
+    one chunk out, plus each robot's telemetry (about 1/s at the default period); a meshed router may forward a
+    message over a mesh link too, so this is the mesh's cost per robot message."""
+    chunks = sum(r["chunks_per_s"] for r in robots)
+    telemetry = len(robots) / max(1e-9, a.telemetry_period_s)
+    msgs = 2 * chunks + telemetry
+    sessions = len(robots) / max(1, a.replicas)
+    return {
+        "routers_cpu_pct_of_one_core": round(100 * cpu["routers"], 1),
+        "replicas_cpu_pct_of_one_core": round(100 * cpu["replicas"], 1),
+        "robot_messages_per_s": round(msgs),
+        "router_cpu_us_per_message": round(1e6 * cpu["routers"] / msgs, 1) if msgs else None,
+        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3) if sessions else None,
+        "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
+    }
