@@ -4,7 +4,7 @@ Everything a robot or a server controls (telemetry, audit lines, status replies,
 a key) goes through `clean` on its way into the console, so no row, detail, event, note, `lerobot-fleet
 status` line or export can carry a terminal escape. The one sanitiser is `wire.text.printable`; this module
 only walks the decoded messages. (Rich markup is not a risk: the console builds `Text` with `append`, never
-markup; see render.py.)
+markup; see render/.)
 """
 
 from __future__ import annotations
