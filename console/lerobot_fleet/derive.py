@@ -89,7 +89,13 @@ def token_gone(link: Link, alive: bool | None, gone_at: float | None, now: float
     return now - link.up_at > RECONNECT_GRACE_S
 
 
-def server_capacity(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[float]], explain: bool = False) -> Capacity:
+def server_capacity(
+    s: ServerRecord,
+    link: Link,
+    now: float,
+    rtts: dict[str, list[float]],
+    explain: bool = False,
+) -> Capacity:
     """Request rate, N_max and room of one replica (`capacity.py`, the code `status` and `doctor` run too)."""
     heard = None if link.listening_since is None else now - link.listening_since
     audit = s.audit_recent if s.audit_lines else None
@@ -119,7 +125,8 @@ def server_row(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[flo
     m = s.metrics
     audited = s.audit_lines > 0
     errors = m.get("errors_total") if "errors_total" in m else (float(s.audit_errors) if audited else None)
-    superseded = m.get("superseded_total") if "superseded_total" in m else (float(s.audit_superseded) if audited else None)
+    audit_superseded = float(s.audit_superseded) if audited else None
+    superseded = m.get("superseded_total") if "superseded_total" in m else audit_superseded
     model, rev, service = s.ns
     room_left, room_limit = (None, "") if health in ("gone", "stale") else (cap.room, cap.room_limit)
     heard = [a for a in (status_age, None if s.gone_at is None else max(0.0, now - s.gone_at)) if a is not None]
@@ -173,7 +180,8 @@ def waiting_reason(ns: Namespace, servers: Iterable[ServerRow]) -> str:
         elif s.max_sessions and s.active_sessions >= s.max_sessions:
             why.append(f"{s.replica} {s.active_sessions}/{s.max_sessions}")
         else:
-            why.append(f"{s.replica} room {s.headroom if s.headroom is not None else '?'} ({s.room_limit or 'unknown'})")
+            left = s.headroom if s.headroom is not None else "?"
+            why.append(f"{s.replica} room {left} ({s.room_limit or 'unknown'})")
     return f"waiting: no replica with room ({', '.join(why)})"
 
 
@@ -258,11 +266,17 @@ def _waiting(rec: RobotRecord, gone: bool, servers: Iterable[ServerRow]) -> str:
 def _ages(rec: RobotRecord, gone: bool, now: float) -> tuple[float | None, float | None]:
     """(seen age, state age) now: how old its figures are, and how long it has been in its state."""
     since = rec.gone_at if gone else rec.state_since
-    return (None if rec.seen_at is None else max(0.0, now - rec.seen_at), None if since is None else max(0.0, now - since))
+    seen = None if rec.seen_at is None else max(0.0, now - rec.seen_at)
+    return seen, None if since is None else max(0.0, now - since)
 
 
 def robot_detail(
-    rec: RobotRecord, trail: RobotTrail, link: Link, now: float, servers: tuple[ServerRecord, ...], rtts: dict[str, list[float]]
+    rec: RobotRecord,
+    trail: RobotTrail,
+    link: Link,
+    now: float,
+    servers: tuple[ServerRecord, ...],
+    rtts: dict[str, list[float]],
 ) -> RobotDetail:
     rows = [server_row(s, link, now, rtts) for s in servers]
     return RobotDetail(
@@ -279,11 +293,8 @@ def server_detail(
     rec: ServerRecord, audit: tuple[tuple[float, AuditEntry], ...], link: Link, now: float, rtts: dict[str, list[float]]
 ) -> ServerDetail:
     st = rec.status
-    sessions = (
-        tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors) for x in st.sessions)
-        if st is not None
-        else ()
-    )
+    held = st.sessions if st is not None else ()
+    sessions = tuple(SessionEntry(x.session_id, x.client_uuid, x.episode_id, x.requests, x.superseded, x.errors) for x in held)
     return ServerDetail(
         row=server_row(rec, link, now, rtts),
         sessions=sessions,
@@ -334,7 +345,9 @@ class Derivation:
             if held is None or held[0] != rec.ver or held[1] != gone or held[2] in WAITING_STATES:
                 why = ""
                 if not gone and rec.telemetry is not None:
-                    why = waiting[rec.ns] if rec.ns in waiting else waiting.setdefault(rec.ns, waiting_reason(rec.ns, servers))
+                    if rec.ns not in waiting:
+                        waiting[rec.ns] = waiting_reason(rec.ns, servers)
+                    why = waiting[rec.ns]
                 figures = robot_figures(rec, gone, why)
                 state = figures[1]
                 assert isinstance(state, RobotState)

@@ -39,7 +39,16 @@ class RobotEntry:
     def record(self) -> RobotRecord:
         since = self.history[-1][0] if self.history else None
         return RobotRecord(
-            self.key, self.robot_id, self.ns, self.ver, self.telemetry, self.seen_at, self.alive, self.gone_at, since, self.recent
+            self.key,
+            self.robot_id,
+            self.ns,
+            self.ver,
+            self.telemetry,
+            self.seen_at,
+            self.alive,
+            self.gone_at,
+            since,
+            self.recent,
         )
 
 
@@ -62,9 +71,8 @@ class ServerEntry:
     audit_superseded: int = 0
 
     def record(self, now: float) -> ServerRecord:
-        recent = (
-            len(self.audit_times) - bisect.bisect_left(self.audit_times, now - AUDIT_RATE_WINDOW_S) if self.audit_times else 0
-        )
+        times = self.audit_times
+        recent = len(times) - bisect.bisect_left(times, now - AUDIT_RATE_WINDOW_S) if times else 0
         return ServerRecord(
             self.replica,
             self.ns,

@@ -25,7 +25,7 @@ from ..ui_gate import UiGate
 from .replay import Recorder
 from .zenoh_intake import GATE_EVERY, Intake
 
-DECODE_WINDOW_S = 0.2  # the decoder drains the inbox at most this often: a robot's samples within one window decode once
+DECODE_WINDOW_S = 0.2  # the decoder drains the inbox at most this often: a robot's samples in one window decode once
 KEY_CACHE_MAX = 20_000  # parsed key expressions kept (cleared when full)
 
 
@@ -141,6 +141,6 @@ class Decoder:
         return p
 
     def _mismatch(self, store: FleetStore, kind: str, key: str, claimed: str) -> None:
-        """A payload that names someone other than its key: dropped, counted, shown (the key is what the ACL checked)."""
+        """A payload that names someone other than its key: dropped, counted, shown (the ACL checked the key)."""
         self.mismatched += 1
         store.note(clean(f"dropped {kind} on {key}: it names {claimed} ({self.mismatched} dropped)")[:200])

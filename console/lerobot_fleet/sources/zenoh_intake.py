@@ -45,9 +45,10 @@ class Intake:
             live.declare_subscriber(ANY.server("*", "alive"), self._deposit, history=True),
             live.declare_subscriber(ANY.robot("*", "alive"), self._deposit, history=True),
         ]
-        self._rings = [  # a full ring drops its oldest samples (telemetry is state)
-            ("telemetry", session.declare_subscriber(ANY.robot("*", "telemetry"), zenoh.handlers.RingChannel(INBOX_MAX))),
-            ("audit", session.declare_subscriber(ANY.server("*", "audit"), zenoh.handlers.RingChannel(RING_AUDIT))),
+        ring = zenoh.handlers.RingChannel  # a full ring drops its oldest samples (telemetry is state)
+        self._rings = [
+            ("telemetry", session.declare_subscriber(ANY.robot("*", "telemetry"), ring(INBOX_MAX))),
+            ("audit", session.declare_subscriber(ANY.server("*", "audit"), ring(RING_AUDIT))),
         ]
         self._decls += [sub for _, sub in self._rings]
 
