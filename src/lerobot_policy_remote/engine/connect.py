@@ -17,7 +17,7 @@ from . import request, startup
 from .handshake import HandshakeError, reconnect_failure
 
 if TYPE_CHECKING:
-    from .remote import RemoteInferenceEngine
+    from .parts import EngineParts
 
 # the engine's log lines keep one logger name wherever the code lives (users and tests filter on it)
 logger = logging.getLogger(__package__ + ".remote")
@@ -27,7 +27,7 @@ TIMEOUT_STREAK = 2  # consecutive request timeouts that mean "link lost"
 class Connecting:
     """Handshake, reconnect and link-loss methods of `RemoteInferenceEngine`."""
 
-    def _first_handshake(self: RemoteInferenceEngine) -> None:
+    def _first_handshake(self: EngineParts) -> None:
         """Until the first session opens, or a failure no wait can fix (then the one-line `RemoteStartupError`)."""
         scope = startup.certificate_scope(self.cfg.tls_cert, self.client_uuid)
         deadline = time.monotonic() + self.cfg.connect_timeout_s
@@ -56,7 +56,7 @@ class Connecting:
                     raise err from None
                 time.sleep(0.2)
 
-    def session_open_request(self: RemoteInferenceEngine) -> SessionOpen:
+    def session_open_request(self: EngineParts) -> SessionOpen:
         """What this robot asks a server for (also what `lerobot-fleet doctor` dry-runs)."""
         return request.session_open(
             client_uuid=self.client_uuid,
@@ -76,7 +76,7 @@ class Connecting:
             reply_max_error=self.cfg.reply_max_error,
         )
 
-    def _handshake(self: RemoteInferenceEngine) -> None:
+    def _handshake(self: EngineParts) -> None:
         if self.cfg.handshake_jitter_s > 0:  # see RemoteInferenceConfig.handshake_jitter_s
             time.sleep(random.uniform(0.0, self.cfg.handshake_jitter_s))
         req = self.session_open_request()
@@ -125,7 +125,7 @@ class Connecting:
             "direct link" if self.transport.direct else "via the router",
         )
 
-    def _try_reconnect(self: RemoteInferenceEngine, now: float) -> None:
+    def _try_reconnect(self: EngineParts, now: float) -> None:
         if not self.reconnect.due(now):
             return
         try:
@@ -137,13 +137,13 @@ class Connecting:
             wait = self.reconnect.failed(time.monotonic())
             logger.warning("Reconnect failed (%s); next try in %.1fs", reconnect_failure(exc, self.replica), wait)
 
-    def _lose_link(self: RemoteInferenceEngine, now: float, why: str) -> None:
+    def _lose_link(self: EngineParts, now: float, why: str) -> None:
         if self.states.on_link_lost(now, why):
             logger.warning("Link lost (%s): reconnecting", why)
         self.requests.drop()
         self.reconnect.lost(now)
 
-    def _check_link(self: RemoteInferenceEngine, now: float) -> None:
+    def _check_link(self: EngineParts, now: float) -> None:
         if self.transport.server_lost() and not self.reconnect.needed:
             self.counters["server_token_lost"] += 1
             self.reconnect.token_lost(now)

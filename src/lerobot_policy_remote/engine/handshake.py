@@ -92,7 +92,6 @@ def rank(statuses: Sequence[ServerStatus], rng: random.Random | None = None) -> 
     take the one with more seats free (ties: lower load, then the draw). Robots that start together
     and read the same statuses spread over the replicas instead of all taking the first to answer.
     """
-    rng = rng or random
     roomy = [s for s in statuses if not s.draining and free_seats(s) > 0]
     full = sorted((s for s in statuses if not s.draining and free_seats(s) <= 0), key=lambda s: s.load)
     draining = [s for s in statuses if s.draining]
@@ -107,11 +106,13 @@ def rank(statuses: Sequence[ServerStatus], rng: random.Random | None = None) -> 
     return ordered + full + draining
 
 
-def _draw(candidates: list[ServerStatus], rng: random.Random) -> ServerStatus:
-    return rng.choices(candidates, weights=[free_seats(s) for s in candidates])[0]
+def _draw(candidates: list[ServerStatus], rng: random.Random | None) -> ServerStatus:
+    """One replica, weighted by free seats; `rng` None: the module's shared generator."""
+    choices = rng.choices if rng is not None else random.choices
+    return choices(candidates, weights=[free_seats(s) for s in candidates])[0]
 
 
-def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerStatus]:
+def discover(session: zenoh.Session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerStatus]:
     """All replicas that answered over Zenoh (`pick` orders them)."""
     key = keys.server("*", "status")
     found: list[ServerStatus] = []
@@ -134,7 +135,8 @@ def discover(session, keys: ServiceKeys, timeout_s: float = 2.0) -> list[ServerS
     return found
 
 
-def ask_session(session, keys: ServiceKeys, replica: str, request: SessionOpen, timeout_s: float) -> SessionAck | str:
+def ask_session(session: zenoh.Session, keys: ServiceKeys, replica: str, request: SessionOpen,
+                timeout_s: float) -> SessionAck | str:
     """One session-open query over Zenoh: the ack, or why there is none."""
     for reply in list(session.get(keys.session(replica, request.client_uuid), payload=encode(request), timeout=timeout_s)):
         if reply.ok is not None:
@@ -165,7 +167,7 @@ def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck 
         if ack.ok:
             return OpenedSession(ack=ack, status=status)
         code = Refusal.parse(ack.code)
-        msg = MESSAGES.get(code, "") or ack.message or ack.code
+        msg = (MESSAGES.get(code, "") if code is not None else "") or ack.message or ack.code
         if ack.message and ack.message not in msg:
             msg = ack.message if ack.message.startswith(msg) else f"{msg}: {ack.message}"
         if code in CONTRACT_REFUSALS:
@@ -176,8 +178,9 @@ def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck 
     raise HandshakeError(last or "no replica accepted the session", fatal=False, code=Refusal.REFUSED, last=last_code)
 
 
-def open_session(session, keys: ServiceKeys, request: SessionOpen, timeout_s: float, expect_fingerprint: str = "",
-                 known: Sequence[ServerStatus] = (), seen: list[ServerStatus] | None = None) -> OpenedSession:
+def open_session(session: zenoh.Session, keys: ServiceKeys, request: SessionOpen, timeout_s: float,
+                 expect_fingerprint: str = "", known: Sequence[ServerStatus] = (),
+                 seen: list[ServerStatus] | None = None) -> OpenedSession:
     """Discovery + session open over a Zenoh session (protocol steps 1-2).
 
     `known`: replicas from an earlier discovery, tried first without asking every replica for its status (a drain

@@ -19,10 +19,12 @@ import threading
 import time
 from collections.abc import Callable
 from threading import Event, Lock, Thread
+from typing import Any
 
 import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.rollout.inference.base import InferenceEngine
+from numpy.typing import NDArray
 
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
@@ -57,8 +59,9 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
     """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop,
     requests, resets and telemetry; the handshake side is `connect.Connecting`, replies `replies.Replies`."""
 
-    def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict, ordered_action_keys: list[str], task: str, fps: float,
-                 model_id: str, policy_type: str = "", robot_type: str = "", shutdown_event: Event | None = None,
+    def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict[str, Any], ordered_action_keys: list[str],
+                 task: str, fps: float, model_id: str, policy_type: str = "", robot_type: str = "",
+                 shutdown_event: Event | None = None,
                  transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns,
                  rename_map: dict[str, str] | None = None) -> None:
         """`transport`: how the robot reaches the servers (default: Zenoh per `config`; `MemoryLink` in tests).
@@ -82,8 +85,10 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         if transport is None:
             from .zenoh_link import ZenohLink
 
-            transport = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid, direct=config.direct_on_same_host)
-        self.transport: RemoteLink = transport
+            self.transport: RemoteLink = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid,
+                                                   direct=config.direct_on_same_host)
+        else:
+            self.transport = transport
         self._clock_ns = request_clock_ns
 
         rtc = config.rtc
@@ -117,18 +122,55 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
             logger.warning(warning)
 
     # ------------------------------------------------------------------ public state (read-only views)
-    ready = property(lambda self: self._ready.is_set() or self._failed.is_set())
-    failed = property(lambda self: self._failed.is_set())
-    state = property(lambda self: self.states.snapshot()[0])
-    telemetry_seq = property(lambda self: self._pacer.seq)
-    last_outcome = property(lambda self: self.requests.last_outcome)  # ok | timeout | bad_chunk | server_lost | event:<name>
-    session_id = property(lambda self: self.session.session_id)
-    replica = property(lambda self: self.session.replica)
-    session_epoch = property(lambda self: self.session.epoch)
-    fingerprint = property(lambda self: self.session.fingerprint)
-    rtc_active = property(lambda self: self.session.rtc_active)
-    executed_count = property(lambda self: self.control.executed_count)
-    fallback_count = property(lambda self: self.control.fallback_count)
+    @property
+    def ready(self) -> bool:
+        """The first handshake ended: a session is open, or the engine failed."""
+        return self._ready.is_set() or self._failed.is_set()
+
+    @property
+    def failed(self) -> bool:
+        return self._failed.is_set()
+
+    @property
+    def state(self) -> LinkState:
+        return self.states.snapshot()[0]
+
+    @property
+    def telemetry_seq(self) -> int:
+        return self._pacer.seq
+
+    @property
+    def last_outcome(self) -> str:
+        """ok | timeout | bad_chunk | server_lost | event:<name>"""
+        return self.requests.last_outcome
+
+    @property
+    def session_id(self) -> str:
+        return self.session.session_id
+
+    @property
+    def replica(self) -> str:
+        return self.session.replica
+
+    @property
+    def session_epoch(self) -> int:
+        return self.session.epoch
+
+    @property
+    def fingerprint(self) -> str:
+        return self.session.fingerprint
+
+    @property
+    def rtc_active(self) -> bool:
+        return self.session.rtc_active
+
+    @property
+    def executed_count(self) -> int:
+        return self.control.executed_count
+
+    @property
+    def fallback_count(self) -> int:
+        return self.control.fallback_count
 
     @property
     def frame_quality(self) -> int:
@@ -205,10 +247,10 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         self.control.new_episode()
 
     # ------------------------------------------------------------------ control thread
-    def notify_observation(self, obs: dict) -> None:
+    def notify_observation(self, obs: dict[str, Any]) -> None:
         self.control.notify(obs)
 
-    def get_action(self, obs_frame: dict | None = None) -> torch.Tensor | None:
+    def get_action(self, obs_frame: dict[str, Any] | None = None) -> torch.Tensor | None:
         return self.control.get_action()
 
     # ------------------------------------------------------------------ worker
@@ -279,11 +321,14 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         return queue_s <= self.cfg.buffer_time_s
 
     def _send_request(self, now: float) -> None:
-        obs, t_obs = self.control.latest()  # type: ignore[misc]
+        latest = self.control.latest()
+        if latest is None:
+            return  # nothing to send yet (`_should_send` already says so; the check keeps the types honest)
+        obs, t_obs = latest
         if now - t_obs > self.cfg.max_action_age_s:
             return  # the control loop stopped feeding us: its actions would be stale on arrival anyway
         idx_before = self.queue.get_action_index()
-        prefix = (None, None)
+        prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None)
         if self.rtc_active:
             prefix = request.rtc_prefix(self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon))
         msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.latency.delay_steps(self._dt),

@@ -20,7 +20,7 @@ from .provenance import Provenance
 from .validate import InboundError, answers, read_chunk, read_inbound
 
 if TYPE_CHECKING:
-    from .remote import RemoteInferenceEngine
+    from .parts import EngineParts
 
 # the engine's log lines keep one logger name wherever the code lives (users and tests filter on it)
 logger = logging.getLogger(__package__ + ".remote")
@@ -32,7 +32,7 @@ chunk_logger = logging.getLogger("lerobot.remote.chunks")
 class Replies:
     """Reply-handling methods of `RemoteInferenceEngine`, called by its worker for each inbound message."""
 
-    def _on_inbound(self: RemoteInferenceEngine, payload: bytes, attachment: bytes | None, now: float) -> None:
+    def _on_inbound(self: EngineParts, payload: bytes, attachment: bytes | None, now: float) -> None:
         try:
             header, event = read_inbound(payload, attachment)
         except InboundError as exc:
@@ -44,7 +44,7 @@ class Replies:
         else:
             self._handle_chunk(payload, header, now)
 
-    def _handle_event(self: RemoteInferenceEngine, ev: EventMsg, header: Header, now: float) -> None:
+    def _handle_event(self: EngineParts, ev: EventMsg, header: Header, now: float) -> None:
         self.counters[f"event_{ev.event}"] += 1
         if ev.event == EventKind.UNKNOWN_SESSION:
             if header.session_epoch == self.session_epoch:
@@ -70,7 +70,7 @@ class Replies:
                 self.requests.fail(f"event:{ev.event}")
         self.requests.last_outcome = f"event:{ev.event}"
 
-    def _handle_chunk(self: RemoteInferenceEngine, payload: bytes, header: Header, now: float) -> None:
+    def _handle_chunk(self: EngineParts, payload: bytes, header: Header, now: float) -> None:
         out = self.requests.awaited()  # in flight, or the latest one after its timeout (a late reply to it is merged)
         if out is None or not answers(header, out, self.session_epoch, self.episode_id):
             self.counters["late_dropped"] += 1

@@ -150,9 +150,10 @@ def nothing_executed(counters: Any, dead_reason: str, robot_id: str, id_source: 
 def causes(exc: BaseException) -> list[BaseException]:
     """`exc` and what it was raised from (or while handling), outermost first."""
     out: list[BaseException] = []
-    while exc is not None and exc not in out:
-        out.append(exc)
-        exc = exc.__cause__ or exc.__context__
+    cur: BaseException | None = exc
+    while cur is not None and cur not in out:
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
     return out
 
 

@@ -27,7 +27,7 @@ from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session, probe_route
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
 from .resend import is_large
-from .transport import Inbound, ServerChange
+from .transport import Inbound, ResetQuery, ServerChange
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ class ZenohLink:
     def receive(self) -> list[Inbound]:
         return _drain(self._inbox)
 
-    def reset_queries(self) -> list[_ZenohResetQuery]:
+    def reset_queries(self) -> list[ResetQuery]:
         return _drain(self._queries)
 
     def server_lost(self) -> bool:

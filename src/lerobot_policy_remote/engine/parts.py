@@ -1,0 +1,86 @@
+"""What the engine's mixins (`connect.Connecting`, `replies.Replies`) use of `RemoteInferenceEngine`.
+
+The mixins' methods take `self: EngineParts`: the checker then verifies, wherever they are called, that the engine
+has each of these members with these types, without the mixins importing `remote.py` (which imports them).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from threading import Event, Lock
+from typing import Any, Protocol
+
+from ..wire.header import Header
+from ..wire.messages import EventMsg, SessionOpen
+from .config import RemoteInferenceConfig
+from .inflight import RequestTracker
+from .link import LinkStateMachine
+from .queue import StampedActionQueue, WindowedLatency
+from .reconnect import Reconnector
+from .session import RemoteSession
+from .telemetry import ChunkTimings, RttWindow
+from .transport import RemoteLink
+
+
+class EngineParts(Protocol):
+    """The engine's state and methods that its handshake and reply mixins read or write."""
+
+    cfg: RemoteInferenceConfig
+    client_uuid: str
+    model_id: str
+    fps: float
+    _dt: float
+    _task: str
+    _policy_type: str
+    _hw_features: dict[str, Any]
+    action_names: list[str]
+    rename_map: dict[str, str]
+    transport: RemoteLink
+    _clock_ns: Callable[[], int]
+    session: RemoteSession
+    requests: RequestTracker
+    reconnect: Reconnector
+    states: LinkStateMachine
+    queue: StampedActionQueue
+    latency: WindowedLatency
+    rtt: RttWindow
+    timings: ChunkTimings
+    counters: collections.Counter[str]
+    episode_id: int
+    _episode_start: bool
+    _drained_from: str
+    _ready: Event
+    _reset_lock: Lock
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def replica(self) -> str: ...
+
+    @property
+    def session_epoch(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def rtc_active(self) -> bool: ...
+
+    @property
+    def frame_quality(self) -> int: ...
+
+    def session_open_request(self) -> SessionOpen: ...
+
+    def _handshake(self) -> None: ...
+
+    def _lose_link(self, now: float, why: str) -> None: ...
+
+    def _handle_event(self, ev: EventMsg, header: Header, now: float) -> None: ...
+
+    def _handle_chunk(self, payload: bytes, header: Header, now: float) -> None: ...
+
+    def _never_moved(self) -> None: ...
+
+    def _maybe_telemetry(self, force: bool = False) -> None: ...
