@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Span, Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
@@ -88,6 +90,56 @@ class KeyedTable(DataTable):
             parts.append(seg)
             pos += len(seg)
         return Text("".join(parts), spans=spans, no_wrap=True, overflow="ellipsis")
+
+    def _render_cell(
+        self,
+        row_index: int,
+        column_index: int,
+        base_style: Style,
+        width: int,
+        cursor: bool = False,
+        hover: bool = False,
+    ) -> list[list[Segment]]:
+        """A body cell: its one-line Text between the cell padding, styled as DataTable styles it (row metadata for
+        the mouse, cursor and hover), without rich's Padding/Styled layout pass. A repaint renders every visible
+        line; that pass was about a third of a frame. Headers, labels and anything not one plain line go the
+        DataTable way."""
+        row_key = self._row_locations.get_key(row_index) if row_index >= 0 and column_index >= 0 else None
+        cell = self._data.get(row_key, {}).get(self._column_locations.get_key(column_index)) if row_key else None
+        if not isinstance(cell, Text) or "\n" in cell.plain or self.rows[row_key].height != 1:
+            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
+        key = (
+            row_key,
+            self._column_locations.get_key(column_index),
+            base_style,
+            cursor,
+            hover,
+            self._show_hover_cursor,
+            self._update_count,
+            self._pseudo_class_state,
+        )
+        lines = self._cell_render_cache.get(key)
+        if lines is None:
+            fixed = row_index < self.fixed_rows or column_index < self.fixed_columns
+            component, post = self._get_styles_to_render_cell(
+                False,
+                False,
+                fixed,
+                hover,
+                cursor,
+                self.show_cursor,
+                self._show_hover_cursor,
+                self.cursor_foreground_priority == "css",
+                self.cursor_background_priority == "css",
+            )
+            pre = base_style + Style.from_meta({"row": row_index, "column": column_index}) + component
+            console = self.app.console
+            pad = Segment(" " * self.cell_padding)
+            # Text.render leaves out the Text's own style when it has no spans (its console render does not)
+            text = cell.render(console) if cell.spans else [Segment(cell.plain, console.get_style(cell.style))]
+            line = Segment.adjust_line_length([pad, *text, pad], width)
+            lines = self._cell_render_cache[key] = [list(Segment.apply_style(line, pre, post))]
+        return lines
 
     def get_column_text(self, row_key: str, column_key: str) -> str:
         """The plain text of one logical column of a row (tests and the e2e check read this)."""
@@ -177,4 +229,3 @@ class KeyedTable(DataTable):
         key = self.resolve(key)
         if key in self._cells:
             self.move_cursor(row=self.get_row_index(key))
-

@@ -172,3 +172,15 @@ async def test_offscreen_rows_are_current_once_scrolled_into_view():
         await pilot.pause()
         assert robots.get_column_text("zz-299", "episode") == "77"
         assert "zz-299" in screen_text(app) and " 77 " in screen_text(app)
+
+
+@sync
+async def test_a_click_on_a_robot_row_moves_the_cursor_to_that_robot():
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        robots = app.screen.query_one("#robots", KeyedTable)
+        await pilot.pause()
+        target = robots.row_keys()[3]
+        await pilot.click("#robots", offset=(5, 1 + 3))  # the header line, then the fourth row
+        await pilot.pause()
+        assert robots.selected_key == target
