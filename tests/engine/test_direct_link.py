@@ -189,7 +189,7 @@ def test_no_direct_link_under_tls():
     assert not eligible(ZenohSettings(mode="client", connect_endpoints=["tls/127.0.0.1:7447"]))
     plain, tls = ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]), ZenohSettings(mode="client", connect_endpoints=["tls/r:7447"])
     keys = ServiceKeys.for_service("stub", "main", "t")
-    assert ZenohLink(plain, keys, "r1")._direct_allowed
-    assert not ZenohLink(tls, keys, "r1")._direct_allowed
-    assert not ZenohLink(plain, keys, "r1", direct=False)._direct_allowed
-    assert not ZenohLink(plain, keys, "r1", session=object())._direct_allowed  # many robots on one session: no
+    assert ZenohLink(plain, keys, "r1").direct_allowed
+    assert not ZenohLink(tls, keys, "r1").direct_allowed
+    assert not ZenohLink(plain, keys, "r1", direct=False).direct_allowed
+    assert not ZenohLink(plain, keys, "r1", session=object()).direct_allowed  # many robots on one session: no

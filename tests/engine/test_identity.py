@@ -52,7 +52,7 @@ def test_timeouts_without_a_chunk_under_mtls_point_at_the_certificate():
 
 def test_a_rollout_that_executed_nothing_exits_1_with_the_reason(monkeypatch, capsys):
     script = types.SimpleNamespace(rollout=lambda: None)
-    hook._wrap_rollout(script)
+    hook.wrap_rollout(script)
     idle = types.SimpleNamespace(executed_count=0, why_nothing_executed=lambda: "replica rep-1 never answered")
     monkeypatch.setattr(hook, "_built", [idle])
     with pytest.raises(SystemExit) as ended:

@@ -91,19 +91,19 @@ def test_the_wrapper_turns_only_a_config_failure_into_the_message(tmp_path):
         except Exception as e:
             raise RuntimeError("Couldn't instantiate class RolloutConfig using the given arguments.") from e
 
-    with pytest.raises(RemoteStartupError, match="no directory"), hook._policy_path_errors(True):
+    with pytest.raises(RemoteStartupError, match="no directory"), hook.policy_path_errors(True):
         parse(str(tmp_path / "missing"))
-    with pytest.raises(KeyError), hook._policy_path_errors(True):
+    with pytest.raises(KeyError), hook.policy_path_errors(True):
         raise KeyError("another failure is left alone")
-    with pytest.raises(RuntimeError, match="Couldn't instantiate"), hook._policy_path_errors(False):
+    with pytest.raises(RuntimeError, match="Couldn't instantiate"), hook.policy_path_errors(False):
         parse(str(tmp_path / "missing"))  # not a remote rollout: lerobot's own error
     assert PreTrainedConfig.__dict__["from_pretrained"] is original
 
 
 def test_only_remote_rollouts_are_wrapped():
-    assert hook._remote_rollout(["--robot.type=x", "--inference.type=remote"])
-    assert hook._remote_rollout(["--inference.type", "remote"])
-    assert not hook._remote_rollout(["--inference.type=sync"]) and not hook._remote_rollout([])
+    assert hook.remote_rollout(["--robot.type=x", "--inference.type=remote"])
+    assert hook.remote_rollout(["--inference.type", "remote"])
+    assert not hook.remote_rollout(["--inference.type=sync"]) and not hook.remote_rollout([])
 
 
 def test_a_real_checkpoint_still_parses(tmp_path):
@@ -112,6 +112,6 @@ def test_a_real_checkpoint_still_parses(tmp_path):
     from lerobot_policy_remote.testing.policies import save_tiny_act
 
     ckpt = save_tiny_act(tmp_path / "act")
-    with hook._policy_path_errors(True):
+    with hook.policy_path_errors(True):
         assert PreTrainedConfig.from_pretrained(str(ckpt)).type == "act"
     assert Path(ckpt, "config.json").is_file()

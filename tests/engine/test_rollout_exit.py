@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from lerobot_policy_remote.engine import hook
+from lerobot_policy_remote.engine.request import feature_specs
 from lerobot_policy_remote.engine.zenoh_link import LinkClosed, ZenohLink
+from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
+from lerobot_policy_remote.server.service import PolicyServer
+from lerobot_policy_remote.server.stub import StubBackend
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server
 from lerobot_policy_remote.wire.keys import ServiceKeys
+from lerobot_policy_remote.wire.messages import SessionOpen
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 NORMAL_EXIT_S = 10.0
@@ -85,16 +91,29 @@ def test_a_session_left_open_cannot_keep_a_finished_rollout_alive(router, tmp_pa
 
 
 def test_a_closed_link_opens_and_binds_nothing(router):
-    link = ZenohLink(ZenohSettings(mode="client", connect_endpoints=[router.endpoint]), ServiceKeys.for_service("m", "main", "t"), "r1")
-    link.open(lambda: None)
-    link._direct_offer = ("rep-1", ["tcp/127.0.0.1:9"])  # a direct offer from the last handshake
-    link.close()
-    with pytest.raises(LinkClosed):
-        link.bind("rep-1")  # a worker that outlived stop(): no session is opened after close()
-    with pytest.raises(LinkClosed):
-        link.handshake(None, 1.0, "")  # type: ignore[arg-type]
-    assert link._direct is None and link._session is None
-    link.close()  # idempotent
+    task = f"t{uuid.uuid4().hex[:6]}"
+    names = ["j0.pos", "j1.pos"]
+    settings = ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=True)
+    server = PolicyServer(Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0, direct_link=True,
+                                   replica_id=f"rep-{uuid.uuid4().hex[:6]}", zenoh=settings),
+                          backend=StubBackend(0.0, names, chunk_size=4), progress=lambda t: None).start()
+    link = ZenohLink(settings, ServiceKeys.for_service("stub", "main", task), "r1")
+    try:
+        link.open(lambda: None)
+        state = {"observation.state": {"dtype": "float32", "shape": (2,), "names": names}}
+        opened = link.handshake(SessionOpen(client_uuid="r1", action_names=names, features=feature_specs(state)), 5.0, "")
+        # the replica on this host offered its direct link: bind would dial it
+        assert opened.same_host and opened.ack.direct_endpoints and link.direct_allowed
+        link.close()
+        with pytest.raises(LinkClosed):
+            link.bind(opened.ack.replica)  # a worker that outlived stop(): no session is opened after close()
+        with pytest.raises(LinkClosed):
+            link.handshake(None, 1.0, "")  # type: ignore[arg-type]
+        assert not link.direct and not link.holds_session
+        link.close()  # idempotent
+    finally:
+        link.close()
+        server.stop()
 
 
 def test_the_watchdog_is_armed_only_for_the_real_cli(monkeypatch):
@@ -105,11 +124,11 @@ def test_the_watchdog_is_armed_only_for_the_real_cli(monkeypatch):
     monkeypatch.setattr(hook, "_built", [types.SimpleNamespace(executed_count=3)])
     monkeypatch.setattr("sys.argv", ["lerobot-rollout", "--inference.type=remote"])
     script = types.SimpleNamespace(rollout=lambda: None)  # not lerobot.scripts.lerobot_rollout: a caller in-process
-    hook._wrap_rollout(script)
+    hook.wrap_rollout(script)
     script.rollout()
     assert armed == []
     cli = types.ModuleType("lerobot.scripts.lerobot_rollout")
     cli.rollout = lambda: None
-    hook._wrap_rollout(cli)
+    hook.wrap_rollout(cli)
     cli.rollout()
     assert armed == [0]

@@ -47,30 +47,38 @@ class _Sent:
         self.items.append(t)
 
 
-def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_down():
+def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_down(monkeypatch):
     """A quiet robot's telemetry has backed off to 8 s; its staleness crossing 2/3 of max_action_age_s is sent at once."""
     import time
+    import types
 
     import numpy as np
     import torch
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
+    from lerobot_policy_remote.engine import remote
     from lerobot_policy_remote.engine.config import RemoteInferenceConfig
     from lerobot_policy_remote.engine.provenance import Provenance
     from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 
+    skew = [0.0]  # the engine's clock runs this far ahead of the real one: quiet time passes without waiting
+
+    def monotonic() -> float:
+        return time.monotonic() + skew[0]
+
+    monkeypatch.setattr(remote, "time", types.SimpleNamespace(monotonic=monotonic))
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), telemetry_period_s=0.5, telemetry_max_period_s=8.0, max_action_age_s=3.0)
     e = RemoteInferenceEngine(cfg, hw_features={}, ordered_action_keys=["a.pos"], task="t", fps=30, model_id="m")
     sent = _Sent()
     e.transport = sent  # type: ignore[assignment]
-    e._maybe_telemetry()
+    e.report_telemetry()
     for _ in range(4):  # back off: the pacer's period doubles on each unchanged send
-        e._pacer._last -= 100.0
-        e._maybe_telemetry()
+        skew[0] += 100.0
+        e.report_telemetry()
     n = len(sent.items)
-    e._maybe_telemetry()
+    e.report_telemetry()
     assert len(sent.items) == n  # nothing changed: nothing sent
     rows = torch.from_numpy(np.zeros((30, 1), np.float32))
-    e.queue.merge_stamped(rows, rows, 0, None, time.monotonic() - 2.5, Provenance("s", 1, e.episode_id))  # staleness 2.5 s >= 2 s
-    e._maybe_telemetry()
+    e.queue.merge_stamped(rows, rows, 0, None, monotonic() - 2.5, Provenance("s", 1, e.episode_id))  # staleness 2.5 s >= 2 s
+    e.report_telemetry()
     assert len(sent.items) == n + 1 and sent.items[-1].staleness_s >= 2.0

@@ -102,17 +102,18 @@ def install() -> None:
         mod: Any = sys.modules.get(modname)
         if mod is not None and hasattr(mod, "build_rollout_context"):
             mod.build_rollout_context = build_rollout_context
-    _wrap_rollout(sys.modules.get("lerobot.scripts.lerobot_rollout"))
+    wrap_rollout(sys.modules.get("lerobot.scripts.lerobot_rollout"))
 
 
 _built: list[Any] = []  # the remote engines this process built (one per rollout)
 
 
-def _wrap_rollout(script: Any) -> None:
+def wrap_rollout(script: Any) -> None:
     """`lerobot-rollout` ends with status 1 and the reason when a remote robot executed nothing.
 
     lerobot's `main()` calls the module's `rollout` by name after loading plugins, so rebinding it here is
-    enough; a rollout that executed at least one remote action is untouched.
+    enough; a rollout that executed at least one remote action is untouched. Public so a caller (and the tests)
+    can wrap a rollout module of its own the way `install` wraps lerobot's.
     """
     if script is None or not hasattr(script, "rollout") or getattr(script.rollout, "_remote_wrapped", False):
         return
@@ -120,10 +121,10 @@ def _wrap_rollout(script: Any) -> None:
     the_cli = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"  # the process ends with this call
 
     def rollout(*args: Any, **kwargs: Any) -> Any:
-        remote = _remote_rollout(sys.argv[1:])
+        remote = remote_rollout(sys.argv[1:])
         code = 1  # what the process exits with if this raises (the excepthook prints the reason)
         try:
-            with _policy_path_errors(remote):
+            with policy_path_errors(remote):
                 result = original(*args, **kwargs)
             idle = [e for e in _built if e.executed_count == 0]
             if idle:
@@ -174,18 +175,21 @@ def _exit_watchdog(code: int, grace_s: float | None = None) -> None:
     os._exit(code)
 
 
-def _remote_rollout(argv: list[str]) -> bool:
-    """`--inference.type=remote` on the command line (lerobot parses the config only inside `rollout`)."""
+def remote_rollout(argv: list[str]) -> bool:
+    """`--inference.type=remote` on the command line (lerobot parses the config only inside `rollout`).
+
+    Public: the one rule for "this process is a remote rollout", which the tests check on its own."""
     return any(a == "--inference.type=remote" or (a == "--inference.type" and nxt == "remote")
                for a, nxt in zip(argv, [*argv[1:], ""], strict=False))
 
 
 @contextmanager
-def _policy_path_errors(remote: bool) -> Iterator[None]:
+def policy_path_errors(remote: bool) -> Iterator[None]:
     """A remote robot whose `--policy.path` lerobot cannot read ends with one line naming the fix, not lerobot's and
     draccus' traceback: lerobot reads the config inside `RolloutConfig.__post_init__` (draccus wraps whatever it
     raises in a ParsingError), so `PreTrainedConfig.from_pretrained` is wrapped for the parse and its failure is
-    re-raised here as the RemoteStartupError the excepthook prints (startup.py)."""
+    re-raised here as the RemoteStartupError the excepthook prints (startup.py). Public so the wrapping can be
+    checked around a parse on its own, without running a rollout."""
     if not remote:
         yield
         return

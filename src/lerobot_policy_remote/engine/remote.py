@@ -297,7 +297,7 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         self.states.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
                              paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
         self.control.prov_log.flush()
-        self._maybe_telemetry()
+        self.report_telemetry()
         return True
 
     def _go_dead(self) -> None:
@@ -307,7 +307,7 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         logger.error("Remote inference is DEAD: %s. Stopping the rollout.", printable(reason, 300))
         self._failed.set()
         self._ready.set()
-        self._maybe_telemetry(force=True)
+        self.report_telemetry(force=True)
         if self._global_shutdown is not None:
             self._global_shutdown.set()
 
@@ -412,7 +412,9 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
     def telemetry(self) -> RobotTelemetry:
         return robot_telemetry(self.stats(), self.snapshot(time.monotonic()))
 
-    def _maybe_telemetry(self, force: bool = False) -> None:
+    def report_telemetry(self, force: bool = False) -> None:
+        """Publish the telemetry report when the pacer says it is due (`force`: now). The worker calls it on every
+        pass; public so a caller driving the engine itself, and the tests, can run the pacing without a network pass."""
         now = time.monotonic()
         state_version = self.states.snapshot()[2]
         # What the console alerts on goes at once even when telemetry has slowed down (adaptive pacing): a state

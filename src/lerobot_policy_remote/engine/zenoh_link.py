@@ -126,6 +126,18 @@ class ZenohLink:
         """Observations and chunks take the direct link to the bound replica (not the router)."""
         return self._direct is not None
 
+    @property
+    def direct_allowed(self) -> bool:
+        """This link may dial a replica on its host straight: asked for, its own session, no TLS (the router's
+        access control must see every message). Public so the rule can be checked without a replica."""
+        return self._direct_allowed
+
+    @property
+    def holds_session(self) -> bool:
+        """A Zenoh session is held (its own or the shared one): False once closed. Public because a session left open
+        keeps the process alive at exit (engine/hook.py), which the tests check."""
+        return self._session is not None
+
     def close(self) -> None:
         """Idempotent; afterwards the link opens and binds nothing (LinkClosed), whoever still calls it."""
         with self._state_lock:
