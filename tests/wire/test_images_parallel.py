@@ -20,13 +20,13 @@ def _frame(seed: int, h: int = 480, w: int = 640) -> np.ndarray:
 def test_large_cameras_code_in_parallel_to_the_same_bytes_and_pixels(monkeypatch):
     cams = {"front": _frame(1), "wrist": _frame(2), "top": _frame(3)}
     used: list[bool] = []
-    each = images._each
+    each = images.each_frame
 
     def spy(items, fn, parallel):
         used.append(parallel)
         return each(items, fn, parallel)
 
-    monkeypatch.setattr(images, "_each", spy)
+    monkeypatch.setattr(images, "each_frame", spy)
     parallel = images.encode_images(cams, 90)
     sequential = {k: images.encode_image(v, 90) for k, v in cams.items()}
     assert list(parallel) == list(cams) and parallel == sequential
@@ -41,8 +41,8 @@ def test_large_cameras_code_in_parallel_to_the_same_bytes_and_pixels(monkeypatch
 
 def test_small_or_single_frames_stay_on_the_calling_thread(monkeypatch):
     used: list[bool] = []
-    each = images._each
-    monkeypatch.setattr(images, "_each", lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel))
+    each = images.each_frame
+    monkeypatch.setattr(images, "each_frame", lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel))
     images.encode_images({"a": _frame(1, 96, 128), "b": _frame(2, 96, 128)}, 90)
     images.encode_images({"a": _frame(1)}, 90)
     images.encode_images({"a": _frame(1), "b": _frame(2)}, 0)  # raw: nothing to compress

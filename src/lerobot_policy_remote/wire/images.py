@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
-from numpy.typing import NDArray
 import simplejpeg
+from numpy.typing import NDArray
 
 from .errors import Reason, WireError
 from .limits import DEFAULT_LIMITS, WireLimits
@@ -47,11 +47,12 @@ def _codec_pool() -> ThreadPoolExecutor:
         return _pool
 
 
-def _each(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> dict[K, V]:
+def each_frame(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool) -> dict[K, V]:
     """`fn` over every item, in key order; when `parallel`, the first on this thread while the codec pool does the rest.
 
     The pool's items are submitted first and the first one runs here meanwhile: a thread hop costs about 0.1 ms on
-    a 2-core box (a pool thread's wake-up), so this way no frame waits for one. The first error (in key order) is raised."""
+    a 2-core box (a pool thread's wake-up), so this way no frame waits for one. The first error (in key order) is raised.
+    Public: the one place where `encode_images`/`decode_images` hand over their parallel decision (tests watch it)."""
     if not parallel or len(items) < 2:
         return {k: fn(k, v) for k, v in items.items()}
     pool = _codec_pool()
@@ -73,7 +74,7 @@ def encode_images(images: Mapping[str, NDArray[Any]], quality: int = 90) -> dict
         return shape[0] * shape[1] if len(shape) >= 2 else 0
 
     big = quality > 0 and sum(pixels(v) >= PARALLEL_MIN_PIXELS for v in images.values()) >= 2
-    return _each(images, lambda _k, v: encode_image(v, quality), big)
+    return each_frame(images, lambda _k, v: encode_image(v, quality), big)
 
 
 def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS,
@@ -87,7 +88,7 @@ def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS
                 and all(type(d) is int for d in shape) and shape[0] * shape[1] >= PARALLEL_MIN_PIXELS)
 
     parallel = sum(big(v) for v in values.values()) >= 2
-    return _each(values, lambda k, v: decode_image(v, f"images.{k}", limits, targets.get(k)), parallel)
+    return each_frame(values, lambda k, v: decode_image(v, f"images.{k}", limits, targets.get(k)), parallel)
 
 
 def encode_image(rgb: NDArray[Any], quality: int = 90) -> dict[str, Any]:
