@@ -117,19 +117,16 @@ def check_server(argv: list[str]) -> list[str]:
 
 
 def check_fleet(argv: list[str]) -> list[str]:
-    import argparse
-
-    from lerobot_fleet.cli import build_parser
+    from lerobot_fleet.cli import build_parser, subcommand_options
 
     parser = build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     words = [w for w in argv if not w.startswith("-")]
-    if not words or words[0] not in sub.choices:
+    if not words or subcommand_options(parser, words[:1]) is None:
         return [] if any(w in ("--help", "-h") for w in argv) else [f"no subcommand in {argv}"]
-    cmd = sub.choices[words[0]]
-    if words[0] == "pki" and len(words) > 1:
-        cmd = next(a for a in cmd._actions if isinstance(a, argparse._SubParsersAction)).choices[words[1]]
-    known = {o for a in cmd._actions for o in a.option_strings}
+    path = words[:2] if words[0] == "pki" and len(words) > 1 else words[:1]
+    known = subcommand_options(parser, path)
+    if known is None:
+        return [f"no subcommand {' '.join(path)} in {argv}"]
     return [f"{words[0]} has no {n}" for n, _ in flags(argv) if n not in known]
 
 

@@ -322,5 +322,18 @@ def entry() -> None:
     os._exit(code)
 
 
+def subcommand_options(parser: argparse.ArgumentParser, words: list[str]) -> set[str] | None:
+    """The option strings of the subcommand `words` names (`["status"]`, `["pki", "issue"]`); None when `parser`
+    has no such subcommand. Public because argparse keeps its subcommand table private: the check that every
+    documented `lerobot-fleet` command parses (tests/test_doc_commands.py) reads each command's flags here."""
+    cmd = parser
+    for word in words:
+        table = next((a for a in cmd._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if table is None or word not in table.choices:
+            return None
+        cmd = table.choices[word]
+    return {o for a in cmd._actions for o in a.option_strings}
+
+
 if __name__ == "__main__":
     entry()
