@@ -121,7 +121,7 @@ def test_output_after_wait_has_the_last_line():
     burst = "print('\\n'.join(['x' * 100] * 600)); print('{\"last\": 1}')"  # 60 kB: fits the pipe, the child exits
     child = Proc([sys.executable, "-c", burst], name="burst", max_seconds=30)
     try:
-        with child._cond:  # the reader can record no line until output() waits: the slow reader, made certain
+        with child.reader_held():  # the reader can record no line until output() waits: the slow reader, made certain
             assert child.wait(timeout=20) == 0
             out = child.output()
         assert out.splitlines()[-1] == '{"last": 1}' and len(out.splitlines()) == 601

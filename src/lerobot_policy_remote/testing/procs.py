@@ -13,7 +13,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -118,6 +119,13 @@ class Proc:
             if self.popen.poll() is not None:
                 self._cond.wait_for(lambda: self._eof, timeout=settle_s)
             return "\n".join(self.lines)
+
+    @contextmanager
+    def reader_held(self) -> Iterator[None]:
+        """The reader thread records no line while this block runs, except while `output` waits in it for the end of
+        the pipe. Public so a test can make a slow reader certain (a loaded box only makes it likely)."""
+        with self._cond:
+            yield
 
     def tail(self, n: int = 20) -> str:
         with self._cond:
