@@ -159,6 +159,12 @@ class RefusalLog:
         self._unknown: OrderedDict[str, None] = OrderedDict()  # zids that matched no inventory subject
         self.servers = RefusedServers(clock)  # every refused announcement counts, printed or not
 
+    @property
+    def keys_remembered(self) -> int:
+        """How many (who, what, flow, key) the repeat filter holds: at most MAX_KEYS whatever keys clients invent.
+        Public so that bound can be checked from outside."""
+        return len(self._last)
+
     @staticmethod
     def _remember(table: OrderedDict, key, value, cap: int = MAX_NAMES) -> None:
         """Insert as newest; forget the oldest beyond `cap` (a client inventing names cannot grow us)."""

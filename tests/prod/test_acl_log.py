@@ -111,7 +111,7 @@ def test_memory_is_bounded_and_the_global_line_rate_holds_whatever_keys_a_client
         if out:
             printed.append(out)
     assert len(printed) == BURST_LINES  # one instant: the burst, then nothing
-    assert len(log._last) <= MAX_KEYS and len(log.names) <= MAX_NAMES
+    assert log.keys_remembered <= MAX_KEYS and len(log.names) <= MAX_NAMES
     t[0] = 1.0
     out = log.feed(line(SUBJ.format(z=Z, cn="arm-a") + " is unauthorized to Put (ingress) on @lerobot/m/r/s/server/r1/obs/late"))
     assert out is not None and f"{3 * MAX_KEYS - BURST_LINES} other refusal line(s) not printed" in out
