@@ -11,7 +11,7 @@ import sys
 
 from .cli_parser import DEFAULT_ROUTER, build_parser
 
-__all__ = ["DEFAULT_ROUTER", "build_parser", "main", "entry"]
+__all__ = ["DEFAULT_ROUTER", "build_parser", "main", "entry", "subcommand_options"]
 
 
 def _alert_rules(args: argparse.Namespace):  # -> AlertRules
