@@ -401,3 +401,24 @@ def test_a_robot_reports_right_before_it_blocks_on_a_handshake():
     e.step()
     assert at_handshake == [before + 1]
     assert link.telemetry[before].state == "RECONNECTING"
+
+
+@pytest.mark.parametrize(("horizon", "chunk_size", "sent"), [(8, 20, 8), (50, 20, 20)])
+def test_a_slow_link_sends_an_rtc_delay_capped_at_the_horizon_and_chunk(horizon, chunk_size, sent):
+    """A 2 s round trip is 60 steps at 30 fps: the request carries the server's horizon or the chunk size at most."""
+    ticks = iter(range(0, 10**12, 2_000_000_000))  # every reading of the request clock is 2 s after the last
+    link = MemoryLink(MemoryReplica("mem-1", rtc=True, chunk_size=chunk_size), respond=ramp)
+    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=True, execution_horizon=horizon), buffer_time_s=5.0)
+    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m",
+                              transport=link, request_clock_ns=lambda: next(ticks))
+    e.start(worker=False)
+    e.resume()
+    e.notify_observation(OBS)
+    try:
+        e.step()  # the first request: no round trip measured yet
+        e.step()  # its chunk merges (RTT 2 s), and the next request goes
+        assert e.latency.delay_steps(1 / 30) == 60 and len(link.requests) == 2
+        assert [obs.inference_delay_steps for _, obs in link.requests] == [0, sent]
+        assert e.delay_steps() == e.stats().delay_steps == sent
+    finally:
+        e.stop()

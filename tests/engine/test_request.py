@@ -49,3 +49,12 @@ def test_session_open_describes_features_rtc_and_contract():
     assert kinds == {"observation.state": ("state", [3]), "observation.images.front": ("image", [4, 6, 3])}
     assert req.rtc.enabled and req.rtc.execution_horizon == 8 and req.rtc.prefix_attention_schedule == "LINEAR"
     assert req.action_names == JOINTS and req.expect_fingerprint == "fp" and req.tags == {"site": "lab"}
+
+
+def test_the_rtc_delay_sent_never_passes_the_horizon_nor_the_chunk():
+    assert request.capped_delay(3, execution_horizon=10, chunk_size=50) == 3  # within both: as measured
+    assert request.capped_delay(60, execution_horizon=10, chunk_size=50) == 10  # the server guides 10 steps
+    assert request.capped_delay(60, execution_horizon=50, chunk_size=20) == 20  # the chunk is shorter than the horizon
+    assert request.capped_delay(60, execution_horizon=10, chunk_size=0) == 10  # chunk size not known yet: the horizon
+    assert request.capped_delay(5, execution_horizon=0, chunk_size=20) == 1  # the server guides at least one step
+    assert request.capped_delay(-1, execution_horizon=10, chunk_size=20) == 0

@@ -331,7 +331,7 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None)
         if self.rtc_active:
             prefix = request.rtc_prefix(self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon))
-        msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.latency.delay_steps(self._dt),
+        msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.delay_steps(),
                                         episode_start=self._episode_start, prefix=prefix, rename_map=self.rename_map)
         if self.cfg.resize_on_robot and self.session.image_sizes:
             msg.images = request.resize_for_model(msg.images, self.session.image_sizes)
@@ -388,12 +388,18 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
             logger.info("Operator episode reset applied: episode %d", self.episode_id)
             query.answer(EpisodeResetAck(ok=True, message="episode reset", episode_id=self.episode_id))
 
+    def delay_steps(self) -> int:
+        """The RTC inference delay the next request carries (and telemetry reports): the windowed latency in control
+        steps, capped at this session's horizon and chunk size (`request.capped_delay`)."""
+        return request.capped_delay(self.latency.delay_steps(self._dt), int(self.cfg.rtc.execution_horizon),
+                                    self.session.chunk_size)
+
     # -- observability
     def stats(self) -> EngineStats:
         c = self.counters
         return EngineStats(requests=c["requests"], superseded=c["superseded"], errors=c["bad_chunk"] + c["timeouts"],
                            fallback_count=self.fallback_count, rtt_p50_ms=self.rtt.percentile(0.5),
-                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.latency.delay_steps(self._dt),
+                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.delay_steps(),
                            queue_wait_ms_p50=self.timings.queue_wait.percentile(0.5),
                            inference_ms_p50=self.timings.inference.percentile(0.5), network_ms_p50=self.timings.network.percentile(0.5))
 

@@ -81,6 +81,18 @@ def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor
     return left_over[:horizon].numpy(), robot
 
 
+def capped_delay(delay_steps: int, execution_horizon: int, chunk_size: int) -> int:
+    """The RTC inference delay a request carries: the measured one, never past the server's horizon (it guides
+    `max(1, execution_horizon)` steps) nor the session's chunk size (0: not known, no bound from it).
+
+    A delay past either means nothing more to the guidance (lerobot clamps it to the horizon), and one past the chunk
+    asks the prefix weights for more steps than the chunk has."""
+    bound = max(1, int(execution_horizon))
+    if chunk_size > 0:
+        bound = min(bound, int(chunk_size))
+    return max(0, min(int(delay_steps), bound))
+
+
 def build_observation(
     hw_features: dict[str, Any],
     obs: dict[str, Any],
