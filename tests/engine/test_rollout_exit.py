@@ -94,14 +94,15 @@ def test_a_closed_link_opens_and_binds_nothing(router):
     task = f"t{uuid.uuid4().hex[:6]}"
     names = ["j0.pos", "j1.pos"]
     settings = ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=True)
-    server = PolicyServer(Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0, direct_link=True,
-                                   replica_id=f"rep-{uuid.uuid4().hex[:6]}", zenoh=settings),
-                          backend=StubBackend(0.0, names, chunk_size=4), progress=lambda t: None).start()
+    manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0, direct_link=True,
+                        replica_id=f"rep-{uuid.uuid4().hex[:6]}", zenoh=settings)
+    server = PolicyServer(manifest, backend=StubBackend(0.0, names, chunk_size=4), progress=lambda t: None).start()
     link = ZenohLink(settings, ServiceKeys.for_service("stub", "main", task), "r1")
     try:
         link.open(lambda: None)
         state = {"observation.state": {"dtype": "float32", "shape": (2,), "names": names}}
-        opened = link.handshake(SessionOpen(client_uuid="r1", action_names=names, features=feature_specs(state)), 5.0, "")
+        ask = SessionOpen(client_uuid="r1", action_names=names, features=feature_specs(state))
+        opened = link.handshake(ask, 5.0, "")
         # the replica on this host offered its direct link: bind would dial it
         assert opened.same_host and opened.ack.direct_endpoints and link.direct_allowed
         link.close()

@@ -79,6 +79,7 @@ def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_
     e.report_telemetry()
     assert len(sent.items) == n  # nothing changed: nothing sent
     rows = torch.from_numpy(np.zeros((30, 1), np.float32))
-    e.queue.merge_stamped(rows, rows, 0, None, monotonic() - 2.5, Provenance("s", 1, e.episode_id))  # staleness 2.5 s >= 2 s
+    # staleness 2.5 s >= 2 s
+    e.queue.merge_stamped(rows, rows, 0, None, monotonic() - 2.5, Provenance("s", 1, e.episode_id))
     e.report_telemetry()
     assert len(sent.items) == n + 1 and sent.items[-1].staleness_s >= 2.0

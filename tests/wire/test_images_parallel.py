@@ -42,7 +42,8 @@ def test_large_cameras_code_in_parallel_to_the_same_bytes_and_pixels(monkeypatch
 def test_small_or_single_frames_stay_on_the_calling_thread(monkeypatch):
     used: list[bool] = []
     each = images.each_frame
-    monkeypatch.setattr(images, "each_frame", lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel))
+    monkeypatch.setattr(images, "each_frame",
+                        lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel))
     images.encode_images({"a": _frame(1, 96, 128), "b": _frame(2, 96, 128)}, 90)
     images.encode_images({"a": _frame(1)}, 90)
     images.encode_images({"a": _frame(1), "b": _frame(2)}, 0)  # raw: nothing to compress
