@@ -21,17 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote.advice import contract_advice
 from lerobot_policy_remote.discovery import ServiceInfo, closest, fix_for, list_services
+from lerobot_policy_remote.router_probe import CERT_PROBLEMS, Problem, probe_router
 from lerobot_policy_remote.wire.codes import CONTRACT_REFUSALS, Refusal
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import (
-    CERT_PROBLEMS,
     FLEET_FLAGS,
-    Problem,
     ZenohConfigError,
     ZenohSettings,
     certificate_cn,
     open_session,
-    probe_router,
     without_rust_paths,
 )
 

@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings, open_session, probe_router
+from lerobot_policy_remote.router_probe import probe_router
+from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings, open_session
 
 from .alerts import AlertBook, AlertRules
 from .capacity import room_text

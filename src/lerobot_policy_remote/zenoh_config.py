@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import socket
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,27 +21,47 @@ MODES = ("client", "peer", "router")
 OBS_SLACK_BYTES = 64 * 1024
 ROUTER_MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + OBS_SLACK_BYTES
 CONSOLE_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
-# DATA-priority TX queue (batches) of the sessions observations leave from: robots and routers (ZenohSettings.tx_queue_data)
+# DATA-priority TX queue (batches) of the sessions observations leave from: robots and routers
+# (ZenohSettings.tx_queue_data)
 OBS_TX_QUEUE_BATCHES = 16
 
 
 # The settings' field names, as each program spells the flag that sets them (messages name our flags, never zenoh's).
-SERVER_FLAGS = {name: f"--zenoh.{name}" for name in (
-    "tls_root_ca_certificate", "tls_connect_certificate", "tls_connect_private_key", "connect_endpoints", "mode")}
-ROBOT_FLAGS = {"tls_root_ca_certificate": "--inference.tls_ca", "tls_connect_certificate": "--inference.tls_cert",
-               "tls_connect_private_key": "--inference.tls_key", "connect_endpoints": "--inference.connect_endpoint",
-               "mode": "--inference.zenoh_mode"}
-FLEET_FLAGS = {"tls_root_ca_certificate": "--tls-ca", "tls_connect_certificate": "--tls-cert",
-               "tls_connect_private_key": "--tls-key", "connect_endpoints": "--router", "mode": "mode"}
+SERVER_FLAGS = {
+    name: f"--zenoh.{name}"
+    for name in (
+        "tls_root_ca_certificate",
+        "tls_connect_certificate",
+        "tls_connect_private_key",
+        "connect_endpoints",
+        "mode",
+    )
+}
+ROBOT_FLAGS = {
+    "tls_root_ca_certificate": "--inference.tls_ca",
+    "tls_connect_certificate": "--inference.tls_cert",
+    "tls_connect_private_key": "--inference.tls_key",
+    "connect_endpoints": "--inference.connect_endpoint",
+    "mode": "--inference.zenoh_mode",
+}
+FLEET_FLAGS = {
+    "tls_root_ca_certificate": "--tls-ca",
+    "tls_connect_certificate": "--tls-cert",
+    "tls_connect_private_key": "--tls-key",
+    "connect_endpoints": "--router",
+    "mode": "mode",
+}
 # a bare field name, not one already written as a flag (`--zenoh.connect_endpoints`, `--inference.tls_ca`)
-_FIELD = re.compile(r"(?<![.\w-])(tls_root_ca_certificate|tls_connect_certificate|tls_connect_private_key|connect_endpoints)\b")
+_FIELD = re.compile(
+    r"(?<![.\w-])(tls_root_ca_certificate|tls_connect_certificate|tls_connect_private_key|connect_endpoints)\b"
+)
 _RUST_PATH = re.compile(r"\s*(?:at|\[)\s*\S+\.rs:\d+(?::\d+)?\]?\.?")
 
 
 class ZenohConfigError(ValueError):
     """A setting that cannot become a working Zenoh config; the message says what to fix.
 
-    `problem`: what kind of failure, when the pre-flight probe found it (`Problem` values), else "".
+    `problem`: what kind of failure, when the pre-flight probe found it (`router_probe.Problem` values), else "".
     `in_words(flags)`: the message with the settings' field names replaced by a program's flags.
     """
 
@@ -128,7 +147,9 @@ class ZenohSettings:
             if path and not Path(path).is_file():
                 raise ZenohConfigError(f"{name}: file {path!r} does not exist")
         if any(e.startswith("tls/") for e in self.connect_endpoints) and not self.tls_root_ca_certificate:
-            raise ZenohConfigError("a tls/ connect endpoint needs tls_root_ca_certificate (the CA that signed the router)")
+            raise ZenohConfigError(
+                "a tls/ connect endpoint needs tls_root_ca_certificate (the CA that signed the router)"
+            )
         if any(e.startswith("tls/") for e in self.listen_endpoints) and not self.tls_listen_certificate:
             raise ZenohConfigError("a tls/ listen endpoint needs tls_listen_certificate and tls_listen_private_key")
         if self.tls_connect_certificate and not self.uses_tls:
@@ -139,7 +160,10 @@ class ZenohSettings:
         self.validate()
         conf: dict[str, Any] = {
             "mode": self.mode,
-            "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": self.mode != "client" if self.gossip is None else self.gossip}},
+            "scouting": {
+                "multicast": {"enabled": False},
+                "gossip": {"enabled": self.mode != "client" if self.gossip is None else self.gossip},
+            },
             "transport": {
                 "link": {"tx": {"lease": self.lease_ms, "keep_alive": self.keep_alive}},
                 "shared_memory": {"enabled": self.shared_memory},
@@ -147,7 +171,9 @@ class ZenohSettings:
         }
         if self.max_message_bytes:
             conf["transport"]["link"]["rx"] = {"max_message_size": self.max_message_bytes}
-        sizes = {k: v for k, v in (("interactive_high", self.tx_queue_interactive_high), ("data", self.tx_queue_data)) if v}
+        sizes = {
+            k: v for k, v in (("interactive_high", self.tx_queue_interactive_high), ("data", self.tx_queue_data)) if v
+        }
         if sizes:
             conf["transport"]["link"]["tx"]["queue"] = {"size": sizes}
         if self.block_wait_before_close_ms > 0:
@@ -186,7 +212,9 @@ class ZenohSettings:
             tls["listen_private_key"] = self.tls_listen_private_key
         mtls = self.tls_enable_mtls
         if mtls is None:
-            mtls = bool(self.tls_connect_certificate) or (bool(self.tls_listen_certificate) and bool(self.tls_root_ca_certificate))
+            mtls = bool(self.tls_connect_certificate) or (
+                bool(self.tls_listen_certificate) and bool(self.tls_root_ca_certificate)
+            )
         if tls and mtls:
             tls["enable_mtls"] = True
         if tls:
@@ -213,27 +241,15 @@ def open_session(settings: ZenohSettings) -> Any:
     except Exception as exc:
         where = ", ".join(settings.connect_endpoints or settings.listen_endpoints) or "(no endpoint)"
         first = (settings.connect_endpoints or settings.listen_endpoints or ["tcp/127.0.0.1:7447"])[0]
-        tls = " For tls/ endpoints check that the CA and certificates match (set RUST_LOG=warn for zenoh's reason)." \
-            if "tls/" in where else ""
+        tls = (
+            " For tls/ endpoints check that the CA and certificates match (set RUST_LOG=warn for zenoh's reason)."
+            if "tls/" in where
+            else ""
+        )
         raise ZenohConfigError(
             f"could not open a zenoh {settings.mode} session via {where}: {without_rust_paths(str(exc))}. "
             f"Check that the router is running and reachable (e.g. `lerobot-fleet router --listen {first}`).{tls}"
         ) from exc
-
-
-class Problem:
-    """What `probe_router` found (ZenohConfigError.problem)."""
-
-    REFUSED = "refused"  # nothing listens on that host:port
-    UNREACHABLE = "unreachable"  # no answer (host down, firewall)
-    ROUTER_CERT = "router_cert"  # the router's certificate does not verify against the CA given
-    CERT_REQUIRED = "cert_required"  # an mTLS router and no client certificate
-    CERT_REFUSED = "cert_refused"  # the router refused the client certificate (another CA, expired)
-    TLS_FILES = "tls_files"  # the CA / certificate / key files cannot be loaded
-    NOT_TLS = "not_tls"  # a tls/ endpoint that does not speak TLS
-
-
-CERT_PROBLEMS = (Problem.ROUTER_CERT, Problem.CERT_REQUIRED, Problem.CERT_REFUSED, Problem.TLS_FILES, Problem.NOT_TLS)
 
 
 def free_loopback_port() -> int:
@@ -241,92 +257,6 @@ def free_loopback_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def split_endpoint(endpoint: str) -> tuple[str, str, int]:
-    """`tls/host:7447#iface=lo` -> ("tls", "host", 7447); ValueError when it is not proto/host:port."""
-    proto, _, rest = endpoint.partition("/")
-    host, _, port = rest.split("#", 1)[0].split("?", 1)[0].rpartition(":")
-    if not proto or not host or not port.isdigit():
-        raise ValueError(f"{endpoint!r} is not an endpoint like tcp/127.0.0.1:7447")
-    return proto, host.strip("[]"), int(port)
-
-
-def probe_router(settings: ZenohSettings, flags: dict[str, str], timeout_s: float = 2.0) -> ZenohConfigError | None:
-    """Dial each connect endpoint with a plain socket (and Python's TLS for tls/ ones) before zenoh does.
-
-    Zenoh reports a refused port only after its connect timeout, and a refused certificate as a timeout;
-    this says within milliseconds which of them it is, in the words of the program's `flags`. None when
-    one endpoint answers (or none can be probed: not tcp/tls); else the error for the first endpoint.
-    """
-    if settings.mode != "client":
-        return None
-    found: list[ZenohConfigError] = []
-    for endpoint in settings.connect_endpoints:
-        try:
-            proto, host, port = split_endpoint(endpoint)
-        except ValueError:
-            return None
-        if proto not in ("tcp", "tls"):
-            return None
-        why = _dial(endpoint, proto, host, port, settings, flags, timeout_s)
-        if why is None:
-            return None
-        found.append(why)
-    return found[0] if found else None
-
-
-def _dial(endpoint: str, proto: str, host: str, port: int, s: ZenohSettings, flags: dict[str, str], timeout_s: float) -> ZenohConfigError | None:
-    ca, cert, key = (flags.get(n, n) for n in ("tls_root_ca_certificate", "tls_connect_certificate", "tls_connect_private_key"))
-    listen = f"lerobot-fleet router --listen {endpoint}"
-    try:
-        raw = socket.create_connection((host, port), timeout=timeout_s)
-    except ConnectionRefusedError:
-        return ZenohConfigError(f"nothing listens at {endpoint} (connection refused): start the router there ({listen}) "
-                                f"or fix {flags.get('connect_endpoints', 'the endpoint')}", Problem.REFUSED)
-    except OSError as exc:
-        return ZenohConfigError(f"no answer from {endpoint} ({exc.strerror or exc}): check the host, the port and the "
-                                f"firewall, or fix {flags.get('connect_endpoints', 'the endpoint')}", Problem.UNREACHABLE)
-    with raw:
-        if proto != "tls":
-            return None
-        try:
-            ctx = ssl.create_default_context(cafile=s.tls_root_ca_certificate)
-            if s.tls_connect_certificate and s.tls_connect_private_key:
-                ctx.load_cert_chain(s.tls_connect_certificate, s.tls_connect_private_key)
-        except (OSError, ssl.SSLError) as exc:
-            return ZenohConfigError(f"cannot load the TLS files ({ca} {s.tls_root_ca_certificate}, {cert} "
-                                    f"{s.tls_connect_certificate}, {key} {s.tls_connect_private_key}): {exc}. Check the "
-                                    f"paths and that {cert} and {key} are a matching PEM pair", Problem.TLS_FILES)
-        try:
-            with ctx.wrap_socket(raw, server_hostname=host) as tls:
-                tls.settimeout(0.5)
-                try:
-                    tls.recv(1)  # TLS 1.3 reports a refused client certificate only after the handshake
-                except TimeoutError:
-                    pass
-        except ssl.SSLCertVerificationError as exc:
-            return ZenohConfigError(
-                f"the router's certificate at {endpoint} does not verify against {ca} {s.tls_root_ca_certificate} "
-                f"({exc.verify_message}): pass {ca} the CA that signed the router's certificate, and dial a name the "
-                "router's certificate lists (lerobot-fleet pki issue DIR NAME --role router --host HOST)", Problem.ROUTER_CERT)
-        except ssl.SSLError as exc:
-            reason = str(exc.reason or exc)
-            if "CERTIFICATE_REQUIRED" in reason:
-                return ZenohConfigError(
-                    f"the router at {endpoint} requires a client certificate (mTLS) and none was given: pass {cert} and "
-                    f"{key} (make them with `lerobot-fleet pki issue DIR NAME --role ROLE`)", Problem.CERT_REQUIRED)
-            if "WRONG_VERSION" in reason or "RECORD_LAYER" in reason or "PACKET_LENGTH" in reason:
-                return ZenohConfigError(f"{endpoint} does not speak TLS ({reason}): use tcp/ for that port, or the "
-                                        "router's tls/ port", Problem.NOT_TLS)
-            which = f"the client certificate {s.tls_connect_certificate}" if s.tls_connect_certificate else "this client"
-            return ZenohConfigError(
-                f"the router at {endpoint} refused {which} ({reason}): it must be signed by the CA the router trusts "
-                f"(its --tls-ca) and not expired; pass {cert}/{key} issued by that CA", Problem.CERT_REFUSED)
-        except OSError as exc:
-            return ZenohConfigError(f"the router at {endpoint} closed the TLS connection ({exc.strerror or exc}): check "
-                                    f"{ca}, {cert} and {key}", Problem.CERT_REFUSED)
-    return None
 
 
 def certificate_cn(path: str) -> str:

@@ -17,13 +17,14 @@ from typing import Any
 import zenoh
 
 from ..discovery import ServiceInfo, certificate_scopes, list_services
+from ..router_probe import probe_router
 from ..shared_memory import reaches_over_shm
 from ..wire.codec import decode, encode
 from ..wire.errors import WireError
 from ..wire.header import Header
 from ..wire.keys import ServiceKeys, parse_key
 from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, ServerStatus, SessionOpen
-from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session, probe_router
+from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
 from .resend import is_large

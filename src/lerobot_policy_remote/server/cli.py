@@ -43,7 +43,8 @@ def preflight(manifest) -> str:
     import errno
     import socket
 
-    from ..zenoh_config import SERVER_FLAGS, probe_router
+    from ..router_probe import probe_router
+    from ..zenoh_config import SERVER_FLAGS
 
     problem = probe_router(manifest.zenoh, SERVER_FLAGS)
     if problem is not None:
