@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 import zenoh
 
-from lerobot_policy_remote.server.service import MAX_CONTROL_BYTES, query_bytes
+from lerobot_policy_remote.server.control import MAX_CONTROL_BYTES, query_bytes
 from lerobot_policy_remote.wire.errors import Reason, WireError
 from lerobot_policy_remote.wire.header import HEADER_SIZE, peek_epoch
 

@@ -32,15 +32,15 @@ class Housekeeper:
     """State the callbacks deposit into (unknown robots, live robot tokens) and the loop that acts on it.
 
     Handed exactly what it uses: `publish(key, payload, attachment)` sends an event outside any session
-    (the unknown_session reply), `close_session(session, reason)` is the server's teardown,
-    `worker_alive()` says whether the inference thread still runs.
+    (the unknown_session reply), `close_session(session, reason)` is the seats' teardown (admission.py),
+    `worker_alive()` is the worker's `alive`: nothing here calls back into the server.
     """
 
     def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, metrics: ServerMetrics,
                  keys: ServiceKeys, publish: Callable[[str, bytes, bytes], None],
                  close_session: Callable[[Session, str], None], worker_alive: Callable[[], bool],
                  session_grace_s: float, drain_timeout_s: float, progress: Callable[[str], None] = print,
-                 rate: RequestRate | None = None) -> None:
+                 rate: RequestRate | None = None, unknown: collections.deque[tuple[str, int]] | None = None) -> None:
         self.lifecycle = lifecycle
         self.load = load
         self.rate = rate
@@ -53,7 +53,8 @@ class Housekeeper:
         self.session_grace_s = session_grace_s
         self.drain_timeout_s = drain_timeout_s
         self.progress = progress
-        self.unknown: collections.deque[tuple[str, int]] = collections.deque(maxlen=256)  # (robot, its obs' session epoch)
+        # (robot, its obs' session epoch): the observation callback's deposits, handed in by whoever owns that callback
+        self.unknown: collections.deque[tuple[str, int]] = collections.deque(maxlen=256) if unknown is None else unknown
         self._unknown_last: dict[str, float] = {}
         self._alive: set[str] = set()
         self._alive_lock = threading.Lock()

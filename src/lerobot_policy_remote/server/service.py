@@ -5,13 +5,15 @@ Threads and what they may do:
   in pure CPU, never inference, never waiting on another thread;
 - the inference worker (one, worker.py): decode, pre/post-process, predict (alone or batched), publish, audit;
 - housekeeping (one, housekeeping.py): liveliness GC after a grace period, unknown-session replies, load gauge, drain.
-This module builds the collaborators and wires them together (the worker and the housekeeper get
-exactly what they use, never this object); it holds start/drain/stop, the control-plane queryables
-and the observation callback. Serving / draining / drained / stopped live in `Lifecycle` alone.
+This module builds the collaborators and wires them together (the worker, the housekeeper, the seats and the
+control plane get exactly what they use, never this object); it holds start/drain/stop and the observation
+callback. Serving / draining / drained / stopped live in `Lifecycle` alone; sessions open and close in `Seats`
+(admission.py), the queryables answer in `ControlPlane` (control.py).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
 import threading
@@ -21,28 +23,17 @@ from typing import Any
 
 import zenoh
 
-from ..shared_memory import shm_zids
-from ..wire.codec import decode, encode
-from ..wire.codes import EventKind, Refusal
-from ..wire.errors import Reason, WireError
+from ..wire.codes import EventKind
+from ..wire.errors import WireError
 from ..wire.header import HEADER_SIZE, peek_epoch
-from ..wire.keys import BRIEF_STATUS, check_id, parse_key
+from ..wire.keys import parse_key
 from ..wire.limits import WireLimits
-from ..wire.messages import (
-    CordonAck,
-    DrainAck,
-    DrainRequest,
-    ResetAck,
-    ResetRequest,
-    ServerStatus,
-    SessionAck,
-    SessionOpen,
-)
-from ..wire.text import printable
+from ..wire.messages import DrainAck, ServerStatus, SessionAck, SessionOpen
 from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
+from .admission import Seats
 from .audit import Auditor, DebugCapture
 from .backend import Backend, LerobotBackend
-from .capabilities import check_open
+from .control import ControlPlane
 from .cordon import Cordon
 from .decode_pool import DecodePool
 from .direct import DirectListener, eligible
@@ -53,7 +44,7 @@ from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
 from .rate import RequestRate
 from .scheduler import Scheduler, scheduler_for
-from .sessions import Mail, Registry, Session, declare_action_publisher, new_session_id, reply_terms
+from .sessions import Mail, Registry, Session
 from .worker import Worker
 
 log = logging.getLogger("lerobot.policy_server")
@@ -103,12 +94,20 @@ class PolicyServer:
         )
         self.decoder = DecodePool(self.worker.decode, manifest.max_obs_bytes)  # decodes off the worker (decode_pool.py)
         self.worker.prefetch = self.decoder.submit
+        self.seats = Seats(manifest=manifest, caps=self.caps, backend=self.backend, registry=self.registry,
+                           lifecycle=self.lifecycle, cordon=self.cordon, metrics=self.metrics, keys=self.keys,
+                           replica=self.replica)
+        # Observations of robots without a session here: deposited by `_on_obs`, answered by the housekeeper.
+        self.unknown: collections.deque[tuple[str, int]] = collections.deque(maxlen=256)
         self.housekeeper = Housekeeper(
             lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
-            publish=self._publish_event, close_session=self.close_session, worker_alive=self.worker_alive,
+            publish=self._publish_event, close_session=self.seats.close, worker_alive=self.worker.alive,
             session_grace_s=manifest.session_grace_s, drain_timeout_s=manifest.drain_timeout_s, progress=progress,
-            rate=self.requests_rate,
+            rate=self.requests_rate, unknown=self.unknown,
         )
+        self.control = ControlPlane(keys=self.keys, replica=self.replica, metrics=self.metrics, registry=self.registry,
+                                    seats=self.seats, cordon=self.cordon, status=self.status, drain=self.drain,
+                                    wake=self.worker.wake_up)
         self.warmed_up = False
         self.router_refusal = ""  # the router's access control refuses this replica (router_check.py): /healthz fails
         self.health: HealthServer | None = None
@@ -137,27 +136,23 @@ class PolicyServer:
             raise self.worker.startup_error
         if self._settle is not None:
             self._settle()
-        self.warmed_up = True
+        self.warmed_up = self.seats.warmed_up = True
         self.metrics.max_sessions.set(self.caps.max_sessions)
         self.metrics.info.labels(self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode).set(1)
         if m.health_port:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
         settings = self._zenoh_settings()
         self.progress(f"Connecting to zenoh ({settings.mode} {zenoh_where(settings)})...")
-        self.z = open_session(settings)
+        self.z = self.seats.z = open_session(settings)
         k, r = self.keys, self.replica
         self._decls += [
-            self.z.declare_queryable(k.server(r, "status"), self._on_status),
-            self.z.declare_queryable(k.session(r, "*"), self._on_session),
-            self.z.declare_queryable(k.reset(r, "*"), self._on_reset),
-            self.z.declare_queryable(k.server(r, "drain"), self._on_drain),
-            self.z.declare_queryable(k.server(r, "cordon"), self._on_cordon),
+            *self.control.declare(self.z),
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
             self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
         ]
         if self.manifest.direct_link and eligible(settings):
             try:
-                self.direct = DirectListener(settings, k.obs(r, "*"), self._on_direct_obs).start()
+                self.direct = self.seats.direct = DirectListener(settings, k.obs(r, "*"), self._on_direct_obs).start()
             except Exception as exc:  # robots on this host then use the router, as every other robot does
                 log.warning("no direct link for robots on this host (%s): they go through the router", exc)
         self._audit_pub = self.z.declare_publisher(self._audit_key, congestion_control=zenoh.CongestionControl.DROP,
@@ -207,7 +202,7 @@ class PolicyServer:
                        priority=zenoh.Priority.INTERACTIVE_HIGH, express=True)
 
     def worker_alive(self) -> bool:
-        return bool(self._threads) and self._threads[0].is_alive()
+        return self.worker.alive()
 
     def _zenoh_settings(self) -> ZenohSettings:
         """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set).
@@ -330,149 +325,9 @@ class PolicyServer:
             requests_per_s=round(self.requests_rate.value, 3), cordoned=self.cordon.on,
         )
 
-    def _on_status(self, query: Any) -> None:
-        with query:
-            brief = BRIEF_STATUS in str(query.parameters).replace("&", ";").split(";")
-            query.reply(self.keys.server(self.replica, "status"), encode(self.status(sessions=not brief)))
-
-    def _key_robot(self, query: Any) -> str:
-        """The robot a session/reset query speaks for: the id in its key (the router's ACL vouches for it)."""
-        robot = parse_key(str(query.key_expr)).robot
-        if robot is None:
-            raise WireError("key", f"{query.key_expr} names no robot")
-        return robot
-
-    def _on_session(self, query: Any) -> None:
-        with query:
-            reply_key = self.keys.session(self.replica, "*")
-            try:
-                robot = self._key_robot(query)
-                reply_key = self.keys.session(self.replica, robot)
-                req = decode(SessionOpen, query_bytes(query))
-                if req.client_uuid != robot:
-                    ack = self._identity_refusal(robot, req.client_uuid)
-                else:
-                    ack = self.open_session(req)
-            except WireError as exc:
-                self.metrics.errors.labels(Reason.BAD_SESSION_OPEN.value).inc()
-                self.metrics.rejected.labels(Refusal.BAD_REQUEST).inc()
-                ack = SessionAck(False, Refusal.BAD_REQUEST, f"malformed session open: {exc}", replica=self.replica)
-            except Exception as exc:  # never let a callback die silently
-                log.exception("session open failed")
-                ack = SessionAck(False, Refusal.BAD_REQUEST, f"session open failed: {exc}", replica=self.replica)
-            query.reply(reply_key, encode(ack))
-
-    def _identity_refusal(self, key_robot: str, body_robot: str) -> SessionAck:
-        """A session open for another robot than the key it came on: refused, counted, the other robot untouched."""
-        self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
-        self.metrics.rejected.labels(Refusal.IDENTITY_MISMATCH).inc()
-        log.warning("session open on robot %s's key names client_uuid %s: refused (one robot cannot open a session for another)",
-                    key_robot, printable(body_robot, 80))
-        return SessionAck(False, Refusal.IDENTITY_MISMATCH,
-                          f"this session open came on robot {key_robot}'s key but names client_uuid {printable(body_robot, 80)}",
-                          replica=self.replica)
-
     def open_session(self, req: SessionOpen) -> SessionAck:
-        """Validate (pure CPU) and register; re-open by the same client replaces its session."""
-        check_id(req.client_uuid, "client_uuid")
-        c = self.caps
-        with self.registry.lock:
-            same = self.registry.get(req.client_uuid) is not None
-            verdict = self.cordon.admit(check_open(req, c, self.registry.count(), self.lifecycle.draining, same), same)
-            if verdict.code == Refusal.SERVER_FULL and c.serving_mode == "shared" and not req.dry_run and self._reclaim_idle_seat():
-                verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
-            base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
-                        chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
-                        serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions,
-                        image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2},
-                        shm_zids=shm_zids(self.z), direct_endpoints=self.direct.endpoints if self.direct is not None else [])
-            if not verdict.ok:
-                self.metrics.rejected.labels(verdict.code).inc()
-                log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))
-                return SessionAck(False, verdict.code, verdict.message, warnings=verdict.warnings,
-                                  active_sessions=self.registry.count(), **base)
-            if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close
-                return SessionAck(True, Refusal.OK, "dry run: this robot would be accepted (no session opened)",
-                                  warnings=verdict.warnings, active_sessions=self.registry.count(),
-                                  action_names_checked=verdict.names_checked, **base)
-            session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
-                              req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
-            session.pub = declare_action_publisher(self.z, self.keys.robot(req.client_uuid, "action"))
-            session.pub_batched = declare_action_publisher(self.z, self.keys.robot(req.client_uuid, "action"), express=False)
-            if self.direct is not None:
-                session.direct_pub = declare_action_publisher(self.direct.z, self.keys.robot(req.client_uuid, "action"))
-            session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(req, session.rtc is not None)
-            self.backend.on_session_open(session.state)
-            old = self.registry.add(session)
-        if old is not None:
-            self._release(old, "replaced")
-        self.metrics.opened.inc()
-        self.metrics.active.set(self.registry.count())
-        log.info("session %s opened for %s (rtc=%s)", session.session_id, req.client_uuid, bool(session.rtc))
-        return SessionAck(True, Refusal.OK, "", session.session_id, rtc_active=session.rtc is not None,
-                          schema_version=verdict.schema_version, warnings=verdict.warnings,
-                          active_sessions=self.registry.count(), action_names_checked=verdict.names_checked,
-                          reply_dtype=session.reply_dtype, reply_model_space=session.reply_model_space, **base)
-
-    def _reclaim_idle_seat(self) -> bool:
-        """Full (shared mode; an exclusive robot keeps its seat): free the seat of the longest-idle session if its
-        robot sent nothing for `reclaim_idle_s`.
-
-        A robot whose link flapped may re-handshake on another replica while its token comes back here, so its
-        old session is never collected: such ghosts filled replicas and kept waiting robots out (48 robots of 1,000
-        in `lerobot-fleet simulate`). A paused robot that loses its seat this way is told `unknown_session` on its
-        next observation and re-handshakes."""
-        limit = self.manifest.reclaim_idle_s
-        now = time.monotonic()
-        idle = max(self.registry.all(), key=lambda s: now - s.last_obs, default=None)
-        if limit <= 0 or idle is None or now - idle.last_obs < limit:
-            return False
-        log.info("replica full: session of %s idle for %.0f s gives its seat to a robot asking for one", idle.client_uuid,
-                 now - idle.last_obs)
-        self.close_session(idle, "idle_reclaimed")
-        return True
-
-    def _on_reset(self, query: Any) -> None:
-        with query:
-            reply_key = self.keys.reset(self.replica, "*")
-            try:
-                robot = self._key_robot(query)
-                reply_key = self.keys.reset(self.replica, robot)
-                req = decode(ResetRequest, query_bytes(query))
-                s = self.registry.by_session_id(req.session_id)
-                if s is not None and s.client_uuid != robot:  # another robot's session id: act as if unknown
-                    self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
-                    log.warning("reset on robot %s's key names a session of %s: refused", robot, s.client_uuid)
-                    s = None
-                if s is None:
-                    ack = ResetAck(False, req.episode_id, "unknown session: re-open the session")
-                else:
-                    s.mailbox.clear()
-                    s.pending_reset = req.episode_id  # applied by the worker before the next inference
-                    self.worker.wake.set()
-                    ack = ResetAck(True, req.episode_id, "")
-            except WireError as exc:
-                self.metrics.errors.labels(Reason.BAD_RESET.value).inc()
-                ack = ResetAck(False, 0, f"malformed reset: {exc}")
-            query.reply(reply_key, encode(ack))
-
-    def _on_drain(self, query: Any) -> None:
-        with query:
-            try:
-                req = decode(DrainRequest, query_bytes(query) if query.payload is not None else b"\x80")
-                ack = self.drain(f"{req.reason} (by {req.requested_by or 'operator'})")
-            except WireError as exc:
-                ack = DrainAck(False, f"malformed drain request: {exc}")
-            query.reply(self.keys.server(self.replica, "drain"), encode(ack))
-
-    def _on_cordon(self, query: Any) -> None:
-        with query:
-            try:
-                ack = self.cordon.answer(query_bytes(query), [s.session_id for s in self.registry.all()])
-            except WireError as exc:
-                ack = CordonAck(False, self.cordon.on, f"malformed cordon request: {exc}")
-            self.metrics.cordoned.set(1 if self.cordon.on else 0)
-            query.reply(self.keys.server(self.replica, "cordon"), encode(ack))
+        """Validate and register a session (the session queryable's work; admission.py)."""
+        return self.seats.open(req)
 
     # ================================================================== data plane (callbacks deposit only)
     def _on_direct_obs(self, sample: Any) -> None:
@@ -488,7 +343,7 @@ class PolicyServer:
             return  # cannot happen under our own obs wildcard; never let a callback raise
         session = self.registry.get(client)
         if session is None or session.closed:
-            self.housekeeper.unknown.append((client, peek_epoch(sample.attachment)))
+            self.unknown.append((client, peek_epoch(sample.attachment)))
             return
         size = len(sample.payload)
         payload = sample.payload.to_bytes() if size <= self.manifest.max_obs_bytes else b""
@@ -505,34 +360,5 @@ class PolicyServer:
 
     # ================================================================== session teardown
     def close_session(self, s: Session, reason: str) -> None:
-        if self.registry.remove(s.client_uuid) is s:
-            self._release(s, reason)
-            self.metrics.active.set(self.registry.count())
-
-    def _release(self, s: Session, reason: str) -> None:
-        s.closed = True
-        s.mailbox.clear()
-        self.metrics.closed.labels(reason).inc()
-        self.metrics.forget_client(s.client_uuid)
-        for pub in (s.pub, s.pub_batched, s.direct_pub):
-            if pub is None:
-                continue
-            try:
-                pub.undeclare()
-            except Exception as exc:  # the session is closing or closed: the publisher goes with it
-                log.debug("publisher undeclare for %s failed: %s", s.client_uuid, exc)
-        log.info("session %s of %s closed (%s)", s.session_id, s.client_uuid, reason)
-
-
-MAX_CONTROL_BYTES = 256 * 1024  # a session open, reset or drain request is a few KiB; never copy more
-
-
-def query_bytes(query: Any) -> bytes | None:
-    """A control query's payload, sized before it is copied (a hostile peer cannot make us copy a huge body)."""
-    payload = query.payload
-    if payload is None:
-        return None
-    if len(payload) > MAX_CONTROL_BYTES:
-        raise WireError("payload", f"{len(payload)} bytes is over the {MAX_CONTROL_BYTES}-byte limit for a control message",
-                        Reason.OVERSIZE)
-    return payload.to_bytes()
+        """Remove and release `s` (admission.py `Seats.close`)."""
+        self.seats.close(s, reason)

@@ -114,6 +114,15 @@ class Worker:
         # Set once this thread has bound torch's threads and warmed up; `startup_error` says why that failed.
         self.ready = threading.Event()
         self.startup_error: BaseException | None = None
+        self._thread: threading.Thread | None = None  # the thread running `run`
+
+    def alive(self) -> bool:
+        """Whether the serving loop's thread still runs (the housekeeper ends a drain when it does not)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake_up(self) -> None:
+        """Work arrived (a reset, an observation): the loop looks again now instead of after its idle wait."""
+        self.wake.set()
 
     # ------------------------------------------------------------------ loop
     def run(self, warm_up: Callable[[], None] | None = None) -> None:
@@ -122,6 +131,7 @@ class Worker:
         Warming up here builds this thread's OpenMP team before the first robot's pass: a spare that takes over
         a drained replica's robots must not pay that on their first request (service.start waits for `ready`)."""
         lc = self.lifecycle
+        self._thread = threading.current_thread()
         try:
             self.backend.bind_serving_thread()  # torch's CPU threads are this thread's (torch_threads.py)
             if warm_up is not None:
