@@ -82,7 +82,7 @@ class Connecting:
         req = self.session_open_request()
         # The worker sends nothing while it blocks on the handshake's queries (seconds when every replica is busy
         # with a drain's herd): report now, so the console's data is as old as the handshake, not also the wait
-        # that came before it (issue 20).
+        # that came before it.
         self.report_telemetry(force=True)
         avoid, self._drained_from = self._drained_from, ""  # one try on the last discovery's replicas, then discover
         opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint, avoid=avoid)
