@@ -16,7 +16,7 @@ from ..wire.codes import Refusal
 from ..wire.keys import ServiceKeys, check_id
 from ..wire.messages import SessionAck, SessionOpen
 from ..wire.text import printable
-from .backend import Backend
+from .backend_base import Backend
 from .capabilities import Capabilities, check_open
 from .cordon import Cordon
 from .lifecycle import Lifecycle
@@ -30,8 +30,19 @@ log = logging.getLogger("lerobot.policy_server")
 class Seats:
     """Opens (validate in pure CPU, then register) and closes sessions; the only writer of the registry."""
 
-    def __init__(self, *, manifest: Manifest, caps: Capabilities, backend: Backend, registry: Registry,
-                 lifecycle: Lifecycle, cordon: Cordon, metrics: ServerMetrics, keys: ServiceKeys, replica: str) -> None:
+    def __init__(
+        self,
+        *,
+        manifest: Manifest,
+        caps: Capabilities,
+        backend: Backend,
+        registry: Registry,
+        lifecycle: Lifecycle,
+        cordon: Cordon,
+        metrics: ServerMetrics,
+        keys: ServiceKeys,
+        replica: str,
+    ) -> None:
         self.manifest, self.caps, self.backend, self.registry = manifest, caps, backend, registry
         self.lifecycle, self.cordon, self.metrics, self.keys, self.replica = lifecycle, cordon, metrics, keys, replica
         self.z: Any = None  # the zenoh session (set by the server once open)
@@ -45,31 +56,67 @@ class Seats:
         with self.registry.lock:
             same = self.registry.get(req.client_uuid) is not None
             verdict = self.cordon.admit(check_open(req, c, self.registry.count(), self.lifecycle.draining, same), same)
-            if (verdict.code == Refusal.SERVER_FULL and c.serving_mode == "shared" and not req.dry_run
-                    and self._reclaim_idle_seat()):
+            if (
+                verdict.code == Refusal.SERVER_FULL
+                and c.serving_mode == "shared"
+                and not req.dry_run
+                and self._reclaim_idle_seat()
+            ):
                 verdict = check_open(req, c, self.registry.count(), self.lifecycle.draining, same)
-            base = dict(replica=self.replica, model=self.backend.model_info, action_names=list(c.action_names),
-                        chunk_size=c.chunk_size, trained_fps=c.trained_fps, supports_rtc=c.supports_rtc,
-                        serving_mode=c.serving_mode, warmed_up=self.warmed_up, max_sessions=c.max_sessions,
-                        image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2},
-                        shm_zids=shm_zids(self.z), direct_endpoints=self.direct.endpoints if self.direct is not None else [])
+            base = dict(
+                replica=self.replica,
+                model=self.backend.model_info,
+                action_names=list(c.action_names),
+                chunk_size=c.chunk_size,
+                trained_fps=c.trained_fps,
+                supports_rtc=c.supports_rtc,
+                serving_mode=c.serving_mode,
+                warmed_up=self.warmed_up,
+                max_sessions=c.max_sessions,
+                image_sizes={k: [int(v[-2]), int(v[-1])] for k, v in c.image_shapes.items() if len(v) >= 2},
+                shm_zids=shm_zids(self.z),
+                direct_endpoints=self.direct.endpoints if self.direct is not None else [],
+            )
             if not verdict.ok:
                 self.metrics.rejected.labels(verdict.code).inc()
-                log.info("session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300))
-                return SessionAck(False, verdict.code, verdict.message, warnings=verdict.warnings,
-                                  active_sessions=self.registry.count(), **base)
+                log.info(
+                    "session refused for %s: %s %s", req.client_uuid, verdict.code, printable(verdict.message, 300)
+                )
+                return SessionAck(
+                    False,
+                    verdict.code,
+                    verdict.message,
+                    warnings=verdict.warnings,
+                    active_sessions=self.registry.count(),
+                    **base,
+                )
             if req.dry_run:  # doctor: every check passed; nothing is registered, nothing to close
-                return SessionAck(True, Refusal.OK, "dry run: this robot would be accepted (no session opened)",
-                                  warnings=verdict.warnings, active_sessions=self.registry.count(),
-                                  action_names_checked=verdict.names_checked, **base)
-            session = Session(new_session_id(), req.client_uuid, self.backend.new_session_state(),
-                              req.rtc if verdict.rtc_active else None, verdict.schema_version, req.task, dict(req.tags))
+                return SessionAck(
+                    True,
+                    Refusal.OK,
+                    "dry run: this robot would be accepted (no session opened)",
+                    warnings=verdict.warnings,
+                    active_sessions=self.registry.count(),
+                    action_names_checked=verdict.names_checked,
+                    **base,
+                )
+            session = Session(
+                new_session_id(),
+                req.client_uuid,
+                self.backend.new_session_state(),
+                req.rtc if verdict.rtc_active else None,
+                verdict.schema_version,
+                req.task,
+                dict(req.tags),
+            )
             key = self.keys.robot(req.client_uuid, "action")
             session.pub = declare_action_publisher(self.z, key)
             session.pub_batched = declare_action_publisher(self.z, key, express=False)
             if self.direct is not None:
                 session.direct_pub = declare_action_publisher(self.direct.z, key)
-            session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(req, session.rtc is not None)
+            session.reply_dtype, session.reply_max_error, session.reply_model_space = reply_terms(
+                req, session.rtc is not None
+            )
             self.backend.on_session_open(session.state)
             old = self.registry.add(session)
         if old is not None:
@@ -77,10 +124,20 @@ class Seats:
         self.metrics.opened.inc()
         self.metrics.active.set(self.registry.count())
         log.info("session %s opened for %s (rtc=%s)", session.session_id, req.client_uuid, bool(session.rtc))
-        return SessionAck(True, Refusal.OK, "", session.session_id, rtc_active=session.rtc is not None,
-                          schema_version=verdict.schema_version, warnings=verdict.warnings,
-                          active_sessions=self.registry.count(), action_names_checked=verdict.names_checked,
-                          reply_dtype=session.reply_dtype, reply_model_space=session.reply_model_space, **base)
+        return SessionAck(
+            True,
+            Refusal.OK,
+            "",
+            session.session_id,
+            rtc_active=session.rtc is not None,
+            schema_version=verdict.schema_version,
+            warnings=verdict.warnings,
+            active_sessions=self.registry.count(),
+            action_names_checked=verdict.names_checked,
+            reply_dtype=session.reply_dtype,
+            reply_model_space=session.reply_model_space,
+            **base,
+        )
 
     def _reclaim_idle_seat(self) -> bool:
         """Full (shared mode; an exclusive robot keeps its seat): free the seat of the longest-idle session if its
@@ -95,8 +152,11 @@ class Seats:
         idle = max(self.registry.all(), key=lambda s: now - s.last_obs, default=None)
         if limit <= 0 or idle is None or now - idle.last_obs < limit:
             return False
-        log.info("replica full: session of %s idle for %.0f s gives its seat to a robot asking for one", idle.client_uuid,
-                 now - idle.last_obs)
+        log.info(
+            "replica full: session of %s idle for %.0f s gives its seat to a robot asking for one",
+            idle.client_uuid,
+            now - idle.last_obs,
+        )
         self.close(idle, "idle_reclaimed")
         return True
 

@@ -6,10 +6,8 @@ lerobot policy or a fixed-time stub (benchmarks, fairness tests); only this obje
 
 from __future__ import annotations
 
-import abc
 import copy
 import functools
-import hashlib
 import logging
 import math
 import time
@@ -23,99 +21,12 @@ import numpy as np
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
 from . import torch_threads
+from .backend_base import Backend, ObsContractError
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
-from .weights import check_weights, load_error_refusal
+from .weights import check_weights, find_weight_files, fingerprint_files, load_error_refusal
 
 log = logging.getLogger("lerobot.policy_server")
-
-
-class Backend(abc.ABC):
-    """What the server needs from a model. Subclass it; the abstract methods are required, the rest have defaults.
-
-    A subclass sets `caps` and `model_info` in its constructor. Per-session state is whatever
-    `new_session_state()` returns; the server hands it back on every call for that session.
-    """
-
-    caps: Capabilities
-    model_info: ModelInfo
-
-    @abc.abstractmethod
-    def new_session_state(self) -> Any:
-        """A fresh state for one robot session (e.g. its own copy of the processor pipelines)."""
-
-    @abc.abstractmethod
-    def on_session_open(self, state: Any) -> None:
-        """Called once when the session is registered."""
-
-    @abc.abstractmethod
-    def reset_session(self, state: Any) -> None:
-        """A new episode (or an explicit reset) for this session."""
-
-    @abc.abstractmethod
-    def validate_obs(self, obs: ObservationMsg) -> None:
-        """Raise ObsContractError when a decoded observation does not fit the policy."""
-
-    @abc.abstractmethod
-    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
-        """One chunk for one robot: (model-space chunk, robot-space chunk), each (T, A) float32."""
-
-    # ------------------------------------------------------------------ optional: defaults
-    @property
-    def batches(self) -> bool:
-        """Can any request of this backend share a forward pass (`can_batch` decides per request)? Default: no."""
-        return False
-
-    def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
-        """May this request share a forward pass with others? Default: no (every request runs alone)."""
-        return False
-
-    @property
-    def batches_rtc(self) -> bool:
-        """Can RTC requests (each with its own delay and prefix) share a pass? Default: no."""
-        return False
-
-    def infer_batch(self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """One result per item, in order. Default: `infer` for each (a batching backend overrides this)."""
-        return [self.infer(state, obs, rtc) for state, obs, rtc in items]
-
-    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
-        """Run `n` throwaway inferences before serving. Default: nothing to warm up."""
-        return None
-
-    def bind_serving_thread(self) -> None:
-        """Called once on the thread that serves (the inference worker) before its first pass. Default: nothing."""
-        return None
-
-
-class ObsContractError(ValueError):
-    """An observation that decodes but does not fit the policy (missing camera, wrong state size)."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        self.field, self.problem = field, problem
-        super().__init__(f"{field}: {problem}")
-
-
-def fingerprint_files(files: list[Path]) -> str:
-    """sha256 over the weight files in name order: identifies the exact checkpoint bytes."""
-    h = hashlib.sha256()
-    for f in sorted(files, key=lambda p: p.name):
-        h.update(f.name.encode())
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
-def _weight_files(repo_or_path: str, revision: str | None) -> list[Path]:
-    path = Path(repo_or_path)
-    if path.is_dir():
-        files = sorted(path.glob("*.safetensors"))
-        weights = [f for f in files if f.name.startswith("model")] or files
-        return weights
-    from huggingface_hub import hf_hub_download
-
-    return [Path(hf_hub_download(repo_or_path, "model.safetensors", revision=revision))]
 
 
 @dataclass
@@ -160,7 +71,7 @@ class LerobotBackend(Backend):
             if refusal is None:
                 raise
             raise refusal from exc
-        weight_files = _weight_files(m.repo_or_path, revision)
+        weight_files = find_weight_files(m.repo_or_path, revision)
         check_weights(policy, cfg.type, weight_files)  # before anything else: never serve weights that did not load
         if m.dtype:
             policy = policy.to(getattr(torch, m.dtype))
@@ -358,7 +269,7 @@ class LerobotBackend(Backend):
                     chunk = self.policy.predict_action_chunk(batch, **kwargs)
             else:  # a policy that takes RTC as arguments (no lerobot RTC processor) guides one robot per pass
                 if plan[0] is not None and len(plan) == 1:
-                    kwargs.update(self._rtc_kwargs(plan[0]))
+                    kwargs.update(rtc_guidance.rtc_call_kwargs(self.policy, plan[0]))
                 chunk = self.policy.predict_action_chunk(batch, **kwargs)
             return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
 
@@ -409,51 +320,13 @@ class LerobotBackend(Backend):
             return torch.stack([first, *rest], dim=1)
         return self.policy.predict_action_chunk(batch)
 
-    def _rtc_kwargs(self, row: Any) -> dict[str, Any]:
-        """lerobot's RTC call convention for a policy without an RTC processor: the robot's settings on the policy's
-        `rtc_config`, its delay and prefix as arguments."""
-        rtc_cfg = getattr(self.policy.config, "rtc_config", None)
-        if rtc_cfg is not None:
-            rtc_cfg.execution_horizon = row.execution_horizon
-            rtc_cfg.max_guidance_weight = row.max_guidance_weight
-            rtc_cfg.prefix_attention_schedule = row.schedule
-        return {"inference_delay": row.inference_delay, "prev_chunk_left_over": row.prefix}
-
     def _rtc_row(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> Any:
-        """This robot's guidance: its prefix (re-anchored for relative-action policies, padded or cut to its horizon
-        as lerobot's RTC engine does) and its own settings; None without RTC."""
+        """This robot's guidance plan (rtc_guidance.row_plan); None without RTC."""
         if rtc is None or not self.supports_rtc:
             return None
-        torch = self._torch
-        from lerobot.configs import RTCAttentionSchedule
-        from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
+        from .rtc_guidance import row_plan
 
-        from .rtc_guidance import RowPlan
-
-        try:
-            schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
-        except ValueError:
-            schedule = RTCAttentionSchedule.LINEAR
-        horizon = max(1, int(rtc.execution_horizon))
-        prefix = None
-        if obs.prefix_model is not None and obs.prefix_model.size:
-            prefix = torch.from_numpy(np.array(obs.prefix_model, dtype=np.float32))
-            if state.relative_step is not None and obs.prefix_robot is not None and obs.prefix_robot.size:
-                from lerobot.policies.rtc.relative import reanchor_relative_rtc_prefix
-
-                raw_state = state.relative_step.get_cached_state()
-                if raw_state is not None:
-                    prefix = reanchor_relative_rtc_prefix(
-                        prev_actions_absolute=torch.from_numpy(np.array(obs.prefix_robot, dtype=np.float32)),
-                        current_state=raw_state,
-                        relative_step=state.relative_step,
-                        normalizer_step=state.normalizer_step,
-                        policy_device=self.device,
-                    )
-                    if prefix.ndim == 3:
-                        prefix = prefix.squeeze(0)
-            prefix = _normalize_prev_actions_length(prefix.cpu(), target_steps=horizon).to(self.device)
-        return RowPlan(prefix, int(obs.inference_delay_steps), horizon, float(rtc.max_guidance_weight), schedule)
+        return row_plan(obs, rtc, state.relative_step, state.normalizer_step, self.device)
 
     def dummy_observation(self) -> ObservationMsg:
         """A plausible observation for warm-up (trained image size, zero state)."""

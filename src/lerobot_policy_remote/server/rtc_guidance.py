@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
@@ -122,3 +123,45 @@ def autograd_context(torch_module: Any, own_guidance: bool, guided: bool) -> con
     """What a pass runs under: `inference_mode`, except a guided pass of a policy that guides itself (RTC taken as
     arguments, no `BatchedGuidance`), which may need autograd: `no_grad`, as lerobot decorates `predict_action_chunk`."""
     return torch_module.no_grad() if guided and not own_guidance else torch_module.inference_mode()
+
+
+def rtc_call_kwargs(policy: Any, row: RowPlan) -> dict[str, Any]:
+    """lerobot's RTC call convention for a policy without an RTC processor: the robot's settings on the policy's
+    `rtc_config`, its delay and prefix as arguments."""
+    rtc_cfg = getattr(policy.config, "rtc_config", None)
+    if rtc_cfg is not None:
+        rtc_cfg.execution_horizon = row.execution_horizon
+        rtc_cfg.max_guidance_weight = row.max_guidance_weight
+        rtc_cfg.prefix_attention_schedule = row.schedule
+    return {"inference_delay": row.inference_delay, "prev_chunk_left_over": row.prefix}
+
+
+def row_plan(obs: Any, rtc: Any, relative_step: Any, normalizer_step: Any, device: Any) -> RowPlan:
+    """One robot's guidance: its prefix (re-anchored for relative-action policies, padded or cut to its horizon
+    as lerobot's RTC engine does) and its own settings."""
+    from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
+
+    try:
+        schedule = RTCAttentionSchedule(rtc.prefix_attention_schedule)
+    except ValueError:
+        schedule = RTCAttentionSchedule.LINEAR
+    horizon = max(1, int(rtc.execution_horizon))
+    prefix = None
+    if obs.prefix_model is not None and obs.prefix_model.size:
+        prefix = torch.from_numpy(np.array(obs.prefix_model, dtype=np.float32))
+        if relative_step is not None and obs.prefix_robot is not None and obs.prefix_robot.size:
+            from lerobot.policies.rtc.relative import reanchor_relative_rtc_prefix
+
+            raw_state = relative_step.get_cached_state()
+            if raw_state is not None:
+                prefix = reanchor_relative_rtc_prefix(
+                    prev_actions_absolute=torch.from_numpy(np.array(obs.prefix_robot, dtype=np.float32)),
+                    current_state=raw_state,
+                    relative_step=relative_step,
+                    normalizer_step=normalizer_step,
+                    policy_device=device,
+                )
+                if prefix.ndim == 3:
+                    prefix = prefix.squeeze(0)
+        prefix = _normalize_prev_actions_length(prefix.cpu(), target_steps=horizon).to(device)
+    return RowPlan(prefix, int(obs.inference_delay_steps), horizon, float(rtc.max_guidance_weight), schedule)

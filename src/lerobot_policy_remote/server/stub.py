@@ -9,7 +9,7 @@ import numpy as np
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
-from .backend import Backend, ObsContractError
+from .backend_base import Backend, ObsContractError
 from .capabilities import Capabilities
 
 

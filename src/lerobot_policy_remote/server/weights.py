@@ -10,6 +10,7 @@ compares them with the model's `state_dict()`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable
@@ -177,3 +178,26 @@ def check_weights(policy: Any, policy_type: str, files: list[Path]) -> None:
     mismatch = compare(policy.state_dict(), as_loaded(policy, file_shapes(files)))
     if mismatch:
         raise StartupRefusal(describe(policy_type, mismatch))
+
+
+def fingerprint_files(files: list[Path]) -> str:
+    """sha256 over the weight files in name order: identifies the exact checkpoint bytes."""
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.name):
+        h.update(f.name.encode())
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def find_weight_files(repo_or_path: str, revision: str | None) -> list[Path]:
+    """The checkpoint's safetensors files: a local folder's `model*` files (else all), or the hub's model file."""
+    path = Path(repo_or_path)
+    if path.is_dir():
+        files = sorted(path.glob("*.safetensors"))
+        weights = [f for f in files if f.name.startswith("model")] or files
+        return weights
+    from huggingface_hub import hf_hub_download
+
+    return [Path(hf_hub_download(repo_or_path, "model.safetensors", revision=revision))]

@@ -26,7 +26,7 @@ from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
 from .audit import Auditor, DebugCapture, audit_line
-from .backend import Backend, ObsContractError
+from .backend_base import Backend, ObsContractError
 from .batch_window import BatchWindow
 from .decode_pool import decode_targets, take_decoded
 from .lifecycle import Lifecycle
