@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 from lerobot_fleet import capacity
-from lerobot_fleet.doctor import PASS, WARN, capacity_checks, free_session_check
+from lerobot_fleet.doctor_checks import capacity_checks, free_session_check
+from lerobot_fleet.doctor_report import PASS, WARN
 from lerobot_fleet.model import ServerRow
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import FleetStore
