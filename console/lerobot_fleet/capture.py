@@ -10,7 +10,7 @@ from lerobot_policy_remote.wire.messages import RobotTelemetry, ServerStatus
 
 from .model import AuditEntry, NamespaceSpill, RouterInfo
 
-__all__ = ["RobotRecord", "ServerRecord", "Link", "Capture", "RobotTrail"]
+__all__ = ["RobotRecord", "ServerRecord", "RefusedRecord", "Link", "Capture", "RobotTrail"]
 
 
 class RobotRecord(NamedTuple):
@@ -46,6 +46,16 @@ class ServerRecord(NamedTuple):
     audit_superseded: int
 
 
+class RefusedRecord(NamedTuple):
+    """A server the routers refuse, as their boards name it: no status, token or audit line of it ever arrives."""
+
+    replica: str
+    cn: str  # its certificate's common name
+    ns: Namespace  # the namespace it tried to serve
+    notice: str  # one line: who, where, and the fix
+    refused_at: float  # when a router last refused it (the store's clock)
+
+
 @dataclass(frozen=True)
 class Link:
     """The console's own router link: whether a vanished token means the robot is gone or the console is blind."""
@@ -70,6 +80,7 @@ class Capture:
     notes: tuple[str, ...] = ()
     routers: tuple[RouterInfo, ...] = ()
     spills: tuple[NamespaceSpill, ...] = ()
+    refused: tuple[RefusedRecord, ...] = ()
 
 
 @dataclass(frozen=True)

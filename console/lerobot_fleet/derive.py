@@ -14,7 +14,7 @@ from dataclasses import fields
 from lerobot_policy_remote.wire.keys import Namespace
 
 from .capacity import Capacity, capacity, request_rate
-from .capture import Capture, Link, RobotRecord, RobotTrail, ServerRecord
+from .capture import Capture, Link, RefusedRecord, RobotRecord, RobotTrail, ServerRecord
 from .model import (
     AuditEntry,
     FleetSnapshot,
@@ -159,6 +159,37 @@ def server_row(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[flo
     )
 
 
+def refused_row(r: RefusedRecord, now: float) -> ServerRow:
+    """A server the routers refuse: its name, certificate and namespace from their boards, its figures unknown."""
+    model, rev, service = r.ns
+    return ServerRow(
+        replica=r.replica,
+        model_id=model,
+        revision=rev,
+        service=service,
+        health="refused",
+        seen_age_s=max(0.0, now - r.refused_at),
+        ns=r.ns,
+        cn=r.cn,
+    )
+
+
+def refused_detail(r: RefusedRecord, now: float) -> ServerDetail:
+    """A refused server's detail: its row and the notice that names the fix."""
+    return ServerDetail(row=refused_row(r, now), notes=(r.notice,))
+
+
+def with_refused(servers: tuple[ServerRow, ...], refused: Iterable[RefusedRecord], now: float) -> tuple[ServerRow, ...]:
+    """The servers table with a row per refused server. A replica's own fresh status wins (the router let it through);
+    a refused one replaces its gone or stale row (a restart under a certificate the router refuses)."""
+    rows = {s.replica: s for s in servers}
+    for r in refused:
+        held = rows.get(r.replica)
+        if held is None or held.is_stale or held.is_refused:
+            rows[r.replica] = refused_row(r, now)
+    return tuple(rows.values())
+
+
 def waiting_reason(ns: Namespace, servers: Iterable[ServerRow]) -> str:
     """Why a robot without a session is not getting one, from the replicas of its service.
 
@@ -166,14 +197,14 @@ def waiting_reason(ns: Namespace, servers: Iterable[ServerRow]) -> str:
     stops it taking the robot, so the operator sees what would free it.
     """
     peers = sorted((s for s in servers if s.ns == ns), key=lambda s: s.replica)
-    live = [s for s in peers if s.health != "gone"]
+    live = [s for s in peers if s.health not in ("gone", "refused")]
     if not live:
-        gone = f" ({', '.join(f'{s.replica} gone' for s in peers)})" if peers else ""
+        gone = f" ({', '.join(f'{s.replica} {s.health}' for s in peers)})" if peers else ""
         return "waiting: no replica serves this model/service" + gone
     if any(s.headroom is not None and s.headroom > 0 and s.health in ("ok", "cold") for s in live):
         return ""
     why = []
-    blocked = ("gone", "stale", "draining", "cordoned")
+    blocked = ("gone", "refused", "stale", "draining", "cordoned")
     for s in sorted(peers, key=lambda s: (s.health in blocked, s.replica)):  # the ones that may free up first
         if s.health in blocked:
             why.append(f"{s.replica} {s.health}")
@@ -336,6 +367,8 @@ class Derivation:
     def snapshot(self, cap: Capture) -> FleetSnapshot:
         now, link = cap.now, cap.link
         servers = tuple(server_row(s, link, now, cap.rtts) for s in cap.servers)
+        if cap.refused:
+            servers = with_refused(servers, cap.refused, now)
         memo = self._figures
         waiting: dict[Namespace, str] = {}
         rows = []

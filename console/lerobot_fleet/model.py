@@ -182,10 +182,16 @@ class ServerRow:
     ns: Namespace = Namespace("", "", "")  # (model, revision, service) from its key expressions
     cordoned: bool = False  # an operator cordoned it: no new sessions, its sessions keep streaming
     rate_source: str = ""  # where requests_per_s comes from: server | metrics | audit (capacity.request_rate)
+    cn: str = ""  # health "refused": the certificate CN the router refused (its figures never reach the console)
 
     @property
     def is_stale(self) -> bool:
         return self.health in ("gone", "stale")
+
+    @property
+    def is_refused(self) -> bool:
+        """The router drops its declarations: sessions, load, rate and room are unknown, never zero."""
+        return self.health == "refused"
 
 
 @dataclass(frozen=True)

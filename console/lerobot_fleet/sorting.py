@@ -11,7 +11,7 @@ from .model import RobotRow, ServerRow
 
 __all__ = ["ROBOT_SORT_KEYS", "SERVER_SORT_KEYS", "SERVER_HEALTH_RANK", "sort_rows", "sort_robots", "sort_servers"]
 
-SERVER_HEALTH_RANK = {"gone": 0, "stale": 1, "draining": 2, "cordoned": 3, "full": 4, "cold": 5, "ok": 6}
+SERVER_HEALTH_RANK = {"refused": 0, "gone": 0, "stale": 1, "draining": 2, "cordoned": 3, "full": 4, "cold": 5, "ok": 6}
 RTC_RANK = {"on": 0, "off": 1}  # then unknown
 
 

@@ -11,19 +11,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
 from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
-from .capture import Capture, Link, RobotTrail
+from .capture import Capture, Link, RefusedRecord, RobotTrail
 from .derive import (
     LINK_LOSS_MARGIN_S,
     RECONNECT_GRACE_S,
     STATUS_STALE_S,
     Derivation,
+    refused_detail,
     robot_detail,
     server_detail,
     waiting_reason,
@@ -78,7 +79,7 @@ class FleetStore:
         self._dropped = 0  # samples a source had to drop (bounded queue overflow)
         self._derive = Derivation()
         self._routers: tuple[RouterInfo, ...] = ()
-        self._refused: dict[tuple[str, str], str] = {}  # (CN, replica) -> notice: servers the router refuses
+        self._refused: dict[tuple[str, str], RefusedRecord] = {}  # (CN, replica): servers the routers refuse
         self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
 
     # ------------------------------------------------------------ writers (any thread)
@@ -102,15 +103,20 @@ class FleetStore:
         with self._lock:
             self._routers = tuple(sorted(routers, key=lambda r: (not r.connected, r.zid)))
 
-    def set_refused(self, refused: tuple[tuple[str, str, str], ...]) -> None:
-        """The servers the routers refuse now, as (certificate CN, replica, notice): each is a note while it lasts and
-        an event when it first appears. A source reads them from the routers' ACL log (sources/refused.py)."""
+    def set_refused(self, refused: Iterable[tuple[str, str, Namespace, str, float]]) -> None:
+        """The servers the routers refuse now, as (certificate CN, replica, namespace, notice, seconds since a router
+        last refused it): each is a servers-table row and a note while it lasts, and an event when it first appears.
+        A source reads them from the routers' ACL log (sources/refused.py)."""
         with self._lock:
             now = self.clock()
-            current = {(cn, replica): printable(text, 400) for cn, replica, text in refused}
-            for (cn, replica), text in current.items():
-                if (cn, replica) not in self._refused:
-                    self._events.append((now, "warn", "server", text, "", replica))
+            current: dict[tuple[str, str], RefusedRecord] = {}
+            for cn, replica, ns, text, age_s in refused:
+                cn, replica = printable(cn, 100), printable(replica, 100)
+                ns = Namespace(*(printable(part, 100) for part in ns))
+                current[(cn, replica)] = RefusedRecord(replica, cn, ns, printable(text, 400), now - max(0.0, age_s))
+            for key, rec in current.items():
+                if key not in self._refused:
+                    self._events.append((now, "warn", "server", rec.notice, "", rec.replica))
             self._refused = current
 
     def note(self, text: str) -> None:
@@ -294,12 +300,13 @@ class FleetStore:
                 robots=tuple([r.record() for r in self._robots.values()]),
                 servers=tuple([s.record(now) for s in self._servers.values()]),
                 rtts=self._replica_rtts.lists(),
-                notes=tuple(self._notes) + tuple(self._refused.values()),
+                notes=tuple(self._notes) + tuple(r.notice for r in self._refused.values()),
                 routers=self._routers,
                 spills=tuple(
                     NamespaceSpill(role, ident, n, limit, max(0.0, now - at))
                     for (role, ident), (n, limit, at) in sorted(self._spills.items())
                 ),
+                refused=tuple(self._refused.values()),
             )
 
     def snapshot(self) -> FleetSnapshot:
@@ -322,13 +329,16 @@ class FleetStore:
         return robot_detail(rec, trail, link, now, servers, rtts)
 
     def server_detail(self, replica: str) -> ServerDetail | None:
+        """A replica's detail; one the routers refuse, with no fresh word of its own, shows the refusal and its fix."""
         with self._lock:
             s = self._servers.get(replica)
-            if s is None:
-                return None
             now = self.clock()
+            refused = next((r for r in self._refused.values() if r.replica == replica), None)
+            if s is None:
+                return None if refused is None else refused_detail(refused, now)
             rec, audit, link, rtts = s.record(now), tuple(s.audit), self._link(), self._replica_rtts.lists()
-        return server_detail(rec, audit, link, now, rtts)
+        detail = server_detail(rec, audit, link, now, rtts)
+        return refused_detail(refused, now) if refused is not None and detail.row.is_stale else detail
 
     # ------------------------------------------------------------ internals (lock held)
 

@@ -60,6 +60,10 @@ def snapshot_text(snap: FleetSnapshot) -> str:
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
         rps = "—" if s.requests_per_s is None else f"{s.requests_per_s:.1f}"
         room = room_text(s.headroom, s.room_limit)
+        if s.is_refused:  # the router drops its declarations: its figures are unknown, never zeros
+            lines.append(f"  {s.replica:<{rw}} {'refused':<9} {'—':>8} {'—':>5} {'—':>6} {'—':>6} {'—':<9}  "
+                         f"{s.model_id} / {s.service}  CN={s.cn}, refused {fmt_age(s.seen_age_s)} ago")
+            continue
         lines.append(f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6} "
                      f"{room:<9}  {s.model_id} / {s.service}")
     lines.append(f"ROBOTS ({len(snap.robots)})")

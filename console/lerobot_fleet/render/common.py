@@ -21,6 +21,7 @@ STATE_STYLE = {
     RobotState.STREAMING: "green",
 }
 SERVER_HEALTH_STYLE = {
+    "refused": "bold white on red",
     "gone": "bold bright_black",
     "stale": "bold red",
     "draining": "magenta",

@@ -106,6 +106,13 @@ def server_summary_text(d: ServerDetail) -> Text:
     t.append(s.replica, style="bold")
     t.append("  health ")
     t.append(s.health, style=SERVER_HEALTH_STYLE.get(s.health, ""))
+    if s.is_refused:  # nothing of it reaches the console: no figures to show, only the routers' word and the fix
+        t.append(f"  CN={s.cn}  last refused {fmt_age(s.seen_age_s)} ago\n")
+        t.append(f"model {s.model_id or '—'}  rev {s.revision or '—'}  service {s.service or '—'}\n")
+        t.append("sessions —  load —  room —: the router drops its declarations, so robots cannot find it")
+        for note in d.notes:
+            t.append(f"\n{note}", style="red")
+        return t
     token = "alive" if s.alive else ("gone" if s.alive is False else "—")
     t.append(f"  token {token}  status {fmt_age(s.status_age_s)} ago")
     if s.is_stale:

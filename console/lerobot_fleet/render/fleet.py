@@ -125,8 +125,27 @@ def room_text(s: ServerRow) -> str:
     return capacity.room_text(s.headroom, s.room_limit)
 
 
+def server_replica_text(s: ServerRow) -> str:
+    """The replica, and for a server the router refuses the certificate it was refused (`CN=...`)."""
+    return f"{s.replica} CN={s.cn}" if s.is_refused and s.cn else s.replica
+
+
 def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
-    """One server row. Gone/stale: health says since when, and the old figures are dimmed."""
+    """One server row. Gone/stale: health says since when, and the old figures are dimmed. Refused: the router drops
+    its declarations, so its figures are unknown (`—`, never zeros) and health says how recently it was refused."""
+    if s.is_refused:
+        unknown = _t("—", OLD)
+        return (
+            _mark(marked, alerting),
+            _t(server_replica_text(s), "bold red"),
+            _t(s.model_id or "—"),
+            _t(s.revision or "—"),
+            _t(s.service or "—"),
+            *(unknown,) * 5,
+            _t(f"refused {fmt_age(s.seen_age_s)}", SERVER_HEALTH_STYLE["refused"]),
+            unknown,
+            unknown,
+        )
     sessions = f"{s.active_sessions}/{s.max_sessions}" if s.max_sessions else f"{s.active_sessions}/—"
     room_style = "red" if s.headroom is not None and s.headroom < 0 else ("yellow" if s.headroom == 0 else "")
     old = s.is_stale

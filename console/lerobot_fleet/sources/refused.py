@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lerobot_policy_remote.discovery import namespace_flag
+from lerobot_policy_remote.wire.keys import Namespace
 
 from ..acl_log import MAX_REFUSED, REFUSED_KEY, parse_board
 
@@ -28,6 +29,10 @@ class RefusedServer:
     key: str
     count: float
     age_s: float
+
+    def intake(self) -> tuple[str, str, Namespace, str, float]:
+        """What `FleetStore.set_refused` takes: (CN, replica, namespace, notice, seconds since last refused)."""
+        return self.cn, self.replica, Namespace(self.model, self.revision, self.service), self.notice(), self.age_s
 
     def notice(self) -> str:
         """One line for the operator: who, where, and the fix."""

@@ -48,7 +48,7 @@ def poll_status(
         store.note(f"router list query failed: {exc}"[:200])
     try:
         refused_servers = query_refused(session, timeout=min(1.0, period_s))
-        store.set_refused(tuple((r.cn, r.replica, r.notice()) for r in refused_servers))
+        store.set_refused(r.intake() for r in refused_servers)
     except Exception as exc:
         store.note(f"refused-server query failed: {exc}"[:200])
 
