@@ -85,7 +85,7 @@ def test_a_robot_certificate_may_not_read_the_board(fleet):
         session.close()
 
 
-def test_the_console_shows_the_refused_server_as_a_note_and_an_event(fleet):
+def test_the_console_shows_the_refused_server_as_a_row_a_note_and_an_event(fleet):
     store = FleetStore()
     source = ZenohSource(settings(fleet, "alice"), status_period_s=0.5, scrape_period_s=5.0)
     source.start(store)
@@ -95,8 +95,11 @@ def test_the_console_shows_the_refused_server_as_a_note_and_an_event(fleet):
             timeout=30,
             message="the console's notes list the refused server",
         )
+        row = store.snapshot().server("rogue")
     finally:
         assert source.stop()
     assert "CN=rogue may not serve" in notes[0]
+    assert row is not None and (row.health, row.cn, row.service) == ("refused", "rogue", fleet["task"])
+    assert row.n_max is None and row.headroom is None and row.requests_per_s is None  # unknown, never zeros
     events = [e for e in store.events() if "refused by router" in e.text]
     assert len(events) == 1 and events[0].server == "rogue"
