@@ -5,6 +5,7 @@ Through the store and the derivation with a frozen clock; the live board is test
 
 from __future__ import annotations
 
+from fleet_helpers import make_app, sync, until
 from lerobot_fleet.derive import waiting_reason
 from lerobot_fleet.render import server_cells
 from lerobot_fleet.render.detail import server_summary_text
@@ -12,6 +13,7 @@ from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.sources.refused import RefusedServer
 from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
 from lerobot_fleet.verbs import snapshot_json, snapshot_text
+from lerobot_fleet.widgets import KeyedTable
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus
@@ -80,3 +82,16 @@ def test_a_robot_waiting_for_a_refused_server_is_told_so() -> None:
     store.set_refused([REFUSED.intake()])
     why = waiting_reason(NS, store.snapshot().servers)
     assert why == "waiting: no replica serves this model/service (gpu-7 refused)"
+
+
+@sync
+async def test_the_servers_table_shows_the_refused_row_with_its_cn() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 42)) as pilot:
+        app.store.set_refused([REFUSED.intake()])
+        servers = app.screen.query_one("#servers", KeyedTable)
+        await until(pilot, lambda: "gpu-7" in servers.row_keys(), 5, "the refused server's row", tick=True)
+        assert servers.get_column_text("gpu-7", "replica") == "gpu-7 CN=srv-b"
+        assert servers.get_column_text("gpu-7", "health").startswith("refused")
+        unknown = [servers.get_column_text("gpu-7", c) for c in ("sessions", "load", "rps", "nmax", "headroom")]
+        assert unknown == ["—"] * 5

@@ -51,6 +51,7 @@ from .fleet import (
     rtc_cell,
     rtc_text,
     server_cells,
+    server_replica_width,
 )
 from .logs import alerts_text, events_text
 
@@ -101,6 +102,7 @@ __all__ = [
     "rtc_text",
     "section_title",
     "server_cells",
+    "server_replica_width",
     "server_summary_text",
     "sessions_text",
     "sort_label",

@@ -130,6 +130,11 @@ def server_replica_text(s: ServerRow) -> str:
     return f"{s.replica} CN={s.cn}" if s.is_refused and s.cn else s.replica
 
 
+def server_replica_width(rows: list[ServerRow]) -> int:
+    """The replica column a refused row's `CN=...` needs (0: the column's own width does)."""
+    return max((len(server_replica_text(s)) for s in rows if s.is_refused), default=0)
+
+
 def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> tuple[Cell, ...]:
     """One server row. Gone/stale: health says since when, and the old figures are dimmed. Refused: the router drops
     its declarations, so its figures are unknown (`—`, never zeros) and health says how recently it was refused."""

@@ -98,6 +98,7 @@ class FleetScreen(LiveScreen):
         with self.app.batch_update():
             # robot ids (up to 64 characters, and a `?order` mark) whole when the terminal has the room
             self.query_one("#robots", KeyedTable).fit("robot", max((render.robot_id_width(r) for r in robots), default=0))
+            self.query_one("#servers", KeyedTable).fit("replica", render.server_replica_width(servers))
             self.query_one("#header", Static).update(
                 render.header_text(
                     snap,
