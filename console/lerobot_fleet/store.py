@@ -19,13 +19,12 @@ from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
 from .capture import Capture, Link, RefusedRecord, RobotTrail
-from .derive import (
+from .derive import Derivation, robot_detail
+from .derive_servers import (
     LINK_LOSS_MARGIN_S,
     RECONNECT_GRACE_S,
     STATUS_STALE_S,
-    Derivation,
     refused_detail,
-    robot_detail,
     server_detail,
     waiting_reason,
 )

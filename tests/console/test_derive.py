@@ -3,7 +3,8 @@
 from dataclasses import asdict
 
 import pytest
-from lerobot_fleet.derive import Derivation, robot_row, server_row
+from lerobot_fleet.derive import Derivation, robot_row
+from lerobot_fleet.derive_servers import server_row
 from lerobot_fleet.model import RobotState, robot_key
 from lerobot_fleet.sources.fake import ManualClock
 from lerobot_fleet.store import FleetStore

@@ -6,7 +6,7 @@ Through the store and the derivation with a frozen clock; the live board is test
 from __future__ import annotations
 
 from fleet_helpers import make_app, sync, until
-from lerobot_fleet.derive import waiting_reason
+from lerobot_fleet.derive_servers import waiting_reason
 from lerobot_fleet.render import server_cells
 from lerobot_fleet.render.detail import server_summary_text
 from lerobot_fleet.sources.fake import ManualClock
