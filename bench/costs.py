@@ -26,11 +26,13 @@ phases alternating (`--repeats`), and prints old/new. Measure on a quiet box; th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -270,6 +272,7 @@ class Child:
             cwd=ROOT,
             start_new_session=True,
         )
+        self.term = False  # SIGTERM on stop: a program that does not end when its stdin closes
 
     def pid(self) -> int:
         """The program's PID (the child of the `timeout` wrapper)."""
@@ -298,12 +301,16 @@ class Child:
         return json.loads(self.wait_line("MARK ", 30).split(" ", 1)[1])
 
     def stop(self) -> None:
+        """Close its stdin (the replica and the bare router end on that); with `term` set, SIGTERM it too."""
         try:
             if self.p.stdin:
                 self.p.stdin.close()
+            if self.term and self.p.poll() is None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    os.kill(self.pid(), signal.SIGTERM)
             self.p.wait(timeout=20)
         except (subprocess.TimeoutExpired, BrokenPipeError):
-            os.killpg(self.p.pid, 9)
+            os.killpg(self.p.pid, signal.SIGKILL)
             self.p.wait(timeout=5)
 
 
@@ -376,6 +383,7 @@ def phase(
                 str(out),
             ]
         )
+        robots.term = True  # it runs on for its --seconds otherwise
         children.insert(0, robots)
         robots.wait_line("ROBOTS READY", 120)
         time.sleep(a.warmup)
