@@ -19,8 +19,8 @@ from typing import Any
 
 from lerobot_policy_remote.wire.keys import ROOT, ServiceKeys
 
-from .acl_log import REFUSED_KEY
 from .inventory import ANY_NAMESPACE, Inventory, Member
+from .refused_board import REFUSED_KEY
 
 ALL_MESSAGES = (
     "put", "delete", "declare_subscriber", "query", "declare_queryable", "reply",

@@ -71,7 +71,7 @@ def router_settings(
 
 
 class RefusedBoard:
-    """The ACL log filter's latest board of refused servers (acl_log.RefusedServers), read from its pipe on a thread
+    """The ACL log filter's latest board of refused servers (refused_board.RefusedServers), read from its pipe on a thread
     and answered on `REFUSED_KEY/<zid>`: a console cannot see a server whose keys the router drops, only the router
     can tell it. Ages grow between two boards and entries past `REFUSED_TTL_S` leave."""
 
@@ -87,7 +87,7 @@ class RefusedBoard:
         return self
 
     def _read(self) -> None:
-        from .acl_log import parse_board
+        from .refused_board import parse_board
 
         with os.fdopen(self._fd, "rb") as pipe:  # EOF when the filter exits
             for raw in pipe:
@@ -99,7 +99,7 @@ class RefusedBoard:
 
     def payload(self) -> bytes:
         """The board now: ages as of this instant, expired entries left out."""
-        from .acl_log import REFUSED_TTL_S, board_line
+        from .refused_board import REFUSED_TTL_S, board_line
 
         with self._lock:
             since = self._clock() - self._at
@@ -179,7 +179,7 @@ def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inv
         board = RefusedBoard(read_end).start()
     session = open_session(settings)
     if board is not None:
-        from .acl_log import REFUSED_KEY
+        from .refused_board import REFUSED_KEY
 
         own = f"{REFUSED_KEY}/{session.zid()}"
         queryable = session.declare_queryable(own, board.answer(own))  # noqa: F841 (held: declared while it runs)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
-from lerobot_fleet.acl_log import (
+from lerobot_fleet.acl_log import RefusalLog
+from lerobot_fleet.refused_board import (
     BOARD_MAX_BYTES,
     MAX_FIELD,
     MAX_KEY,
     MAX_REFUSED,
     REFUSED_TTL_S,
-    RefusalLog,
     RefusedServers,
     board_line,
     parse_board,

@@ -1,9 +1,9 @@
-"""Servers the router refuses: each router's board of them (`lerobot-fleet router --inventory`, acl_log.py).
+"""Servers the router refuses: each router's board of them (`lerobot-fleet router --inventory`, refused_board.py).
 
 A server whose certificate may not serve its namespace has every declaration dropped by the router, so no status,
 token or audit line of it ever reaches the console; only the router's ACL log sees it. Each router answers
 `REFUSED_KEY/<zid>` with the servers it refused in the last minute; under the ACL only operators and viewers of
-every namespace may ask (acl.py). Replies are checked and cut to size (`acl_log.parse_board`).
+every namespace may ask (acl.py). Replies are checked and cut to size (`refused_board.parse_board`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from lerobot_policy_remote.discovery import namespace_flag
 from lerobot_policy_remote.wire.keys import Namespace
 
-from ..acl_log import MAX_REFUSED, REFUSED_KEY, parse_board
+from ..refused_board import MAX_REFUSED, REFUSED_KEY, parse_board
 
 
 @dataclass(frozen=True)
