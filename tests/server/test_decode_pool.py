@@ -229,7 +229,8 @@ def test_an_observation_without_camera_frames_stays_with_the_worker() -> None:
         state_only, framed = Mail(small, HEADER, time.perf_counter()), Mail(_payload(), HEADER, time.perf_counter())
         pool.submit(state_only)
         pool.submit(framed)
-        wait_until(lambda: framed.decoded is not None, timeout=5, interval=0.002, message="the pool's decode of the frame")
+        wait_until(lambda: framed.decoded is not None, timeout=5, interval=0.002,
+                   message="the pool's decode of the frame")
         assert state_only.decoded is None and decode.threads == [framed.decoded_by]
         assert take_decoded(state_only, decode).state["observation.state"].shape == (6,)
         assert state_only.decoded_by == threading.current_thread().name

@@ -41,7 +41,8 @@ class ServerMetrics:
                                          buckets=_LAT_BUCKETS, registry=r)
         self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
         self._served = 0  # every chunk counted since start (requests_served), closed sessions' included
-        # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time (forget_client drops it)
+        # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time
+        # (forget_client drops it)
         self._request_children: dict[str, Any] = {}
 
     def count_request(self, client: str) -> None:

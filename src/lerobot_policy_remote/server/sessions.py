@@ -218,7 +218,8 @@ class Registry:
         cycle: one pass over the ring, no per-session call)."""
         with self.lock:
             ring, c = self._ring, self._cursor
-            return [s for s in ring[c:] if s.mailbox._mail is not None] + [s for s in ring[:c] if s.mailbox._mail is not None]
+            after = [s for s in ring[c:] if s.mailbox._mail is not None]
+            return after + [s for s in ring[:c] if s.mailbox._mail is not None]
 
     def served(self, session: Session) -> None:
         with self.lock:

@@ -180,7 +180,8 @@ class Worker:
         if not batchable or len(batchable) >= self.batch_limit or (
                 win.horizon_s(pass_s) <= 0 if win.fixed_s is None else win.fixed_s <= 0):
             return chosen
-        sessions = [s for s in self.registry.all() if self._may_share(s)]  # a request that runs alone is never waited for
+        # a request that runs alone is never waited for
+        sessions = [s for s in self.registry.all() if self._may_share(s)]
         picked = set(chosen)
         others = [(s.mailbox.last_arrival, s.mailbox.interval) for s in sessions if s not in picked]
         fill = win.target(self.batch_limit, len(batchable), win.due(others, win.horizon_s(pass_s)), len(sessions))
