@@ -23,7 +23,8 @@ CONTROL_MAX_BYTES = 1024 * 1024
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    packed: bytes = msgpack.packb(obj, use_bin_type=True)  # msgpack ships no types: its result is typed here
+    return packed
 
 
 def unpack_map(data: bytes | bytearray | memoryview | None, field: str, limits: WireLimits, max_bytes: int) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def _plan(cls: type) -> tuple[tuple[str, Any, bool, bool], ...]:
     console decodes ~20,000 telemetry samples/s and `dataclasses.fields` + a path string per field dominated."""
     hints = _hints(cls)
     return tuple((f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                  hints[f.name] in _EXACT) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+                  hints[f.name] in _EXACT) for f in dataclasses.fields(cls))
 
 
 def from_dict(cls: type[T], value: Any, field: str) -> T:
@@ -73,7 +74,8 @@ def from_dict(cls: type[T], value: Any, field: str) -> T:
     if not isinstance(value, dict):
         raise WireError(field, f"expected a map, got {type(value).__name__}")
     kwargs: dict[str, Any] = {}
-    for name, tp, required, exact in _plan(cls):
+    plan_of: type = cls  # a class is hashable; the checker cannot tell for `type[T]` (the cache's key must be)
+    for name, tp, required, exact in _plan(plan_of):
         if name in value:
             v = value[name]
             kwargs[name] = v if exact and type(v) is tp else coerce(v, tp, f"{field}.{name}")
@@ -146,7 +148,7 @@ def coerce(value: Any, tp: Any, field: str) -> Any:
             raise WireError(field, f"expected a map, got {type(value).__name__}")
         _, item = get_args(tp)
         return {str(k): coerce(v, item, f"{field}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):  # a dataclass annotation is its class
         return from_dict(tp, value, field)
     raise TypeError(f"unsupported annotation {tp!r} for {field}")  # a bug in our schema, not hostile input
 
