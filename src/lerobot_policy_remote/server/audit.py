@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.header import Header
 from ..wire.messages import AuditLine
@@ -102,7 +103,7 @@ class DebugCapture:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.max = capture_max
-        self._q: queue.Queue[tuple[str, dict[str, np.ndarray], dict[str, str]] | None] = queue.Queue(maxsize=64)
+        self._q: queue.Queue[tuple[str, dict[str, NDArray[Any]], dict[str, str]] | None] = queue.Queue(maxsize=64)
         self._written: list[Path] = sorted(self.dir.glob("*.safetensors"))  # a restart keeps the ring bounded
         self.dropped = 0
         self._n = len(self._written)
@@ -122,7 +123,7 @@ class DebugCapture:
             self.dropped += 1
 
     @staticmethod
-    def wire(data: bytes | None) -> np.ndarray:
+    def wire(data: bytes | None) -> NDArray[Any]:
         """Wire bytes as a uint8 tensor (safetensors stores tensors only)."""
         return np.frombuffer(data or b"", dtype=np.uint8).copy()
 

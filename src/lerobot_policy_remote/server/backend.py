@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
@@ -226,7 +227,9 @@ class LerobotBackend(Backend):
         batch["robot_type"] = ""
         return batch
 
-    def infer(self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+    def infer(
+        self, state: SessionPipelines, obs: ObservationMsg, rtc: RtcSettings | None
+    ) -> tuple[NDArray[Any], NDArray[Any]]:
         if self.classification.queue_fed:
             with self._torch.inference_mode():
                 return self._post(state, self._queue_fed_chunk(self._pre(state, obs)))
@@ -244,7 +247,9 @@ class LerobotBackend(Backend):
         """Shared and chunk-stateless; RTC robots too, each guided by its own delay and prefix (`rtc_guidance`)."""
         return self.batches and (rtc is None or self.batches_rtc)
 
-    def infer_batch(self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def infer_batch(
+        self, items: list[tuple[SessionPipelines, ObservationMsg, RtcSettings | None]]
+    ) -> list[tuple[NDArray[Any], NDArray[Any]]]:
         """Each robot's own preprocessor, one forward pass over the stacked batch, each robot's own postprocessor.
 
         Each robot's noise is drawn on its own, in order, so a robot's chunk does not depend on who shares its pass.
@@ -296,12 +301,12 @@ class LerobotBackend(Backend):
 
     def _pre(self, state: SessionPipelines, obs: ObservationMsg) -> dict[str, Any]:
         torch = self._torch
-        pre = state.pre(self._batch(obs))
+        pre: dict[str, Any] = state.pre(self._batch(obs))  # lerobot's pipeline: a batch dict in, a batch dict out
         if self.dtype != torch.float32:
             pre = {k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in pre.items()}
         return pre
 
-    def _post(self, state: SessionPipelines, chunk: Any) -> tuple[np.ndarray, np.ndarray]:
+    def _post(self, state: SessionPipelines, chunk: Any) -> tuple[NDArray[Any], NDArray[Any]]:
         """(1, T, A) model-space chunk -> (model-space, robot-space) arrays through this session's postprocessor."""
         chunk = chunk.float()
         original = chunk.squeeze(0).detach().cpu().clone()
@@ -330,8 +335,10 @@ class LerobotBackend(Backend):
 
     def dummy_observation(self) -> ObservationMsg:
         """A plausible observation for warm-up (trained image size, zero state)."""
-        images = {k: np.full((s[1], s[2], 3), 127, dtype=np.uint8) for k, s in self.caps.image_shapes.items()}
-        state = {k: np.zeros(d, dtype=np.float32) for k, d in self.other_state.items()}
+        images: dict[str, NDArray[Any]] = {
+            k: np.full((s[1], s[2], 3), 127, dtype=np.uint8) for k, s in self.caps.image_shapes.items()
+        }
+        state: dict[str, NDArray[Any]] = {k: np.zeros(d, dtype=np.float32) for k, d in self.other_state.items()}
         if self.caps.state_key:
             state[self.caps.state_key] = np.zeros(self.caps.state_dim, dtype=np.float32)
         return ObservationMsg(state=state, images=images, task=self.task)

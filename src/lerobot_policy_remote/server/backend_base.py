@@ -10,7 +10,7 @@ import abc
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
@@ -44,7 +44,7 @@ class Backend(abc.ABC):
         """Raise ObsContractError when a decoded observation does not fit the policy."""
 
     @abc.abstractmethod
-    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[NDArray[Any], NDArray[Any]]:
         """One chunk for one robot: (model-space chunk, robot-space chunk), each (T, A) float32."""
 
     # ------------------------------------------------------------------ optional: defaults
@@ -64,7 +64,7 @@ class Backend(abc.ABC):
 
     def infer_batch(
         self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]
-    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    ) -> list[tuple[NDArray[Any], NDArray[Any]]]:
         """One result per item, in order. Default: `infer` for each (a batching backend overrides this)."""
         return [self.infer(state, obs, rtc) for state, obs, rtc in items]
 

@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import zenoh
+
 from ..wire.codec import decode, encode
 from ..wire.codes import Refusal
 from ..wire.errors import Reason, WireError
@@ -36,23 +38,36 @@ log = logging.getLogger("lerobot.policy_server")
 MAX_CONTROL_BYTES = 256 * 1024  # a session open, reset or drain request is a few KiB; never copy more
 
 
-def query_bytes(query: Any) -> bytes | None:
+def query_bytes(query: zenoh.Query) -> bytes | None:
     """A control query's payload, sized before it is copied (a hostile peer cannot make us copy a huge body)."""
     payload = query.payload
     if payload is None:
         return None
     if len(payload) > MAX_CONTROL_BYTES:
-        raise WireError("payload", f"{len(payload)} bytes is over the {MAX_CONTROL_BYTES}-byte limit for a control message",
-                        Reason.OVERSIZE)
+        raise WireError(
+            "payload",
+            f"{len(payload)} bytes is over the {MAX_CONTROL_BYTES}-byte limit for a control message",
+            Reason.OVERSIZE,
+        )
     return payload.to_bytes()
 
 
 class ControlPlane:
     """The queryables' callbacks; `declare(z)` declares them on the server's zenoh session."""
 
-    def __init__(self, *, keys: ServiceKeys, replica: str, metrics: ServerMetrics, registry: Registry, seats: Seats,
-                 cordon: Cordon, status: Callable[[bool], ServerStatus], drain: Callable[[str], DrainAck],
-                 wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        keys: ServiceKeys,
+        replica: str,
+        metrics: ServerMetrics,
+        registry: Registry,
+        seats: Seats,
+        cordon: Cordon,
+        status: Callable[[bool], ServerStatus],
+        drain: Callable[[str], DrainAck],
+        wake: Callable[[], None],
+    ) -> None:
         self.keys, self.replica, self.metrics, self.registry = keys, replica, metrics, registry
         self.seats, self.cordon, self.status, self.drain, self.wake = seats, cordon, status, drain, wake
 
@@ -66,26 +81,28 @@ class ControlPlane:
             z.declare_queryable(k.server(r, "cordon"), self.on_cordon),
         ]
 
-    def on_status(self, query: Any) -> None:
+    def on_status(self, query: zenoh.Query) -> None:
         with query:
             brief = BRIEF_STATUS in str(query.parameters).replace("&", ";").split(";")
             query.reply(self.keys.server(self.replica, "status"), encode(self.status(not brief)))
 
-    def _key_robot(self, query: Any) -> str:
+    def _key_robot(self, query: zenoh.Query) -> str:
         """The robot a session/reset query speaks for: the id in its key (the router's ACL vouches for it)."""
         robot = parse_key(str(query.key_expr)).robot
         if robot is None:
             raise WireError("key", f"{query.key_expr} names no robot")
         return robot
 
-    def on_session(self, query: Any) -> None:
+    def on_session(self, query: zenoh.Query) -> None:
         with query:
             reply_key = self.keys.session(self.replica, "*")
             try:
                 robot = self._key_robot(query)
                 reply_key = self.keys.session(self.replica, robot)
                 req = decode(SessionOpen, query_bytes(query))
-                ack = self._identity_refusal(robot, req.client_uuid) if req.client_uuid != robot else self.seats.open(req)
+                ack = (
+                    self._identity_refusal(robot, req.client_uuid) if req.client_uuid != robot else self.seats.open(req)
+                )
             except WireError as exc:
                 self.metrics.errors.labels(Reason.BAD_SESSION_OPEN.value).inc()
                 self.metrics.rejected.labels(Refusal.BAD_REQUEST).inc()
@@ -99,13 +116,20 @@ class ControlPlane:
         """A session open for another robot than the key it came on: refused, counted, the other robot untouched."""
         self.metrics.errors.labels(Reason.IDENTITY_MISMATCH.value).inc()
         self.metrics.rejected.labels(Refusal.IDENTITY_MISMATCH).inc()
-        log.warning("session open on robot %s's key names client_uuid %s: refused (one robot cannot open a session "
-                    "for another)", key_robot, printable(body_robot, 80))
-        return SessionAck(False, Refusal.IDENTITY_MISMATCH,
-                          f"this session open came on robot {key_robot}'s key but names client_uuid "
-                          f"{printable(body_robot, 80)}", replica=self.replica)
+        log.warning(
+            "session open on robot %s's key names client_uuid %s: refused (one robot cannot open a session "
+            "for another)",
+            key_robot,
+            printable(body_robot, 80),
+        )
+        return SessionAck(
+            False,
+            Refusal.IDENTITY_MISMATCH,
+            f"this session open came on robot {key_robot}'s key but names client_uuid {printable(body_robot, 80)}",
+            replica=self.replica,
+        )
 
-    def on_reset(self, query: Any) -> None:
+    def on_reset(self, query: zenoh.Query) -> None:
         with query:
             reply_key = self.keys.reset(self.replica, "*")
             try:
@@ -129,7 +153,7 @@ class ControlPlane:
                 ack = ResetAck(False, 0, f"malformed reset: {exc}")
             query.reply(reply_key, encode(ack))
 
-    def on_drain(self, query: Any) -> None:
+    def on_drain(self, query: zenoh.Query) -> None:
         with query:
             try:
                 req = decode(DrainRequest, query_bytes(query) if query.payload is not None else b"\x80")
@@ -138,7 +162,7 @@ class ControlPlane:
                 ack = DrainAck(False, f"malformed drain request: {exc}")
             query.reply(self.keys.server(self.replica, "drain"), encode(ack))
 
-    def on_cordon(self, query: Any) -> None:
+    def on_cordon(self, query: zenoh.Query) -> None:
         with query:
             try:
                 ack = self.cordon.answer(query_bytes(query), [s.session_id for s in self.registry.all()])

@@ -65,6 +65,8 @@ class Housekeeper:
             robot = parse_key(str(sample.key_expr)).robot
         except WireError:
             return  # a foreign token under our wildcard: not a robot of ours
+        if robot is None:
+            return  # a key of ours that names no robot (the wildcard takes robots' tokens only)
         with self._alive_lock:
             if sample.kind == zenoh.SampleKind.PUT:
                 self._alive.add(robot)

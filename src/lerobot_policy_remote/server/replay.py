@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.data import decode_chunk, decode_observation
 from ..wire.header import Header, MsgType
@@ -33,7 +34,7 @@ USAGE = "usage: lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--
 class Capture:
     name: str
     meta: dict[str, str]
-    tensors: dict[str, np.ndarray]
+    tensors: dict[str, NDArray[Any]]
 
 
 @dataclass
@@ -58,7 +59,7 @@ def load_captures(directory: Path) -> list[Capture]:
     return out
 
 
-def _max_diff(a: np.ndarray, b: np.ndarray) -> str:
+def _max_diff(a: NDArray[Any], b: NDArray[Any]) -> str:
     if a.shape != b.shape:
         return f"shape {a.shape} vs {b.shape}"
     return f"max |d| {float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0:.3g}"

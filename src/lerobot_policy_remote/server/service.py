@@ -32,7 +32,8 @@ from ..wire.messages import DrainAck, ServerStatus, SessionAck, SessionOpen
 from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
 from .admission import Seats
 from .audit import Auditor, DebugCapture
-from .backend import Backend, LerobotBackend
+from .backend import LerobotBackend
+from .backend_base import Backend
 from .control import ControlPlane
 from .cordon import Cordon
 from .decode_pool import DecodePool
@@ -341,6 +342,8 @@ class PolicyServer:
             client = parse_key(str(sample.key_expr)).robot
         except WireError:
             return  # cannot happen under our own obs wildcard; never let a callback raise
+        if client is None:
+            return  # nor can this: an observation key names its robot
         session = self.registry.get(client)
         if session is None or session.closed:
             self.unknown.append((client, peek_epoch(sample.attachment)))

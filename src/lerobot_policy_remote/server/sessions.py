@@ -8,14 +8,18 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zenoh
 
 from ..wire.codec import encode
 from ..wire.codes import EventKind
+from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.messages import EventMsg, RtcSettings, SessionInfo, SessionOpen
+
+if TYPE_CHECKING:  # a mail holds a decoded observation; decode_pool.py, not this module, decodes it
+    from ..wire.data import ObservationMsg
 
 log = logging.getLogger("lerobot.policy_server")
 
@@ -33,7 +37,7 @@ class Mail:
     size: int = 0  # bytes on the wire (payload is left empty when it exceeds the limit)
     # Decoding (server/decode_pool.py): whoever holds `claim` decodes; the result or its WireError lands here.
     claim: threading.Lock = field(default_factory=threading.Lock)
-    decoded: Any = None
+    decoded: ObservationMsg | WireError | None = None
     decoded_by: str | None = None  # the thread that decoded it (tests: decode runs off the worker)
     stale: bool = False  # superseded in its mailbox: not worth decoding
 

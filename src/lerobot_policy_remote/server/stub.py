@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
@@ -49,7 +50,7 @@ class StubBackend(Backend):
         if st is None or st.size != self.caps.state_dim:
             raise ObsContractError("state.observation.state", f"expected {self.caps.state_dim} values")
 
-    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[np.ndarray, np.ndarray]:
+    def infer(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> tuple[NDArray[Any], NDArray[Any]]:
         time.sleep(self.infer_s)
         self.calls += 1
         return self._chunk(obs)
@@ -61,12 +62,14 @@ class StubBackend(Backend):
     def can_batch(self, state: Any, obs: ObservationMsg, rtc: RtcSettings | None) -> bool:
         return self.batches and rtc is None
 
-    def infer_batch(self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def infer_batch(
+        self, items: list[tuple[Any, ObservationMsg, RtcSettings | None]]
+    ) -> list[tuple[NDArray[Any], NDArray[Any]]]:
         time.sleep(self.infer_s + (self.per_robot_s or 0.0) * (len(items) - 1))
         self.calls += 1
         return [self._chunk(obs) for _, obs, _ in items]
 
-    def _chunk(self, obs: ObservationMsg) -> tuple[np.ndarray, np.ndarray]:
+    def _chunk(self, obs: ObservationMsg) -> tuple[NDArray[Any], NDArray[Any]]:
         base = np.asarray(obs.state["observation.state"], dtype=np.float32).reshape(-1)
         steps = np.arange(self.caps.chunk_size, dtype=np.float32)[:, None]
         robot = base[None, :] + steps

@@ -17,8 +17,9 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.codes import EventKind
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk, float16_fits
@@ -250,21 +251,27 @@ class Worker:
         try:
             header = Header.unpack(mail.attachment, expect=MsgType.OBS)
         except WireError as exc:
-            return self._refuse(s, exc.reason, f"bad observation header: {exc}", None)
+            self._refuse(s, exc.reason, f"bad observation header: {exc}", None)
+            return None
         if header.schema_version != s.schema_version:
-            return self._refuse(s, Reason.SCHEMA_MISMATCH,
-                                f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}", header)
+            self._refuse(s, Reason.SCHEMA_MISMATCH,
+                         f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}",
+                         header)
+            return None
         size = mail.size or len(mail.payload)
         max_bytes = self.limits.max_payload_bytes
         if size > max_bytes:
-            return self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {max_bytes}", header)
+            self._refuse(s, Reason.OVERSIZE, f"observation of {size} bytes exceeds the limit {max_bytes}", header)
+            return None
         try:
             obs = take_decoded(mail, self.decode)
             self.backend.validate_obs(obs)
         except WireError as exc:
-            return self._refuse(s, exc.reason, f"bad observation: {exc}", header)
+            self._refuse(s, exc.reason, f"bad observation: {exc}", header)
+            return None
         except ObsContractError as exc:
-            return self._refuse(s, Reason.CONTRACT, f"observation does not fit the policy: {exc}", header)
+            self._refuse(s, Reason.CONTRACT, f"observation does not fit the policy: {exc}", header)
+            return None
         if header.episode_id != s.episode_id and (obs.episode_start or header.episode_id > s.episode_id):
             self.backend.reset_session(s.state)
             s.episode_id = header.episode_id
@@ -323,7 +330,7 @@ class Worker:
         self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
                                      superseded=r.superseded, error=str(exc)))
 
-    def _publish(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, infer_s: float, batch: int = 1,
+    def _publish(self, r: Request, chunk_model: NDArray[Any], chunk_robot: NDArray[Any], infer_s: float, batch: int = 1,
                  queued: bool = False) -> None:
         """`queued`: a later express chunk of this pass flushes this one (Session.out_batched)."""
         s, h = r.s, r.header
@@ -350,8 +357,8 @@ class Worker:
         if self.capture is not None and r.mail is not None:
             self._capture(r, chunk_model, chunk_robot, payload, attachment, queue_wait, infer_s, batch)
 
-    def _capture(self, r: Request, chunk_model: np.ndarray, chunk_robot: np.ndarray, payload: bytes, attachment: bytes,
-                 queue_wait: float, infer_s: float, batch: int) -> None:
+    def _capture(self, r: Request, chunk_model: NDArray[Any], chunk_robot: NDArray[Any], payload: bytes,
+                 attachment: bytes, queue_wait: float, infer_s: float, batch: int) -> None:
         """The request and the reply as they crossed the wire, plus what replaying them needs (DebugCapture)."""
         s, h, cap, info = r.s, r.header, self.capture, self.backend.model_info
         assert cap is not None and r.mail is not None
