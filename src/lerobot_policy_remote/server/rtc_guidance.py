@@ -60,7 +60,8 @@ class BatchedGuidance(RTCProcessor):
         proc = self._schedules.get(row.schedule)
         if proc is None:
             proc = self._schedules[row.schedule] = RTCProcessor(RTCConfig(prefix_attention_schedule=row.schedule))
-        return proc.get_prefix_weights(row.inference_delay, horizon, total)
+        weights: torch.Tensor = proc.get_prefix_weights(row.inference_delay, horizon, total)  # lerobot: untyped
+        return weights
 
     def denoise_step(
         self,
@@ -73,8 +74,10 @@ class BatchedGuidance(RTCProcessor):
     ) -> torch.Tensor:
         plan = self._plan
         if plan is None:
-            return super().denoise_step(x_t, prev_chunk_left_over, inference_delay, time, original_denoise_step_partial,
-                                        execution_horizon)
+            v_t: torch.Tensor = super().denoise_step(  # lerobot's own step (untyped)
+                x_t, prev_chunk_left_over, inference_delay, time, original_denoise_step_partial, execution_horizon
+            )
+            return v_t
         if all(row.prefix is None for row in plan):
             return original_denoise_step_partial(x_t)
         batch, total, action_dim = x_t.shape
@@ -122,7 +125,10 @@ def install(policy: Any, rtc_config: RTCConfig) -> BatchedGuidance:
 def autograd_context(torch_module: Any, own_guidance: bool, guided: bool) -> contextlib.AbstractContextManager[Any]:
     """What a pass runs under: `inference_mode`, except a guided pass of a policy that guides itself (RTC taken as
     arguments, no `BatchedGuidance`), which may need autograd: `no_grad`, as lerobot decorates `predict_action_chunk`."""
-    return torch_module.no_grad() if guided and not own_guidance else torch_module.inference_mode()
+    context: contextlib.AbstractContextManager[Any] = (
+        torch_module.no_grad() if guided and not own_guidance else torch_module.inference_mode()
+    )
+    return context
 
 
 def rtc_call_kwargs(policy: Any, row: RowPlan) -> dict[str, Any]:
