@@ -6,8 +6,14 @@ import logging
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from .manifest_args import parse_manifest, split_manifest, take_option
+
+if TYPE_CHECKING:  # for the checker only: the CLI imports these once it needs them (`--help` loads none)
+    from .manifest import Manifest
+    from .router_check import RouterWatch
+    from .service import PolicyServer
 
 USAGE = """usage: lerobot-policy-server [--manifest server.yaml] [--FIELD=VALUE ...] [--audit_log=off|stderr|PATH] [--verbose]
        lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--verbose]
@@ -37,7 +43,7 @@ def usage() -> str:
     return USAGE.format(fields=manifest_help())
 
 
-def preflight(manifest) -> str:
+def preflight(manifest: Manifest) -> str:
     """What would fail after loading the model, found before it: the router (refused port, certificates) and the
     health port. "" when both look fine (zenoh itself still connects after the load)."""
     import errno
@@ -63,7 +69,7 @@ def preflight(manifest) -> str:
     return ""
 
 
-def watch_router(server, manifest):
+def watch_router(server: PolicyServer, manifest: Manifest) -> RouterWatch:
     """router_refused=retry: check the router again until it accepts this replica; /healthz turns ok then."""
     from .router_check import RouterWatch, router_accepts
 
@@ -99,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lerobot-policy-server: error: --audit_log: {exc} (use off, stderr or a writable file path)", file=sys.stderr, flush=True)
         return 2
 
-    def fail(exc: BaseException, manifest=None, code: int = 2) -> int:
+    def fail(exc: BaseException, manifest: Manifest | None = None, code: int = 2) -> int:
         """One short message; the traceback only when asked for."""
         if verbose:
             logging.getLogger("lerobot.policy_server").error("startup failed", exc_info=exc)
