@@ -58,6 +58,19 @@ def zenoh_where(z: ZenohSettings) -> str:
     return " ".join(parts)
 
 
+def serving_zenoh_settings(manifest: Manifest, batch_limit: int) -> ZenohSettings:
+    """The zenoh settings a replica opens with: the manifest's, plus what serving needs. A batching server publishes
+    a burst of chunks per pass: deepen the chunk priority's TX queue (unless set). No message larger than an
+    observation `max_obs_bytes` allows is reassembled (unless set). A function of its own so that these limits can be
+    checked without starting a server."""
+    z = manifest.zenoh_settings()
+    if not z.max_message_bytes:
+        z = dataclasses.replace(z, max_message_bytes=manifest.max_obs_bytes + OBS_SLACK_BYTES)
+    if batch_limit > 1 and not z.tx_queue_interactive_high:
+        return dataclasses.replace(z, tx_queue_interactive_high=16)
+    return z
+
+
 class PolicyServer:
     """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it."""
 
@@ -142,7 +155,7 @@ class PolicyServer:
         self.metrics.info.labels(self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode).set(1)
         if m.health_port:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
-        settings = self._zenoh_settings()
+        settings = serving_zenoh_settings(self.manifest, self.batch_limit)
         self.progress(f"Connecting to zenoh ({settings.mode} {zenoh_where(settings)})...")
         self.z = self.seats.z = open_session(settings)
         k, r = self.keys, self.replica
@@ -204,16 +217,6 @@ class PolicyServer:
 
     def worker_alive(self) -> bool:
         return self.worker.alive()
-
-    def _zenoh_settings(self) -> ZenohSettings:
-        """A batching server publishes a burst of chunks per pass: deepen the chunk priority's TX queue (unless set).
-        No message larger than an observation `max_obs_bytes` allows is reassembled (unless set)."""
-        z = self.manifest.zenoh_settings()
-        if not z.max_message_bytes:
-            z = dataclasses.replace(z, max_message_bytes=self.manifest.max_obs_bytes + OBS_SLACK_BYTES)
-        if self.batch_limit > 1 and not z.tx_queue_interactive_high:
-            return dataclasses.replace(z, tx_queue_interactive_high=16)
-        return z
 
     def healthy(self) -> tuple[bool, str]:
         if self.lifecycle.draining:
