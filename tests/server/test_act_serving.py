@@ -11,6 +11,8 @@ import pytest
 import torch
 from conftest import make_manifest
 
+from lerobot_policy_remote.server.metrics import PREFIX
+from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.testing.fake_robot import FakeRobot, default_features
 from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.wire.codec import encode
@@ -63,6 +65,11 @@ def wait_idle(server, timeout: float = 15.0) -> None:
 @pytest.fixture(autouse=True)
 def _idle(server):
     wait_idle(server)
+
+
+def errors_counted(server: PolicyServer, reason: str) -> float:
+    """The server's `errors_total{reason}` as its metrics registry reports it (0 before the first)."""
+    return server.metrics.registry.get_sample_value(PREFIX + "errors_total", {"reason": reason}) or 0.0
 
 
 def new_robot(zenoh_client, server, name="r") -> FakeRobot:
@@ -251,10 +258,10 @@ def test_corrupt_jpeg_is_refused_counted_and_the_next_observation_served(server,
     payload = bytearray(encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img})))
     start = payload.index(b"\xff\xd8")
     payload[start + 700 : start + 1400] = b"\xff" * 700
-    before = server.metrics.errors.labels("malformed")._value.get()
+    before = errors_counted(server, "malformed")
     bad_robot.send_raw(bytes(payload), Header(1, MsgType.OBS, 50, 0, 0, 1).pack())
     _, ev = bad_robot.wait_for(lambda h, b: isinstance(b, EventMsg), 20)
     assert ev.event == "bad_request" and "JPEG" in ev.message
-    assert server.metrics.errors.labels("malformed")._value.get() == before + 1  # counted once, as a malformed observation
+    assert errors_counted(server, "malformed") == before + 1  # counted once, as a malformed observation
     assert other.request(np.ones(6), timeout=30).chunk_robot.shape == (20, 6)
     assert bad_robot.request(np.ones(6), timeout=30).chunk_robot.shape == (20, 6)

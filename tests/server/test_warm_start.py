@@ -11,6 +11,7 @@ from conftest import make_manifest
 
 from lerobot_policy_remote.server.service import PolicyServer
 from lerobot_policy_remote.server.stub import StubBackend
+from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.wire.codec import decode
 from lerobot_policy_remote.wire.messages import ServerStatus
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -72,7 +73,6 @@ def test_a_failed_warm_up_fails_start_with_the_backends_error(router: Any) -> No
     with pytest.raises(RuntimeError, match="out of memory"):
         server.start()
     assert server.z is None and settled == [] and not server.warmed_up  # never announced, never settled
-    worker = next(t for t in server._threads if t.name == "inference-worker")
-    worker.join(timeout=5)
-    assert not worker.is_alive()  # the worker ended with the warm-up: no thread left serving nothing
+    # the worker ended with the warm-up: no thread left serving nothing
+    wait_until(lambda: not server.worker_alive(), timeout=5, message="the inference worker's end")
     server.stop()  # the CLI's clean-up after a failed start still works
