@@ -39,19 +39,39 @@ class FakeZenoh:
 
 
 def _seats(max_sessions: int = 2, reclaim_idle_s: float = 10.0) -> tuple[Seats, Registry, ServerMetrics]:
-    manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task="t", max_sessions=max_sessions, health_port=0,
-                        warmup_inferences=0, reclaim_idle_s=reclaim_idle_s)
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path="stub"),
+        default_task="t",
+        max_sessions=max_sessions,
+        health_port=0,
+        warmup_inferences=0,
+        reclaim_idle_s=reclaim_idle_s,
+    )
     backend = StubBackend(0.0, SIM_ARM_ACTION_NAMES, max_sessions=max_sessions)
     registry, metrics = Registry(), ServerMetrics("rep")
-    seats = Seats(manifest=manifest, caps=backend.caps, backend=backend, registry=registry, lifecycle=Lifecycle(),
-                  cordon=Cordon("rep", progress=lambda s: None), metrics=metrics, keys=manifest.keys(), replica="rep")
+    seats = Seats(
+        manifest=manifest,
+        caps=backend.caps,
+        backend=backend,
+        registry=registry,
+        lifecycle=Lifecycle(),
+        cordon=Cordon("rep", progress=lambda s: None),
+        metrics=metrics,
+        keys=manifest.keys(),
+        replica="rep",
+    )
     seats.z = FakeZenoh()
     return seats, registry, metrics
 
 
 def _open(cid: str, **kw: Any) -> SessionOpen:
-    return SessionOpen(client_uuid=cid, action_names=list(SIM_ARM_ACTION_NAMES),
-                       features=[FeatureSpec("observation.state", "state", [6])], fps=30.0, **kw)
+    return SessionOpen(
+        client_uuid=cid,
+        action_names=list(SIM_ARM_ACTION_NAMES),
+        features=[FeatureSpec("observation.state", "state", [6])],
+        fps=30.0,
+        **kw,
+    )
 
 
 def test_a_seat_declares_an_express_and_a_queued_publisher_and_closing_releases_both() -> None:

@@ -48,9 +48,17 @@ class Seats:
 
 
 def _plane(**kw: Any) -> tuple[ControlPlane, dict[str, Any]]:
-    parts: dict[str, Any] = dict(keys=KEYS, replica="rep", metrics=ServerMetrics("rep"), registry=Registry(), seats=Seats(),
-                                 cordon=Cordon("rep", progress=lambda s: None), status=lambda full: None,
-                                 drain=lambda why: DrainAck(True, why), wake=lambda: woke.append(1))
+    parts: dict[str, Any] = dict(
+        keys=KEYS,
+        replica="rep",
+        metrics=ServerMetrics("rep"),
+        registry=Registry(),
+        seats=Seats(),
+        cordon=Cordon("rep", progress=lambda s: None),
+        status=lambda full: None,
+        drain=lambda why: DrainAck(True, why),
+        wake=lambda: woke.append(1),
+    )
     woke: list[int] = []
     parts.update(kw)
     return ControlPlane(**parts), {**parts, "woke": woke}
@@ -65,7 +73,9 @@ def test_a_session_open_is_admitted_only_for_the_robot_its_key_names() -> None:
     forged = Query(KEYS.session("rep", "arm-1"), encode(SessionOpen(client_uuid="arm-2", action_names=["a"])))
     plane.on_session(forged)
     ack = decode(SessionAck, forged.replies[0][1])
-    assert not ack.ok and ack.code == Refusal.IDENTITY_MISMATCH and [r.client_uuid for r in p["seats"].opened] == ["arm-1"]
+    assert (
+        not ack.ok and ack.code == Refusal.IDENTITY_MISMATCH and [r.client_uuid for r in p["seats"].opened] == ["arm-1"]
+    )
     assert p["metrics"].value("errors_total", reason=Reason.IDENTITY_MISMATCH.value) == 1.0
     garbage = Query(KEYS.session("rep", "arm-1"), b"\xc1 not msgpack")
     plane.on_session(garbage)
