@@ -42,14 +42,26 @@ def free_port() -> int:
 def start_router(pki: Path, acl: bool, quiet: bool) -> tuple[subprocess.Popen, str]:
     port = free_port()
     endpoint = f"tls/127.0.0.1:{port}"
-    argv = [str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, "--tls-cert", str(pki / "router-a.crt"),
-            "--tls-key", str(pki / "router-a.key"), "--tls-ca", str(pki / "ca.crt")]
+    argv = [
+        str(BIN / "lerobot-fleet"),
+        "router",
+        "--listen",
+        endpoint,
+        "--tls-cert",
+        str(pki / "router-a.crt"),
+        "--tls-key",
+        str(pki / "router-a.key"),
+        "--tls-ca",
+        str(pki / "ca.crt"),
+    ]
     if acl:
         argv += ["--inventory", str(pki / "inventory.yaml")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if quiet:
         env["RUST_LOG"] = "warn"
-    proc = subprocess.Popen(["timeout", "-s", "KILL", "600", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        ["timeout", "-s", "KILL", "600", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         if "Zenoh router up" in line:
@@ -59,9 +71,16 @@ def start_router(pki: Path, acl: bool, quiet: bool) -> tuple[subprocess.Popen, s
 
 
 def client(pki: Path, endpoint: str, name: str):
-    return open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint], shared_memory=False,
-                                      tls_root_ca_certificate=str(pki / "ca.crt"), tls_connect_certificate=str(pki / f"{name}.crt"),
-                                      tls_connect_private_key=str(pki / f"{name}.key")))
+    return open_session(
+        ZenohSettings(
+            mode="client",
+            connect_endpoints=[endpoint],
+            shared_memory=False,
+            tls_root_ca_certificate=str(pki / "ca.crt"),
+            tls_connect_certificate=str(pki / f"{name}.crt"),
+            tls_connect_private_key=str(pki / f"{name}.key"),
+        )
+    )
 
 
 def measure(pki: Path, endpoint: str, n: int) -> list[float]:
@@ -74,7 +93,9 @@ def measure(pki: Path, endpoint: str, n: int) -> list[float]:
         pub_back = server.declare_publisher(action_key, express=True)
         echo = server.declare_subscriber(KEYS.obs("rep-1", "*"), lambda s: pub_back.put(s.payload.to_bytes()))
         inbox = robot.declare_subscriber(action_key, FifoChannel(16))
-        pub = robot.declare_publisher(KEYS.obs("rep-1", "arm-a"), express=True, congestion_control=zenoh.CongestionControl.BLOCK)
+        pub = robot.declare_publisher(
+            KEYS.obs("rep-1", "arm-a"), express=True, congestion_control=zenoh.CongestionControl.BLOCK
+        )
         payload = b"x" * 1024
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # warm up until the route exists
@@ -127,7 +148,9 @@ def main() -> int:
             p50s = [p for p, _ in rows]
             p99s = [q for _, q in rows]
             med = statistics.median(p50s)
-            print(f"{name:<10} {med:7.0f} ({min(p50s):.0f}-{max(p50s):.0f}) {statistics.median(p99s):14.0f} {med / ref:15.2f}")
+            print(
+                f"{name:<10} {med:7.0f} ({min(p50s):.0f}-{max(p50s):.0f}) {statistics.median(p99s):14.0f} {med / ref:15.2f}"
+            )
     return 0
 
 

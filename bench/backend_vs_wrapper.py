@@ -65,15 +65,22 @@ def main() -> None:
     state = rng.uniform(-1, 1, STATE_DIM).astype(np.float32)
     wrapper_obs = {f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": img for c, img in images.items()}
     wrapper_obs["observation/state"] = state
-    ours_obs = ObservationMsg({"observation.state": state}, {f"observation.images.{c}": img for c, img in images.items()})
+    ours_obs = ObservationMsg(
+        {"observation.state": state}, {f"observation.images.{c}": img for c, img in images.items()}
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = save_act(Path(tmp) / "act", device=args.device)
         wrapper = ActPolicy(str(ckpt))
-        backend = LerobotBackend(Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", health_port=0),
-                                 progress=lambda s: None)
+        backend = LerobotBackend(
+            Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", health_port=0),
+            progress=lambda s: None,
+        )
         session = backend.new_session_state()
-        calls = {"wrapper": lambda: wrapper.infer(wrapper_obs), "backend": lambda: backend.infer(session, ours_obs, None)}
+        calls = {
+            "wrapper": lambda: wrapper.infer(wrapper_obs),
+            "backend": lambda: backend.infer(session, ours_obs, None),
+        }
 
         def measure() -> dict[str, list[float]]:
             backend.bind_serving_thread()  # what the server's worker does first (server/torch_threads.py)
@@ -94,7 +101,9 @@ def main() -> None:
         print(f"torch threads {torch.get_num_threads()}, {args.n} requests each, alternating, in a non-main thread")
         for name in calls:
             v = sorted(times[name])
-            print(f"{name:8} median {statistics.median(v) * 1e3:8.2f} ms  p10 {v[len(v) // 10] * 1e3:8.2f}  p90 {v[9 * len(v) // 10] * 1e3:8.2f}")
+            print(
+                f"{name:8} median {statistics.median(v) * 1e3:8.2f} ms  p10 {v[len(v) // 10] * 1e3:8.2f}  p90 {v[9 * len(v) // 10] * 1e3:8.2f}"
+            )
         print(f"backend / wrapper: {b / w:.3f} (aim <= 1.05)")
         if args.profile:
             for name, fn in calls.items():

@@ -99,7 +99,9 @@ def robot_rtc(i: int) -> tuple[RtcSettings, int]:
     from lerobot_policy_remote.engine.config import RemoteRTCConfig
     from lerobot_policy_remote.engine.request import rtc_settings
 
-    return rtc_settings(RemoteRTCConfig(enabled=True, execution_horizon=RTC_HORIZONS[i % len(RTC_HORIZONS)])), RTC_DELAYS[i % len(RTC_DELAYS)]
+    return rtc_settings(
+        RemoteRTCConfig(enabled=True, execution_horizon=RTC_HORIZONS[i % len(RTC_HORIZONS)])
+    ), RTC_DELAYS[i % len(RTC_DELAYS)]
 
 
 def with_prefix(obs: ObservationMsg, left_over: tuple[Any, Any] | None, horizon: int, delay: int) -> ObservationMsg:
@@ -115,8 +117,12 @@ def left_over(chunk_model: np.ndarray, chunk_robot: np.ndarray) -> tuple[Any, An
     """What is left of a chunk in the robot's queue when it asks for the next one (LEFTOVER_STEPS), as tensors."""
     import torch
 
-    return (torch.from_numpy(np.array(chunk_model[-LEFTOVER_STEPS:], dtype=np.float32)),  # copies: the decoded reply is read-only
-            torch.from_numpy(np.array(chunk_robot[-LEFTOVER_STEPS:], dtype=np.float32)))
+    return (
+        torch.from_numpy(
+            np.array(chunk_model[-LEFTOVER_STEPS:], dtype=np.float32)
+        ),  # copies: the decoded reply is read-only
+        torch.from_numpy(np.array(chunk_robot[-LEFTOVER_STEPS:], dtype=np.float32)),
+    )
 
 
 class RtcFeed(Feed):
@@ -216,13 +222,38 @@ def save_act(path: Path, device: str = "cpu") -> Path:
     from lerobot.policies.factory import make_pre_post_processors
 
     feats = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))}
-    feats |= {f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w)) for c, (h, w) in CAMERAS.items()}
-    cfg = ACTConfig(device=device, input_features=feats, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(6,))},
-                    chunk_size=50, n_action_steps=50, pretrained_backbone_weights=None, dim_model=64, n_heads=2,
-                    dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False, push_to_hub=False)
+    feats |= {
+        f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w))
+        for c, (h, w) in CAMERAS.items()
+    }
+    cfg = ACTConfig(
+        device=device,
+        input_features=feats,
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(6,))},
+        chunk_size=50,
+        n_action_steps=50,
+        pretrained_backbone_weights=None,
+        dim_model=64,
+        n_heads=2,
+        dim_feedforward=128,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        use_vae=False,
+        push_to_hub=False,
+    )
     torch.manual_seed(0)
-    unit = {"mean": torch.zeros(6), "std": torch.full((6,), 20.0), "min": torch.full((6,), -60.0), "max": torch.full((6,), 60.0)}
-    image = {"mean": torch.full((3, 1, 1), 0.45), "std": torch.full((3, 1, 1), 0.22), "min": torch.zeros(3, 1, 1), "max": torch.ones(3, 1, 1)}
+    unit = {
+        "mean": torch.zeros(6),
+        "std": torch.full((6,), 20.0),
+        "min": torch.full((6,), -60.0),
+        "max": torch.full((6,), 60.0),
+    }
+    image = {
+        "mean": torch.full((3, 1, 1), 0.45),
+        "std": torch.full((3, 1, 1), 0.22),
+        "min": torch.zeros(3, 1, 1),
+        "max": torch.ones(3, 1, 1),
+    }
     stats = {"observation.state": unit, "action": unit} | {f"observation.images.{c}": image for c in CAMERAS}
     ACTPolicy(cfg).eval().save_pretrained(path)
     for pipeline in make_pre_post_processors(cfg, dataset_stats=stats):
@@ -231,7 +262,9 @@ def save_act(path: Path, device: str = "cpu") -> Path:
 
 
 def observation(rng: np.random.Generator, cameras: dict[str, tuple[int, int]]) -> ObservationMsg:
-    images = {f"observation.images.{c}": rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for c, (h, w) in cameras.items()}
+    images = {
+        f"observation.images.{c}": rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for c, (h, w) in cameras.items()
+    }
     return ObservationMsg({"observation.state": rng.uniform(-50, 50, 6).astype(np.float32)}, images)
 
 
@@ -250,10 +283,18 @@ def model_time(backend: Any, items: list[tuple[Any, ObservationMsg, RtcSettings 
     return statistics.median(times)
 
 
-def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, workload: Workload, settle: float) -> dict[str, float]:
+def run(
+    backend: Any, n: int, batching: BatchingSpec, seconds: float, workload: Workload, settle: float
+) -> dict[str, float]:
     """N saturating robots against the real worker for `seconds`; returns chunks/s, RTT p50/p99, Jain, mean batch."""
-    manifest = Manifest(model=ModelSpec(repo_or_path="bench"), default_task=f"bench {uuid.uuid4().hex[:6]}", max_sessions=max(n, 1),
-                        health_port=0, warmup_inferences=0, batching=batching)
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path="bench"),
+        default_task=f"bench {uuid.uuid4().hex[:6]}",
+        max_sessions=max(n, 1),
+        health_port=0,
+        warmup_inferences=0,
+        batching=batching,
+    )
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None)
     feeds = workload.feeds(n)
     inboxes = [Inbox() for _ in range(n)]
@@ -316,14 +357,18 @@ def run(backend: Any, n: int, batching: BatchingSpec, seconds: float, workload: 
     }
 
 
-def table(name: str, backend: Any, seconds: float, reps: int, workload: Workload,
-          probe: GuidanceProbe | None = None) -> dict[int, dict[str, Any]]:
+def table(
+    name: str, backend: Any, seconds: float, reps: int, workload: Workload, probe: GuidanceProbe | None = None
+) -> dict[int, dict[str, Any]]:
     """Prints one model's table; returns {N: {"on"/"opp": speedup over off, "bound": bound(N)/bound(1), "rows": cells}}.
 
     With a probe (RTC), a column says which fraction of the rows in the cell's passes carried a prefix."""
+
     def times() -> None:  # on a serving thread, as the worker runs the model (server/torch_threads.py)
         backend.bind_serving_thread()
-        t.update({b: model_time(backend, workload.items(backend, b), reps) for b in sorted({min(n, MAX_BATCH) for n in NS})})
+        t.update(
+            {b: model_time(backend, workload.items(backend, b), reps) for b in sorted({min(n, MAX_BATCH) for n in NS})}
+        )
 
     t: dict[int, float] = {}
     th = threading.Thread(target=times, name="bench-model-time")
@@ -331,14 +376,23 @@ def table(name: str, backend: Any, seconds: float, reps: int, workload: Workload
     th.join()
     # A cell spans many passes even when the shared box slows the model down.
     cell, settle = max(seconds, 6 * t[MAX_BATCH]), max(0.5, 2 * t[MAX_BATCH])
-    print(f"\n== {name}: model time per pass " + ", ".join(f"B={b}: {v * 1e3:.1f} ms" for b, v in t.items())
-          + f"; {cell:.1f} s per cell")
-    print(f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} {'Jain':>6} {'batch':>6}"
-          + (f" {'prefixed':>8}" if probe else ""))
+    print(
+        f"\n== {name}: model time per pass "
+        + ", ".join(f"B={b}: {v * 1e3:.1f} ms" for b, v in t.items())
+        + f"; {cell:.1f} s per cell"
+    )
+    print(
+        f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} {'Jain':>6} {'batch':>6}"
+        + (f" {'prefixed':>8}" if probe else "")
+    )
     out = {}
     for n in NS:
         rows = {}
-        for mode, spec in (("off", BatchingSpec(1)), ("on", BatchingSpec(MAX_BATCH)), ("opp", BatchingSpec(MAX_BATCH, 0.0))):
+        for mode, spec in (
+            ("off", BatchingSpec(1)),
+            ("on", BatchingSpec(MAX_BATCH)),
+            ("opp", BatchingSpec(MAX_BATCH, 0.0)),
+        ):
             b = min(n, spec.max_batch)
             bound = b / t[b]
             before = probe.counts() if probe else (0, 0)
@@ -348,12 +402,18 @@ def table(name: str, backend: Any, seconds: float, reps: int, workload: Workload
                 planned, prefixed = (x - y for x, y in zip(probe.counts(), before, strict=True))
                 r["prefixed"] = prefixed / planned if planned else 0.0
                 extra = f" {r['prefixed']:>8.2f}"
-            print(f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} {r['p50_ms']:>8.1f} "
-                  f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}{extra}"
-                  + (f"  ERRORS {r['errors']:.0f}" if r["errors"] else ""))
+            print(
+                f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} {r['p50_ms']:>8.1f} "
+                f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}{extra}"
+                + (f"  ERRORS {r['errors']:.0f}" if r["errors"] else "")
+            )
         off = rows["off"]["chunks_s"]
-        out[n] = {"on": rows["on"]["chunks_s"] / off, "opp": rows["opp"]["chunks_s"] / off,
-                  "bound": (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1], "rows": rows}
+        out[n] = {
+            "on": rows["on"]["chunks_s"] / off,
+            "opp": rows["opp"]["chunks_s"] / off,
+            "bound": (min(n, MAX_BATCH) / t[min(n, MAX_BATCH)]) * t[1],
+            "rows": rows,
+        }
     return out
 
 
@@ -361,15 +421,19 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
     """The VLA rows mean what they say: no robot got an error, robots with RTC shared passes, and the guidance ran on
     their prefixes with several robots' own delays and horizons in one pass."""
     errors = sum(r["errors"] for cells in res.values() for r in cells["rows"].values())
-    print(f"RTC check: {probe.passes} passes planned, {probe.prefixed} of {probe.rows} rows with a prefix, up to "
-          f"{probe.max_guided_batch} robots with a prefix in one pass ({probe.max_settings} different delay/horizon pairs), "
-          f"delays {sorted(probe.delays)}, horizons {sorted(probe.horizons)}, {probe.guided_steps} denoise steps guided; "
-          f"mean batch at N=8 on / opp {res[8]['rows']['on']['mean_batch']:.2f} / {res[8]['rows']['opp']['mean_batch']:.2f}; "
-          f"errors {errors:.0f}")
+    print(
+        f"RTC check: {probe.passes} passes planned, {probe.prefixed} of {probe.rows} rows with a prefix, up to "
+        f"{probe.max_guided_batch} robots with a prefix in one pass ({probe.max_settings} different delay/horizon pairs), "
+        f"delays {sorted(probe.delays)}, horizons {sorted(probe.horizons)}, {probe.guided_steps} denoise steps guided; "
+        f"mean batch at N=8 on / opp {res[8]['rows']['on']['mean_batch']:.2f} / {res[8]['rows']['opp']['mean_batch']:.2f}; "
+        f"errors {errors:.0f}"
+    )
     assert errors == 0, "a robot got an error instead of a chunk"
     assert probe.guided_steps > 0 and probe.prefixed > 0, "the backend never guided a pass with a prefix"
     assert probe.max_guided_batch > 1 and probe.max_settings > 1, "robots with RTC never shared a guided pass"
-    assert probe.delays >= set(RTC_DELAYS) and probe.horizons >= set(RTC_HORIZONS), "not every robot's own delay and horizon was applied"
+    assert probe.delays >= set(RTC_DELAYS) and probe.horizons >= set(RTC_HORIZONS), (
+        "not every robot's own delay and horizon was applied"
+    )
     for mode in ("on", "opp"):
         assert res[8]["rows"][mode]["mean_batch"] > 1.0, f"N=8 {mode}: robots with RTC were not batched"
         assert res[8]["rows"][mode]["prefixed"] > 0.9, f"N=8 {mode}: most rows should carry the robot's prefix"
@@ -378,7 +442,9 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs (about 1 min per model)")
-    ap.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS), help="which tables to run (default: all)")
+    ap.add_argument(
+        "--models", nargs="+", choices=MODELS, default=list(MODELS), help="which tables to run (default: all)"
+    )
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
     ap.add_argument("--device", default="cpu", help="where the real ACT and the VLA run (cuda on a GPU box)")
@@ -387,12 +453,16 @@ def main() -> None:
     args = ap.parse_args()
     seconds = args.seconds or (1.5 if args.quick else 4.0)
     reps = 5 if args.quick else 15
-    print(f"batching bench: N={list(NS)}; off = max_batch 1; on = max_batch {MAX_BATCH}, default window (up to half a "
-          f"pass while fewer robots are ready than active); opp = max_batch {MAX_BATCH}, max_wait_ms 0 (opportunistic); "
-          f">= {seconds:.1f} s per cell, torch threads {args.threads}; models {' '.join(args.models)}")
+    print(
+        f"batching bench: N={list(NS)}; off = max_batch 1; on = max_batch {MAX_BATCH}, default window (up to half a "
+        f"pass while fewer robots are ready than active); opp = max_batch {MAX_BATCH}, max_wait_ms 0 (opportunistic); "
+        f">= {seconds:.1f} s per cell, torch threads {args.threads}; models {' '.join(args.models)}"
+    )
     lines = []
     if "stub" in args.models:
-        stub = StubBackend(args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b)
+        stub = StubBackend(
+            args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b
+        )
         table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, Workload({}))
     if "act" not in args.models and "vla" not in args.models:
         return
@@ -406,32 +476,52 @@ def main() -> None:
     if "act" in args.models:
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = save_act(Path(tmp), args.device)
-            manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task="bench", max_sessions=max(NS), health_port=0)
+            manifest = Manifest(
+                model=ModelSpec(repo_or_path=str(ckpt), device=args.device),
+                default_task="bench",
+                max_sessions=max(NS),
+                health_port=0,
+            )
             act = LerobotBackend(manifest, progress=lambda s: None)
             act.warmup(3, lambda s: None)
             res = table(f"ACT (2x 96x128 cameras, chunk 50) on {args.device}", act, seconds, reps, Workload(CAMERAS))
         r8 = res[8]
-        lines += [f"with max_wait_ms 0 (opportunistic): speedup at N=8: {r8['opp']:.2f}",
-                  f"batching speedup at N=8: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"]
+        lines += [
+            f"with max_wait_ms 0 (opportunistic): speedup at N=8: {r8['opp']:.2f}",
+            f"batching speedup at N=8: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)",
+        ]
         print("\n".join(lines))
     if "vla" in args.models:
         from lerobot_policy_remote.testing.vla import save_tiny_smolvla
 
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = save_tiny_smolvla(Path(tmp) / "smolvla", chunk_size=50)
-            manifest = Manifest(model=ModelSpec(repo_or_path=str(ckpt), device=args.device), default_task=VLA_TASK, max_sessions=max(NS),
-                                health_port=0)
+            manifest = Manifest(
+                model=ModelSpec(repo_or_path=str(ckpt), device=args.device),
+                default_task=VLA_TASK,
+                max_sessions=max(NS),
+                health_port=0,
+            )
             manifest.rtc.enabled = True
             vla = LerobotBackend(manifest, progress=lambda s: None)
             assert vla.supports_rtc and vla.guidance is not None, "the tiny SmolVLA should serve RTC"
             vla.warmup(3, lambda s: None)  # before the probe: its guided pass has no robot behind it
             probe = GuidanceProbe(vla.guidance)
-            res = table(f"tiny SmolVLA with RTC (64x64 camera, chunk 50, 3 flow steps; per robot delay {list(RTC_DELAYS)}, "
-                        f"horizon {list(RTC_HORIZONS)}) on {args.device}", vla, seconds, reps, Workload(VLA_CAMERAS, rtc=True), probe)
+            res = table(
+                f"tiny SmolVLA with RTC (64x64 camera, chunk 50, 3 flow steps; per robot delay {list(RTC_DELAYS)}, "
+                f"horizon {list(RTC_HORIZONS)}) on {args.device}",
+                vla,
+                seconds,
+                reps,
+                Workload(VLA_CAMERAS, rtc=True),
+                probe,
+            )
         vla_checks(res, probe)
         r8 = res[8]
         print(f"VLA with max_wait_ms 0 (opportunistic): speedup at N=8 with RTC: {r8['opp']:.2f}")
-        print(f"VLA batching speedup at N=8 with RTC: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)")
+        print(
+            f"VLA batching speedup at N=8 with RTC: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"
+        )
 
 
 if __name__ == "__main__":

@@ -71,19 +71,31 @@ def candidates(rounds: int, n: int) -> None:
         data = simplejpeg.encode_jpeg(rgb, quality=90, colorspace="RGB", colorsubsampling="420")
         arr = np.frombuffer(data, np.uint8)
         cases = {
-            f"cv2 encode {h}x{w}": lambda rgb=rgb: cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90]),
-            f"simplejpeg encode {h}x{w}": lambda rgb=rgb: simplejpeg.encode_jpeg(rgb, quality=90, colorspace="RGB", colorsubsampling="420"),
+            f"cv2 encode {h}x{w}": lambda rgb=rgb: cv2.imencode(
+                ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 90]
+            ),
+            f"simplejpeg encode {h}x{w}": lambda rgb=rgb: simplejpeg.encode_jpeg(
+                rgb, quality=90, colorspace="RGB", colorsubsampling="420"
+            ),
             f"cv2 decode {h}x{w}": lambda arr=arr: cv2.imdecode(arr, cv2.IMREAD_COLOR_RGB),
             f"simplejpeg decode {h}x{w}": lambda data=data: simplejpeg.decode_jpeg(data, colorspace="RGB"),
         }
         if jpeg is not None:
-            cases[f"turbojpeg encode {h}x{w}"] = lambda rgb=rgb: jpeg.encode(rgb, quality=90, pixel_format=pf, jpeg_subsample=samp)
+            cases[f"turbojpeg encode {h}x{w}"] = lambda rgb=rgb: jpeg.encode(
+                rgb, quality=90, pixel_format=pf, jpeg_subsample=samp
+            )
             cases[f"turbojpeg decode {h}x{w}"] = lambda data=data: jpeg.decode(data, pixel_format=pf)
         if h == 480:
-            cases["cv2 decode 480x640 at 1/4 (IMREAD_REDUCED)"] = lambda arr=arr: cv2.imdecode(arr, cv2.IMREAD_REDUCED_COLOR_4)
-            cases["simplejpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: simplejpeg.decode_jpeg(data, colorspace="RGB", min_height=120, min_width=160)
+            cases["cv2 decode 480x640 at 1/4 (IMREAD_REDUCED)"] = lambda arr=arr: cv2.imdecode(
+                arr, cv2.IMREAD_REDUCED_COLOR_4
+            )
+            cases["simplejpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: simplejpeg.decode_jpeg(
+                data, colorspace="RGB", min_height=120, min_width=160
+            )
             if jpeg is not None:
-                cases["turbojpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: jpeg.decode(data, pixel_format=pf, scaling_factor=(1, 4))
+                cases["turbojpeg decode 480x640 at 1/4 (DCT)"] = lambda data=data: jpeg.decode(
+                    data, pixel_format=pf, scaling_factor=(1, 4)
+                )
         for _ in range(rounds):
             for name, fn in cases.items():
                 fn()
@@ -139,7 +151,9 @@ def main() -> None:
     # Paired: floor and ours alternate request by request, so both see the same machine load.
     floor_req = lambda: (
         [
-            cv2.imdecode(np.frombuffer(cv2.imencode(".jpg", b, [cv2.IMWRITE_JPEG_QUALITY, 90])[1], np.uint8), cv2.IMREAD_COLOR)
+            cv2.imdecode(
+                np.frombuffer(cv2.imencode(".jpg", b, [cv2.IMWRITE_JPEG_QUALITY, 90])[1], np.uint8), cv2.IMREAD_COLOR
+            )
             for b in bgr
         ]
     )
@@ -159,7 +173,9 @@ def main() -> None:
         ratios.append(statistics.median(o_s) / statistics.median(f_s))
 
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"payload sizes: obs q90 {len(jpeg_payload):,} B, obs raw {len(raw_payload):,} B, chunk {len(chunk_payload):,} B")
+    print(
+        f"payload sizes: obs q90 {len(jpeg_payload):,} B, obs raw {len(raw_payload):,} B, chunk {len(chunk_payload):,} B"
+    )
     print(f"{'case':34} {'median us':>10} {'min':>9} {'max':>9}")
     for name, vals in results.items():
         print(f"{name:34} {med[name]:10.1f} {min(vals):9.1f} {max(vals):9.1f}")

@@ -52,7 +52,9 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
 
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 
-    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=2.0)
+    source = ZenohSource(
+        ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=2.0
+    )
     app = FleetConsoleApp(source, refresh_s=3600.0, read_only=True)  # ticks driven below at 1 Hz
     displayed = [0.0]
     original_display = app._display
@@ -105,11 +107,19 @@ async def measure(endpoint: str, robots: int, warmup: float, seconds: float, con
         "dropped": app.store.dropped,
         "coalesced": source.coalesced,
         "window_mono": (w0, w0 + wall),
-        "refresh_ms": {"p50": round(1000 * statistics.median(ticks), 1), "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
-                       "max": round(1000 * max(ticks), 1), "n": len(ticks)},
-        "tick_only_ms_p50": round(1000 * statistics.median(app.tick_times[-len(ticks):]), 1),
+        "refresh_ms": {
+            "p50": round(1000 * statistics.median(ticks), 1),
+            "p95": round(1000 * sorted(ticks)[int(0.95 * (len(ticks) - 1))], 1),
+            "max": round(1000 * max(ticks), 1),
+            "n": len(ticks),
+        },
+        "tick_only_ms_p50": round(1000 * statistics.median(app.tick_times[-len(ticks) :]), 1),
         "data_age_s": {"median_of_p50": round(statistics.median(ages_p50), 3), "max": round(max(ages_max), 3)},
-        "delivery_lag_ms": {"p50": round(lags[len(lags) // 2], 1), "p99": round(lags[int(0.99 * (len(lags) - 1))], 1), "max": round(lags[-1], 1)},
+        "delivery_lag_ms": {
+            "p50": round(lags[len(lags) // 2], 1),
+            "p99": round(lags[int(0.99 * (len(lags) - 1))], 1),
+            "max": round(lags[-1], 1),
+        },
     }
 
 
@@ -136,16 +146,34 @@ def compare(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         old = Path(tmp) / "console-old"
         old.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.compare, "console"], capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.compare, "console"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
         runs: dict[str, list[dict]] = {args.compare: [], "this": []}
         for i in range(args.repeats):
             for label, src in ((args.compare, old / "console"), ("this", ROOT / "console")):
-                cmd = [sys.executable, __file__, "--robots", str(args.robots), "--servers", str(args.servers), "--hz", str(args.hz),
-                       "--seconds", str(args.seconds), "--warmup", str(args.warmup), "--tick-hz", str(args.tick_hz), "--console-src", str(src)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "--robots",
+                    str(args.robots),
+                    "--servers",
+                    str(args.servers),
+                    "--hz",
+                    str(args.hz),
+                    "--seconds",
+                    str(args.seconds),
+                    "--warmup",
+                    str(args.warmup),
+                    "--tick-hz",
+                    str(args.tick_hz),
+                    "--console-src",
+                    str(src),
+                ]
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + args.warmup + 400)
                 try:
-                    result = json.loads(out.stdout[out.stdout.index("{"):])
+                    result = json.loads(out.stdout[out.stdout.index("{") :])
                 except ValueError:
                     result = {"error": (out.stderr or out.stdout)[-500:]}
                 runs[label].append(result)
@@ -159,10 +187,20 @@ def compare(args: argparse.Namespace) -> int:
                 v = v.get(k) if isinstance(v, dict) else None
             if isinstance(v, (int, float)):
                 vals.append(float(v))
-        return {"median": round(statistics.median(vals), 1), "min": min(vals), "max": max(vals), "n": len(vals)} if vals else {}
+        return (
+            {"median": round(statistics.median(vals), 1), "min": min(vals), "max": max(vals), "n": len(vals)}
+            if vals
+            else {}
+        )
 
-    metrics = {"refresh_p50_ms": ("refresh_ms", "p50"), "refresh_p95_ms": ("refresh_ms", "p95"), "tick_only_p50_ms": ("tick_only_ms_p50",),
-               "cpu_pct": ("console_cpu_pct_of_one_core",), "data_age_max_s": ("data_age_s", "max"), "samples_per_s": ("samples_per_s",)}
+    metrics = {
+        "refresh_p50_ms": ("refresh_ms", "p50"),
+        "refresh_p95_ms": ("refresh_ms", "p95"),
+        "tick_only_p50_ms": ("tick_only_ms_p50",),
+        "cpu_pct": ("console_cpu_pct_of_one_core",),
+        "data_age_max_s": ("data_age_s", "max"),
+        "samples_per_s": ("samples_per_s",),
+    }
     table = {label: {m: summary(rs, path) for m, path in metrics.items()} for label, rs in runs.items()}
     print(json.dumps({"summary": table, "robots": args.robots, "hz": args.hz, "repeats": args.repeats}, indent=2))
     return 0
@@ -175,10 +213,16 @@ def main() -> int:
     p.add_argument("--hz", type=float, default=10.0)
     p.add_argument("--seconds", type=float, default=20.0, help="measured window")
     p.add_argument("--warmup", type=float, default=5.0)
-    p.add_argument("--tick-hz", type=float, default=1.0, help="UI refreshes per second during the window (the console's --refresh)")
-    p.add_argument("--console-src", default=str(ROOT / "console"), help="folder holding the lerobot_fleet package to measure")
+    p.add_argument(
+        "--tick-hz", type=float, default=1.0, help="UI refreshes per second during the window (the console's --refresh)"
+    )
+    p.add_argument(
+        "--console-src", default=str(ROOT / "console"), help="folder holding the lerobot_fleet package to measure"
+    )
     p.add_argument("--publishers", type=int, default=0, help="publisher processes (default: one per 250 robots)")
-    p.add_argument("--compare", default=None, metavar="GIT_REF", help="also measure the console at this git ref, alternating runs")
+    p.add_argument(
+        "--compare", default=None, metavar="GIT_REF", help="also measure the console at this git ref, alternating runs"
+    )
     p.add_argument("--repeats", type=int, default=3, help="--compare: runs per console")
     args = p.parse_args()
     if args.compare:
@@ -191,23 +235,60 @@ def main() -> int:
         for k in range(n_pub):
             first, last = k * args.robots // n_pub, (k + 1) * args.robots // n_pub
             servers = (k + 1) * args.servers // n_pub - k * args.servers // n_pub
-            pubs.append(Proc([sys.executable, "-m", "lerobot_policy_remote.testing.fleet", "--endpoint", router.endpoint,
-                              "--robots", str(last - first), "--first", str(first), "--servers", str(servers), "--server-prefix", f"bench-gpu-p{k}",
-                              "--hz", str(args.hz), "--seconds", str(total)], name=f"publisher-{k}", max_seconds=total + 30))
+            pubs.append(
+                Proc(
+                    [
+                        sys.executable,
+                        "-m",
+                        "lerobot_policy_remote.testing.fleet",
+                        "--endpoint",
+                        router.endpoint,
+                        "--robots",
+                        str(last - first),
+                        "--first",
+                        str(first),
+                        "--servers",
+                        str(servers),
+                        "--server-prefix",
+                        f"bench-gpu-p{k}",
+                        "--hz",
+                        str(args.hz),
+                        "--seconds",
+                        str(total),
+                    ],
+                    name=f"publisher-{k}",
+                    max_seconds=total + 30,
+                )
+            )
         for pub in pubs:
             pub.wait_for("PUBLISHER READY", timeout=120)
-        result = asyncio.run(measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz))
+        result = asyncio.run(
+            measure(router.endpoint, args.robots, args.warmup, args.seconds, Path(args.console_src), args.tick_hz)
+        )
         window = result.pop("window_mono")
         sent = sum(_sent_per_s(p.output(), *window) for p in pubs)
         result["publishers_sent_per_s"] = round(sent)  # what the publishers put (their PROGRESS lines) in the window
         intended = (args.robots + args.servers) * args.hz
         delivered = result["samples_per_s"]
-        result.update({"robots": args.robots, "servers": args.servers, "hz": args.hz, "cpus": os.cpu_count(), "publishers": n_pub,
-                       "intended_per_s": round(intended), "delivered_per_s": delivered,
-                       "delivered_pct": round(100 * delivered / intended, 1), "reportable": delivered >= 0.95 * intended})
+        result.update(
+            {
+                "robots": args.robots,
+                "servers": args.servers,
+                "hz": args.hz,
+                "cpus": os.cpu_count(),
+                "publishers": n_pub,
+                "intended_per_s": round(intended),
+                "delivered_per_s": delivered,
+                "delivered_pct": round(100 * delivered / intended, 1),
+                "reportable": delivered >= 0.95 * intended,
+            }
+        )
         print(json.dumps(result, indent=2))
-        print(f"publisher delivered {delivered} of {intended:.0f} samples/s intended ({result['delivered_pct']}%)"
-              + ("" if result["reportable"] else ": NOT REPORTABLE, the load was not produced"), file=sys.stderr)
+        print(
+            f"publisher delivered {delivered} of {intended:.0f} samples/s intended ({result['delivered_pct']}%)"
+            + ("" if result["reportable"] else ": NOT REPORTABLE, the load was not produced"),
+            file=sys.stderr,
+        )
         return 0
     finally:
         stop_all(pubs, timeout=10)

@@ -31,9 +31,22 @@ def main() -> None:
     samples = []
     for i in range(2000):
         rid = f"robot-{i:04d}"
-        t = RobotTelemetry(client_uuid=rid, state="STREAMING", model_id="org/model", service="pick", session_id="ab" * 16,
-                           replica="rep-0", episode_id=1, staleness_s=0.1, queue_s=0.5, rtt_p50_ms=12.0, rtt_p95_ms=20.0,
-                           last_outcome="ok", fps=30.0, seq=i)
+        t = RobotTelemetry(
+            client_uuid=rid,
+            state="STREAMING",
+            model_id="org/model",
+            service="pick",
+            session_id="ab" * 16,
+            replica="rep-0",
+            episode_id=1,
+            staleness_s=0.1,
+            queue_s=0.5,
+            rtt_p50_ms=12.0,
+            rtt_p95_ms=20.0,
+            last_outcome="ok",
+            fps=30.0,
+            seq=i,
+        )
         samples.append((keys.robot(rid, "telemetry"), encode(t)))
     rounds = []
     for _ in range(5):

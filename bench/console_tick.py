@@ -38,11 +38,25 @@ class SyntheticFleet:
         store.set_connection("connected")
         for j in range(self.servers):
             store.on_server_alive(f"gpu-{j}", True, NS)
-            store.on_status(ServerStatus(
-                replica=f"gpu-{j}", model=ModelInfo(repo_or_path=NS[0], revision=NS[1]), service=NS[2], max_sessions=self.robots,
-                active_sessions=self.robots // self.servers, chunk_size=50, trained_fps=30.0, inference_ms_p50=20.0, warmed_up=True,
-                load=0.5, sessions=[SessionInfo(session_id=f"s-{i}", client_uuid=f"arm-{i}") for i in range(j, self.robots, self.servers)],
-            ), NS)
+            store.on_status(
+                ServerStatus(
+                    replica=f"gpu-{j}",
+                    model=ModelInfo(repo_or_path=NS[0], revision=NS[1]),
+                    service=NS[2],
+                    max_sessions=self.robots,
+                    active_sessions=self.robots // self.servers,
+                    chunk_size=50,
+                    trained_fps=30.0,
+                    inference_ms_p50=20.0,
+                    warmed_up=True,
+                    load=0.5,
+                    sessions=[
+                        SessionInfo(session_id=f"s-{i}", client_uuid=f"arm-{i}")
+                        for i in range(j, self.robots, self.servers)
+                    ],
+                ),
+                NS,
+            )
         for i in range(self.robots):
             store.on_robot_alive(f"arm-{i}", True, NS)
         self.feed(store, 0)
@@ -52,12 +66,29 @@ class SyntheticFleet:
 
         for i in range(self.robots):
             state = STATES[(i // 7 + n // 50) % len(STATES)]  # a few robots change state now and then
-            store.on_telemetry(RobotTelemetry(
-                client_uuid=f"arm-{i}", state=state, model_id=NS[0], service=NS[2], replica=f"gpu-{i % self.servers}",
-                session_id=f"s-{i}" if state != "RECONNECTING" else "", episode_id=1, staleness_s=0.05 * ((i + n) % 11),
-                queue_s=0.5, rtt_p50_ms=30.0 + (i + n) % 40, rtt_p95_ms=60.0 + (i + n) % 80, delay_steps=1, requests=100 + n,
-                superseded=n // 10, errors=0, last_outcome="ok", fps=30.0, seq=n,
-            ), NS)
+            store.on_telemetry(
+                RobotTelemetry(
+                    client_uuid=f"arm-{i}",
+                    state=state,
+                    model_id=NS[0],
+                    service=NS[2],
+                    replica=f"gpu-{i % self.servers}",
+                    session_id=f"s-{i}" if state != "RECONNECTING" else "",
+                    episode_id=1,
+                    staleness_s=0.05 * ((i + n) % 11),
+                    queue_s=0.5,
+                    rtt_p50_ms=30.0 + (i + n) % 40,
+                    rtt_p95_ms=60.0 + (i + n) % 80,
+                    delay_steps=1,
+                    requests=100 + n,
+                    superseded=n // 10,
+                    errors=0,
+                    last_outcome="ok",
+                    fps=30.0,
+                    seq=n,
+                ),
+                NS,
+            )
 
     def stop(self) -> bool:
         return True
@@ -91,10 +122,17 @@ async def measure(robots: int, servers: int, ticks: int, console_src: str) -> di
             while displayed[0] < t0 and time.perf_counter() - t0 < 5.0:
                 await asyncio.sleep(0)
             frame_ms.append(1000 * (displayed[0] - t0))
+
     def pct(v: list[float], q: float) -> float:
         return round(sorted(v)[int(q * (len(v) - 1))], 1)
-    return {"robots": robots, "ticks": ticks, "tick_ms": {"p50": pct(tick_ms, 0.5), "p95": pct(tick_ms, 0.95)},
-            "frame_ms": {"p50": pct(frame_ms, 0.5), "p95": pct(frame_ms, 0.95)}, "store_writes_ms_per_round_p50": pct(feed_ms, 0.5)}
+
+    return {
+        "robots": robots,
+        "ticks": ticks,
+        "tick_ms": {"p50": pct(tick_ms, 0.5), "p95": pct(tick_ms, 0.95)},
+        "frame_ms": {"p50": pct(frame_ms, 0.5), "p95": pct(frame_ms, 0.95)},
+        "store_writes_ms_per_round_p50": pct(feed_ms, 0.5),
+    }
 
 
 def main() -> int:
@@ -110,21 +148,53 @@ def main() -> int:
         print(json.dumps(asyncio.run(measure(args.robots, args.servers, args.ticks, args.console_src))))
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.compare, "console"], capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.compare, "console"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         runs: dict[str, list[dict]] = {args.compare: [], "this": []}
         for i in range(args.repeats):
             for label, src in ((args.compare, f"{tmp}/console"), ("this", str(ROOT / "console"))):
-                out = subprocess.run([sys.executable, __file__, "--robots", str(args.robots), "--servers", str(args.servers),
-                                      "--ticks", str(args.ticks), "--console-src", src], capture_output=True, text=True, timeout=900)
-                result = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-400:]}
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--robots",
+                        str(args.robots),
+                        "--servers",
+                        str(args.servers),
+                        "--ticks",
+                        str(args.ticks),
+                        "--console-src",
+                        src,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                )
+                result = (
+                    json.loads(out.stdout.strip().splitlines()[-1])
+                    if out.returncode == 0
+                    else {"error": out.stderr[-400:]}
+                )
                 runs[label].append(result)
                 print(json.dumps({"run": i, "console": label, **result}), flush=True)
     summary = {}
     for label, rs in runs.items():
         ok = [r for r in rs if "tick_ms" in r]
-        summary[label] = {f"{m}_{q}": {"median": round(statistics.median(r[m][q] for r in ok), 1), "min": min(r[m][q] for r in ok),
-                                        "max": max(r[m][q] for r in ok)} for m in ("tick_ms", "frame_ms") for q in ("p50", "p95")} if ok else {}
+        summary[label] = (
+            {
+                f"{m}_{q}": {
+                    "median": round(statistics.median(r[m][q] for r in ok), 1),
+                    "min": min(r[m][q] for r in ok),
+                    "max": max(r[m][q] for r in ok),
+                }
+                for m in ("tick_ms", "frame_ms")
+                for q in ("p50", "p95")
+            }
+            if ok
+            else {}
+        )
     print(json.dumps({"summary": summary, "robots": args.robots, "repeats": args.repeats}, indent=2))
     return 0
 

@@ -54,9 +54,18 @@ def main() -> None:
     robot.connect()
     obs_hw = {k: v for k, v in robot.observation_features.items()}
     hw = hw_to_dataset_features(obs_hw, "observation")
-    cfg = RemoteInferenceConfig(connect_endpoint=a.endpoint, rtc=RTCConfig(enabled=False), request_timeout_s=1.0, max_offline_s=600)
-    e = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(robot.action_features), task=a.task, fps=30,
-                              model_id=a.model, shutdown_event=threading.Event())
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=a.endpoint, rtc=RTCConfig(enabled=False), request_timeout_s=1.0, max_offline_s=600
+    )
+    e = RemoteInferenceEngine(
+        cfg,
+        hw_features=hw,
+        ordered_action_keys=list(robot.action_features),
+        task=a.task,
+        fps=30,
+        model_id=a.model,
+        shutdown_event=threading.Event(),
+    )
     e.reset()
     e.start()
     e.resume()

@@ -40,7 +40,9 @@ DEGRADED_AFTER = 0.5
 BUFFER = 1.0
 
 
-def first_state(e: RemoteInferenceEngine, since: float, states: tuple[LinkState, ...], timeout: float, replica: str = "") -> float:
+def first_state(
+    e: RemoteInferenceEngine, since: float, states: tuple[LinkState, ...], timeout: float, replica: str = ""
+) -> float:
     """Monotonic time of the first transition into one of `states` after `since` (optionally on `replica`)."""
 
     def hit() -> float | None:
@@ -60,11 +62,26 @@ class Rig:
         self.robot = SimArm(SimArmConfig(cameras={"front": SimCameraConfig(height=48, width=64)}))
         self.robot.connect()
         hw = hw_to_dataset_features(self.robot.observation_features, "observation")
-        cfg = RemoteInferenceConfig(connect_endpoint=self.router.endpoint, rtc=RTCConfig(enabled=False), max_action_age_s=MAX_AGE,
-                                    degraded_after_s=DEGRADED_AFTER, buffer_time_s=BUFFER, request_timeout_s=3.0,
-                                    reconnect_initial_backoff_s=0.5, reconnect_max_backoff_s=4.0, max_offline_s=600)
-        self.e = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(self.robot.action_features), task=self.task,
-                                       fps=30, model_id=model, shutdown_event=threading.Event())
+        cfg = RemoteInferenceConfig(
+            connect_endpoint=self.router.endpoint,
+            rtc=RTCConfig(enabled=False),
+            max_action_age_s=MAX_AGE,
+            degraded_after_s=DEGRADED_AFTER,
+            buffer_time_s=BUFFER,
+            request_timeout_s=3.0,
+            reconnect_initial_backoff_s=0.5,
+            reconnect_max_backoff_s=4.0,
+            max_offline_s=600,
+        )
+        self.e = RemoteInferenceEngine(
+            cfg,
+            hw_features=hw,
+            ordered_action_keys=list(self.robot.action_features),
+            task=self.task,
+            fps=30,
+            model_id=model,
+            shutdown_event=threading.Event(),
+        )
         self.e.reset()
         self.e.start()
         self.e.resume()
@@ -72,9 +89,16 @@ class Rig:
         self.streaming()
 
     def start_server(self) -> Proc:
-        return policy_server(self.model, self.task, self.router.endpoint, "--zenoh.lease_ms=10000",
-                             f"--zenoh.retry_period_max_ms={self.server_retry_max_ms}", "--warmup_inferences=1", "--drain_timeout_s=5",
-                             max_seconds=3600)
+        return policy_server(
+            self.model,
+            self.task,
+            self.router.endpoint,
+            "--zenoh.lease_ms=10000",
+            f"--zenoh.retry_period_max_ms={self.server_retry_max_ms}",
+            "--warmup_inferences=1",
+            "--drain_timeout_s=5",
+            max_seconds=3600,
+        )
 
     def streaming(self, timeout: float = 60) -> None:
         wait_until(lambda: self.e.state is S.STREAMING, timeout, message="STREAMING")
@@ -130,13 +154,19 @@ class Rig:
         spare = self.servers[0]
         t0 = time.monotonic()
         serving.signal_program(signal.SIGTERM)
-        wait_until(lambda: self.e.state is S.STREAMING and self.e.replica in spare.output(), 60, interval=0.01,
-                   message="streaming on the spare")
+        wait_until(
+            lambda: self.e.state is S.STREAMING and self.e.replica in spare.output(),
+            60,
+            interval=0.01,
+            message="streaming on the spare",
+        )
         t_notice = first_state(self.e, t0, (S.RECONNECTING,), 60)  # the token went away or the draining event came
         back = first_state(self.e, t_notice, (S.STREAMING,), 60)
         serving.wait(60)
-        return {"drain: STREAMING on the spare after SIGTERM (s)": back - t0,
-                "drain: STREAMING on the spare after the robot got the notice (s)": back - t_notice}
+        return {
+            "drain: STREAMING on the spare after SIGTERM (s)": back - t0,
+            "drain: STREAMING on the spare after the robot got the notice (s)": back - t_notice,
+        }
 
     def close(self) -> None:
         self.drv.stop()
@@ -149,11 +179,19 @@ class Rig:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True, help="a saved policy checkpoint (state + one 48x64 camera named front; chunk 50: longer than buffer_time_s)")
+    ap.add_argument(
+        "--model",
+        required=True,
+        help="a saved policy checkpoint (state + one 48x64 camera named front; chunk 50: longer than buffer_time_s)",
+    )
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--faults", nargs="*", default=["sigstop", "router", "kill9", "drain"])
-    ap.add_argument("--server_retry_max_ms", type=int, default=1000,
-                    help="the servers' zenoh reconnect period cap (their default 1000): bounds the router-restart time")
+    ap.add_argument(
+        "--server_retry_max_ms",
+        type=int,
+        default=1000,
+        help="the servers' zenoh reconnect period cap (their default 1000): bounds the router-restart time",
+    )
     a = ap.parse_args()
     rig = Rig(a.model, a.trials, a.server_retry_max_ms)
     results: dict[str, list[float]] = {}
@@ -170,7 +208,9 @@ def main() -> None:
     for k, vs in results.items():
         print(f"| {k} | {len(vs)} | {statistics.median(vs):.3f} | {max(vs):.3f} |")
     d = rig.drv
-    print(f"\nexecuted actions: {len(d.executed)}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; from a foreign session: {d.foreign}")
+    print(
+        f"\nexecuted actions: {len(d.executed)}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; from a foreign session: {d.foreign}"
+    )
 
 
 if __name__ == "__main__":

@@ -37,14 +37,18 @@ REQ, REP = "bench/hop/req", "bench/hop/rep"
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "shm-off": {"shared_memory": False},
-    "batching-off": {"extra_json5": json.dumps({"transport": {"link": {"tx": {"queue": {"batching": {"enabled": False}}}}}})},
+    "batching-off": {
+        "extra_json5": json.dumps({"transport": {"link": {"tx": {"queue": {"batching": {"enabled": False}}}}}})
+    },
     "shm-off-q16": {"shared_memory": False, "tx_queue_data": OBS_TX_QUEUE_BATCHES},
 }
 LARGE = 1_843_200  # two raw 640x480 RGB frames
 
 
 def settings(mode: str, connect: list[str], listen: list[str], variant: str) -> ZenohSettings:
-    return ZenohSettings(mode=mode, connect_endpoints=connect, listen_endpoints=listen, connect_timeout_ms=5000, **SETTINGS[variant])
+    return ZenohSettings(
+        mode=mode, connect_endpoints=connect, listen_endpoints=listen, connect_timeout_ms=5000, **SETTINGS[variant]
+    )
 
 
 def serve(role: str, mode: str, connect: list[str], listen: list[str], variant: str) -> None:
@@ -62,8 +66,21 @@ def serve(role: str, mode: str, connect: list[str], listen: list[str], variant: 
 
 
 def child(role: str, mode: str, connect: list[str], listen: list[str], variant: str) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "bench.router_hop", "--child", role, "--mode", mode, "--variant", variant,
-            "--connect", ",".join(connect), "--listen", ",".join(listen)]
+    argv = [
+        sys.executable,
+        "-m",
+        "bench.router_hop",
+        "--child",
+        role,
+        "--mode",
+        mode,
+        "--variant",
+        variant,
+        "--connect",
+        ",".join(connect),
+        "--listen",
+        ",".join(listen),
+    ]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     line = p.stdout.readline() if p.stdout else ""
     if "READY" not in line:
@@ -129,7 +146,9 @@ def pct(xs: list[float], q: float) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a few requests per row: checks the bench runs, measures nothing")
+    ap.add_argument(
+        "--quick", action="store_true", help="a few requests per row: checks the bench runs, measures nothing"
+    )
     ap.add_argument("--n", type=int, default=2000, help="requests per row (after warm-up)")
     ap.add_argument("--n-large", type=int, default=300, help="requests per row at 1.84 MB (after warm-up)")
     ap.add_argument("--rounds", type=int, default=3, help="fresh processes per row; the p50 spread is over rounds")
@@ -144,17 +163,25 @@ def main() -> None:
         return
     n, n_large, rounds, warmup = (50, 10, 1, 10) if a.quick else (a.n, a.n_large, a.rounds, 200)
     sizes = [64, 100_000, LARGE]
-    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; {n} requests x {rounds} rounds per row "
-          f"({'QUICK: figures mean nothing' if a.quick else 'measure on a quiet box'})", flush=True)
-    print(f"{'topology':8s} {'settings':13s} {'payload':>8s} {'p50 us':>9s} {'p10-p90 us':>15s} {'p99 us':>9s} {'p50 over rounds':>22s}")
+    print(
+        f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}; {n} requests x {rounds} rounds per row "
+        f"({'QUICK: figures mean nothing' if a.quick else 'measure on a quiet box'})",
+        flush=True,
+    )
+    print(
+        f"{'topology':8s} {'settings':13s} {'payload':>8s} {'p50 us':>9s} {'p10-p90 us':>15s} {'p99 us':>9s} {'p50 over rounds':>22s}"
+    )
     for variant in SETTINGS:
         for topology in ("peer", "router"):
             per_round = [measure(topology, variant, sizes, n, warmup, n_large) for _ in range(rounds)]
             for size in sizes:
                 allx = [x for r in per_round for x in r[size]]
                 p50s = [statistics.median(r[size]) for r in per_round]
-                print(f"{topology:8s} {variant:13s} {size:8d} {statistics.median(allx):9.0f} "
-                      f"{pct(allx, 10):7.0f}-{pct(allx, 90):<7.0f} {pct(allx, 99):9.0f} {min(p50s):10.0f}-{max(p50s):<10.0f}", flush=True)
+                print(
+                    f"{topology:8s} {variant:13s} {size:8d} {statistics.median(allx):9.0f} "
+                    f"{pct(allx, 10):7.0f}-{pct(allx, 90):<7.0f} {pct(allx, 99):9.0f} {min(p50s):10.0f}-{max(p50s):<10.0f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

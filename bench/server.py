@@ -28,9 +28,17 @@ def jain(xs: list[float]) -> float:
 
 def run(router: Router, n: int, t: float, seconds: float, shm: bool) -> dict:
     settings = ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=shm)
-    manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task=f"bench {uuid.uuid4().hex[:6]}", max_sessions=max(n, 1),
-                        health_port=0, warmup_inferences=0, zenoh=settings)
-    server = PolicyServer(manifest, backend=StubBackend(t, SIM_ARM_ACTION_NAMES, max_sessions=n), progress=lambda s: None).start()
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path="stub"),
+        default_task=f"bench {uuid.uuid4().hex[:6]}",
+        max_sessions=max(n, 1),
+        health_port=0,
+        warmup_inferences=0,
+        zenoh=settings,
+    )
+    server = PolicyServer(
+        manifest, backend=StubBackend(t, SIM_ARM_ACTION_NAMES, max_sessions=n), progress=lambda s: None
+    ).start()
     sessions = [open_session(settings) for _ in range(n)]
     robots = [FakeRobot(z, server.keys, f"bench-{i}") for i, z in enumerate(sessions)]
     for r in robots:
@@ -75,9 +83,15 @@ def run(router: Router, n: int, t: float, seconds: float, shm: bool) -> dict:
     per = [b - a for a, b in zip(c0, c1, strict=True)]
     rate = sum(per) / (t1 - t0)
     return {
-        "n": n, "chunks_per_s": rate, "ideal": 1 / t, "ratio": rate * t,
-        "qwait_p50_ms": w[len(w) // 2] if w else 0.0, "qwait_p99_ms": w[min(len(w) - 1, int(len(w) * 0.99))] if w else 0.0,
-        "jain": jain(per), "superseded": sum(superseded), "per_robot": per,
+        "n": n,
+        "chunks_per_s": rate,
+        "ideal": 1 / t,
+        "ratio": rate * t,
+        "qwait_p50_ms": w[len(w) // 2] if w else 0.0,
+        "qwait_p99_ms": w[min(len(w) - 1, int(len(w) * 0.99))] if w else 0.0,
+        "jain": jain(per),
+        "superseded": sum(superseded),
+        "per_robot": per,
     }
 
 
@@ -90,12 +104,19 @@ def main() -> None:
     args = ap.parse_args()
     router = Router().start()
     try:
-        print(f"stub inference t={args.t * 1000:.0f} ms, ideal {1 / args.t:.1f} chunks/s, window {args.seconds:.0f} s, shm={args.shm}")
-        print(f"{'N':>3} {'chunks/s':>9} {'of 1/t':>7} {'qwait p50':>10} {'qwait p99':>10} {'Jain':>6} {'superseded':>11}  per-robot")
+        print(
+            f"stub inference t={args.t * 1000:.0f} ms, ideal {1 / args.t:.1f} chunks/s, window {args.seconds:.0f} s, shm={args.shm}"
+        )
+        print(
+            f"{'N':>3} {'chunks/s':>9} {'of 1/t':>7} {'qwait p50':>10} {'qwait p99':>10} {'Jain':>6} {'superseded':>11}  per-robot"
+        )
         for n in args.n:
             r = run(router, n, args.t, args.seconds, args.shm)
-            print(f"{r['n']:>3} {r['chunks_per_s']:>9.1f} {r['ratio'] * 100:>6.1f}% {r['qwait_p50_ms']:>8.1f}ms {r['qwait_p99_ms']:>8.1f}ms "
-                  f"{r['jain']:>6.3f} {r['superseded']:>11}  {r['per_robot']}", flush=True)
+            print(
+                f"{r['n']:>3} {r['chunks_per_s']:>9.1f} {r['ratio'] * 100:>6.1f}% {r['qwait_p50_ms']:>8.1f}ms {r['qwait_p99_ms']:>8.1f}ms "
+                f"{r['jain']:>6.3f} {r['superseded']:>11}  {r['per_robot']}",
+                flush=True,
+            )
     finally:
         router.stop()
 

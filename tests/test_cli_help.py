@@ -62,7 +62,9 @@ def _flag_help(text: str, prefix: str) -> dict[str, str]:
         stripped = line.strip()
         if line.startswith("  --") and stripped.startswith(prefix):
             current = stripped.split()[0].rstrip(",")
-            parts = re.split(r"\s{2,}", stripped, maxsplit=1)  # argparse puts short help on the same line after 2+ spaces
+            parts = re.split(
+                r"\s{2,}", stripped, maxsplit=1
+            )  # argparse puts short help on the same line after 2+ spaces
             out[current] = parts[1].strip() if len(parts) == 2 else ""
         elif current and line.startswith(" " * 10) and not stripped.startswith("-"):
             out[current] = (out[current] + " " + stripped).strip()
@@ -72,12 +74,29 @@ def _flag_help(text: str, prefix: str) -> dict[str, str]:
 
 
 def test_every_remote_rollout_flag_has_help_and_no_developer_note():
-    out = subprocess.run([str(VENV_BIN / "lerobot-rollout"), "--inference.type=remote", "--help"], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [str(VENV_BIN / "lerobot-rollout"), "--inference.type=remote", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     helps = _flag_help(out.stdout, "--inference.")
-    for flag in ("connect_endpoint", "connect_endpoints", "zenoh_mode", "tls_cert", "tls_key", "tls_ca", "client_uuid",
-                 "request_timeout_s", "connect_timeout_s", "max_action_age_s", "fallback", "rtc.enabled", "rtc.execution_horizon"):
+    for flag in (
+        "connect_endpoint",
+        "connect_endpoints",
+        "zenoh_mode",
+        "tls_cert",
+        "tls_key",
+        "tls_ca",
+        "client_uuid",
+        "request_timeout_s",
+        "connect_timeout_s",
+        "max_action_age_s",
+        "fallback",
+        "rtc.enabled",
+        "rtc.execution_horizon",
+    ):
         assert f"--inference.{flag}" in helps, f"--inference.{flag} not listed"
     for flag, text in helps.items():
         assert text and "(default:" in text, f"{flag} has no help text: {text!r}"
@@ -85,24 +104,45 @@ def test_every_remote_rollout_flag_has_help_and_no_developer_note():
 
 
 def _fleet_help(*args: str) -> str:
-    out = subprocess.run([str(VENV_BIN / "python"), "-m", "lerobot_fleet.cli", *args, "--help"], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "lerobot_fleet.cli", *args, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     return out.stdout
 
 
 def test_every_fleet_subcommand_has_a_description_and_every_flag_help():
-    for verb in (("router",), ("status",), ("drain",), ("reset",), ("pki", "init"), ("pki", "issue"), ("console",), ("doctor",),
-                 ("exporter",), ("demo",)):
+    for verb in (
+        ("router",),
+        ("status",),
+        ("drain",),
+        ("reset",),
+        ("pki", "init"),
+        ("pki", "issue"),
+        ("console",),
+        ("doctor",),
+        ("exporter",),
+        ("demo",),
+    ):
         text = _fleet_help(*verb)
         usage, _, body = text.partition("\n\n")
         description = body.split("\n\n")[0].strip()
-        assert description and not description.startswith(("positional", "options")), f"lerobot-fleet {' '.join(verb)}: no description"
+        assert description and not description.startswith(("positional", "options")), (
+            f"lerobot-fleet {' '.join(verb)}: no description"
+        )
         helps = _flag_help(text, "--")
         helps.pop("--help", None)
         for flag, line in helps.items():
             assert line, f"lerobot-fleet {' '.join(verb)} {flag}: no help"
-    status, drain, reset, issue = _fleet_help("status"), _fleet_help("drain"), _fleet_help("reset"), _fleet_help("pki", "issue")
+    status, drain, reset, issue = (
+        _fleet_help("status"),
+        _fleet_help("drain"),
+        _fleet_help("reset"),
+        _fleet_help("pki", "issue"),
+    )
     assert "default 2.5" in _flag_help(status, "--")["--wait"]
     for text in (drain, reset):
         assert "default 5" in _flag_help(text, "--")["--timeout"]

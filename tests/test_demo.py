@@ -16,8 +16,19 @@ pytestmark = pytest.mark.slow  # starts router / server processes
 def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
     port = free_port()
     demo = Proc(
-        [str(VENV_BIN / "lerobot-fleet"), "demo", "--no-console", "--robots", "3", "--port", str(port),
-         "--duration", "120", "--workdir", str(tmp_path)],
+        [
+            str(VENV_BIN / "lerobot-fleet"),
+            "demo",
+            "--no-console",
+            "--robots",
+            "3",
+            "--port",
+            str(port),
+            "--duration",
+            "120",
+            "--workdir",
+            str(tmp_path),
+        ],
         name="demo",
         max_seconds=300,
     )
@@ -25,17 +36,28 @@ def test_demo_fleet_streams_and_stops_cleanly(tmp_path):
         demo.wait_for("fleet is up", timeout=240)
 
         def streaming() -> list[dict]:
-            out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             report = json.loads(out.stdout)
             robots = [r for r in report["robots"] if r["state"] == "STREAMING" and r["requests"] > 0]
             return [report] if len(robots) == 3 else []
 
-        (report,) = wait_until(streaming, timeout=90, interval=2, message="all three demo robots STREAMING with requests")
+        (report,) = wait_until(
+            streaming, timeout=90, interval=2, message="all three demo robots STREAMING with requests"
+        )
         streaming_robots = [r for r in report["robots"] if r["state"] == "STREAMING"]
         assert {r["replica"] for r in streaming_robots} == {"demo-a", "demo-b"}  # least-loaded placement spreads them
         assert {s["replica"] for s in report["servers"]} == {"demo-a", "demo-b"}
-        for name in ("router", "server-demo-a", "server-demo-b", "sim-arm-01"):  # every child logs to the work directory
+        for name in (
+            "router",
+            "server-demo-a",
+            "server-demo-b",
+            "sim-arm-01",
+        ):  # every child logs to the work directory
             assert (tmp_path / f"{name}.log").stat().st_size > 0, name
     finally:
         demo.stop(timeout=40)
@@ -49,8 +71,21 @@ def test_demo_record_dir_records_each_robots_episodes(tmp_path):
     port, records, work = free_port(), tmp_path / "datasets", tmp_path / "work"
     robots = ("sim-arm-01", "sim-arm-02")
     demo = Proc(
-        [str(VENV_BIN / "lerobot-fleet"), "demo", "--no-console", "--robots", "2", "--port", str(port),
-         "--duration", "120", "--workdir", str(work), "--record-dir", str(records)],
+        [
+            str(VENV_BIN / "lerobot-fleet"),
+            "demo",
+            "--no-console",
+            "--robots",
+            "2",
+            "--port",
+            str(port),
+            "--duration",
+            "120",
+            "--workdir",
+            str(work),
+            "--record-dir",
+            str(records),
+        ],
         name="demo-record",
         max_seconds=300,
     )
@@ -109,8 +144,19 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
     port = free_port()
     robots = [f"sim-arm-{i:02d}" for i in range(1, 5)]
     demo = Proc(
-        [str(VENV_BIN / "lerobot-fleet"), "demo", "--policy", "smolvla", "--no-console", "--port", str(port),
-         "--duration", "150", "--workdir", str(tmp_path)],
+        [
+            str(VENV_BIN / "lerobot-fleet"),
+            "demo",
+            "--policy",
+            "smolvla",
+            "--no-console",
+            "--port",
+            str(port),
+            "--duration",
+            "150",
+            "--workdir",
+            str(tmp_path),
+        ],
         name="demo-smolvla",
         max_seconds=400,
     )
@@ -119,7 +165,11 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
         assert "serving tiny SmolVLA with RTC" in demo.wait_for("fleet is up", timeout=300)
         children = _descendants(demo.program_pid())
         assert len(children) >= 1 + 2 + len(robots), children  # router, two replicas, the arms
-        servers = [argv for argv in (_argv(pid) for pid in children) if any(a.endswith("lerobot-policy-server") for a in argv[:2])]
+        servers = [
+            argv
+            for argv in (_argv(pid) for pid in children)
+            if any(a.endswith("lerobot-policy-server") for a in argv[:2])
+        ]
         assert len(servers) == 2 and all("--rtc.enabled=true" in argv for argv in servers), servers
 
         def log(robot: str) -> str:
@@ -127,8 +177,10 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
             return path.read_text(errors="replace") if path.exists() else ""
 
         def streaming_with_rtc() -> bool:
-            return all(sum(1 for line in log(r).splitlines() if " chunk session_id=" in line and " delay=" in line) >= 5
-                       for r in robots)
+            return all(
+                sum(1 for line in log(r).splitlines() if " chunk session_id=" in line and " delay=" in line) >= 5
+                for r in robots
+            )
 
         wait_until(streaming_with_rtc, timeout=150, interval=1, message="four demo arms merging RTC chunks")
         for robot in robots:
@@ -136,13 +188,19 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
             assert opened and all("rtc=True" in line for line in opened), (robot, opened)
 
         def console_sees_rtc() -> list[dict]:
-            out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [str(VENV_BIN / "lerobot-fleet"), "status", "--json", "--router", f"tcp/127.0.0.1:{port}"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             report = json.loads(out.stdout)
             on = [r for r in report["robots"] if r["state"] == "STREAMING" and r["rtc"] == "on"]
             return [report] if len(on) == len(robots) else []
 
-        (report,) = wait_until(console_sees_rtc, timeout=90, interval=2, message="the console sees four arms STREAMING with rtc on")
+        (report,) = wait_until(
+            console_sees_rtc, timeout=90, interval=2, message="the console sees four arms STREAMING with rtc on"
+        )
         assert {r["replica"] for r in report["robots"]} == {"demo-a", "demo-b"}
     finally:
         demo.stop(timeout=60)

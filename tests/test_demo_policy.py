@@ -34,7 +34,11 @@ def test_an_unknown_policy_is_a_usage_error(capsys):
 
 
 def test_the_demo_module_imports_neither_torch_nor_lerobot():
-    code = ("import sys; from lerobot_fleet import demo; demo.policy_env('pi05'); "
-            "print(sorted(m for m in ('torch', 'lerobot', 'numpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent)
+    code = (
+        "import sys; from lerobot_fleet import demo; demo.policy_env('pi05'); "
+        "print(sorted(m for m in ('torch', 'lerobot', 'numpy') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent
+    )
     assert out.stdout.strip() == "[]", out.stderr

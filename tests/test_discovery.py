@@ -8,16 +8,32 @@ from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus
 
 
 def st(replica: str, model: str, task: str, active: int = 0, cap: int = 4, draining: bool = False, warm: bool = True):
-    status = ServerStatus(replica=replica, model=ModelInfo(repo_or_path=model, revision="main", policy_type="act"),
-                          service=task, default_task=task, max_sessions=cap, active_sessions=active,
-                          draining=draining, warmed_up=warm)
+    status = ServerStatus(
+        replica=replica,
+        model=ModelInfo(repo_or_path=model, revision="main", policy_type="act"),
+        service=task,
+        default_task=task,
+        max_sessions=cap,
+        active_sessions=active,
+        draining=draining,
+        warmed_up=warm,
+    )
     return status, Namespace(model, "main", task)
 
 
 def test_group_merges_replicas_of_one_namespace_and_counts_free_sessions():
-    services = group([st("a", "org/act", "pick up the cube", active=1), st("b", "org/act", "pick up the cube", active=4),
-                      st("c", "org/act", "stack", draining=True), st("a", "org/act", "pick up the cube", active=1)])
-    assert [(s.service, [r.replica for r in s.replicas]) for s in services] == [("pick up the cube", ["a", "b"]), ("stack", ["c"])]
+    services = group(
+        [
+            st("a", "org/act", "pick up the cube", active=1),
+            st("b", "org/act", "pick up the cube", active=4),
+            st("c", "org/act", "stack", draining=True),
+            st("a", "org/act", "pick up the cube", active=1),
+        ]
+    )
+    assert [(s.service, [r.replica for r in s.replicas]) for s in services] == [
+        ("pick up the cube", ["a", "b"]),
+        ("stack", ["c"]),
+    ]
     cube, stack = services
     assert cube.free_sessions == 3 and [r.health for r in cube.replicas] == ["ok", "full"]
     assert stack.free_sessions == 0 and stack.replicas[0].health == "draining"
@@ -25,7 +41,9 @@ def test_group_merges_replicas_of_one_namespace_and_counts_free_sessions():
 
 
 def test_closest_match_finds_the_one_letter_task_typo():
-    services = group([st("a", "org/act", "pick up the cube"), st("b", "org/act", "open the drawer"), st("c", "org/other", "stack")])
+    services = group(
+        [st("a", "org/act", "pick up the cube"), st("b", "org/act", "open the drawer"), st("c", "org/other", "stack")]
+    )
     match = closest(services, "org/act", "main", "pick up the cub")
     assert match is not None and (match.model_id, match.service) == ("org/act", "pick up the cube")
     # a model id typed differently (relative path, other org) still finds the service with the same task
@@ -33,7 +51,10 @@ def test_closest_match_finds_the_one_letter_task_typo():
     assert match is not None and match.service == "pick up the cube"
     assert fix_for(match, "act", "main", "pick up the cube") == "--inference.service_model_id='org/act'"
     match = closest(services, "org/act", "main", "pick up the cub")
-    assert fix_for(match, "org/act", "main", "pick up the cub") == "--task='pick up the cube' (or --inference.service_task='pick up the cube')"
+    assert (
+        fix_for(match, "org/act", "main", "pick up the cub")
+        == "--task='pick up the cube' (or --inference.service_task='pick up the cube')"
+    )
 
 
 def test_nothing_close_is_not_forced():

@@ -57,7 +57,11 @@ def _hints(cls: type) -> dict[str, typing.Any]:
 
 def _unwrap(t: typing.Any) -> typing.Any:
     args = [a for a in typing.get_args(t) if a is not type(None)]
-    return args[0] if typing.get_origin(t) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args else t
+    return (
+        args[0]
+        if typing.get_origin(t) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and args
+        else t
+    )
 
 
 def resolve(cls: type, path: list[str], types: dict[str, str], prefix: str = "") -> str:
@@ -154,8 +158,9 @@ def test_walkthrough_commands_use_the_guides_task_and_port():
             if name in ("--task", "--default_task") and value and "<" not in value:
                 assert value == GUIDE_TASK, f"{doc}: {prog} {name}={value!r} (the guide uses {GUIDE_TASK!r})"
             if value and "127.0.0.1:" in value:
-                assert re.findall(r"127\.0\.0\.1:(\d+)", value) == [GUIDE_PORT] * len(re.findall(r"127\.0\.0\.1:", value)), \
-                    f"{doc}: {prog} {name}={value!r} (the guide's router is on port {GUIDE_PORT})"
+                assert re.findall(r"127\.0\.0\.1:(\d+)", value) == [GUIDE_PORT] * len(
+                    re.findall(r"127\.0\.0\.1:", value)
+                ), f"{doc}: {prog} {name}={value!r} (the guide's router is on port {GUIDE_PORT})"
     manifest = (ROOT / "manifests" / "act-local.yaml").read_text()
     assert f'default_task: "{GUIDE_TASK}"' in manifest
 
@@ -163,9 +168,12 @@ def test_walkthrough_commands_use_the_guides_task_and_port():
 def test_the_readme_says_how_long_the_suite_takes_as_testing_md_does():
     """The README's test command says how long it runs, in the same minutes as docs/testing.md's table."""
     readme = (ROOT / "README.md").read_text()
-    after = readme[readme.index(".venv/bin/python -m pytest -q\n"):]
+    after = readme[readme.index(".venv/bin/python -m pytest -q\n") :]
     said = re.search(r"takes about (\d+(?:\.\d+)?) minutes", after[:600])
     assert said, "README.md: say how long `pytest -q` takes, next to the command"
-    row = next(line for line in (ROOT / "docs" / "testing.md").read_text().splitlines()
-               if line.startswith("| `.venv/bin/python -m pytest -q` |"))
+    row = next(
+        line
+        for line in (ROOT / "docs" / "testing.md").read_text().splitlines()
+        if line.startswith("| `.venv/bin/python -m pytest -q` |")
+    )
     assert f"about {said.group(1)} min" in row, row

@@ -11,8 +11,28 @@ pytestmark = pytest.mark.slow
 
 
 def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
-    cmd = [sys.executable, "-m", "lerobot_fleet.cli", "simulate", "--robots", "30", "--per-host", "15", "--replicas", "2",
-           "--routers", "2", "--seconds", "12", "--drain-at", "5", "--console", "--json", "--workdir", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lerobot_fleet.cli",
+        "simulate",
+        "--robots",
+        "30",
+        "--per-host",
+        "15",
+        "--replicas",
+        "2",
+        "--routers",
+        "2",
+        "--seconds",
+        "12",
+        "--drain-at",
+        "5",
+        "--console",
+        "--json",
+        "--workdir",
+        str(tmp_path),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert out.stdout.strip(), out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -28,7 +48,9 @@ def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
     assert all(p["replica"] != d["replica"] and p["state"] == "STREAMING" for p in moved)
     assert r["console"]["robots_seen"] == 30, r["console"]
     box = r["box"]  # the box's verdict beside the figures: its CPU, the fleet's share of it
-    assert box["capacity_pct"] >= 100 and 0 < box["fleet_cpu_pct"] <= box["box_cpu_pct"] + 10  # the fleet runs on the box
+    assert (
+        box["capacity_pct"] >= 100 and 0 < box["fleet_cpu_pct"] <= box["box_cpu_pct"] + 10
+    )  # the fleet runs on the box
     assert box["line"].startswith(("box saturated: ", "box not saturated: "))
 
 
@@ -56,7 +78,9 @@ def test_fleet_nice_ranks_each_fleet_session_below_the_console():
 
 def _stat(tmp_path, busy: int, idle: int, cpus: int = 2):
     path = tmp_path / "stat"
-    lines = [f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0"] + [f"cpu{i} 0 0 0 0 0 0 0 0 0 0" for i in range(cpus)] + ["intr 1 2 3"]
+    lines = (
+        [f"cpu  {busy} 0 0 {idle} 0 0 0 0 0 0"] + [f"cpu{i} 0 0 0 0 0 0 0 0 0 0" for i in range(cpus)] + ["intr 1 2 3"]
+    )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -79,5 +103,10 @@ def test_a_run_on_a_saturated_box_says_so_and_whose_cpu_it_was():
     assert v["line"].startswith("box saturated: 187 % of 200 % (fleet 120 %, console 15 %, other processes 52 %)")
     assert "not the product" in v["line"]
     calm = verdict(120.0, 2, fleet_pct=110.0, console_pct=5.0)
-    assert not calm["saturated"] and calm["line"] == "box not saturated: 120 % of 200 % (fleet 110 %, console 5 %, other processes 5 %)"
-    assert verdict(179.9, 2, 100.0)["saturated"] is False and verdict(180.0, 2, 100.0)["saturated"] is True  # 90 % of 2 cores
+    assert (
+        not calm["saturated"]
+        and calm["line"] == "box not saturated: 120 % of 200 % (fleet 110 %, console 5 %, other processes 5 %)"
+    )
+    assert (
+        verdict(179.9, 2, 100.0)["saturated"] is False and verdict(180.0, 2, 100.0)["saturated"] is True
+    )  # 90 % of 2 cores

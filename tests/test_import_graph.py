@@ -10,7 +10,10 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = {"lerobot_policy_remote": ROOT / "src" / "lerobot_policy_remote", "lerobot_fleet": ROOT / "console" / "lerobot_fleet"}
+PACKAGES = {
+    "lerobot_policy_remote": ROOT / "src" / "lerobot_policy_remote",
+    "lerobot_fleet": ROOT / "console" / "lerobot_fleet",
+}
 
 
 def _modules() -> dict[str, Path]:

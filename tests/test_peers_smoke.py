@@ -21,8 +21,25 @@ RAW_BYTES = 2 * 640 * 480 * 3
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_peers_quick_run(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "latency", "scaling", "--out", str(tmp_path), "--sleeps-ms", "20",
-           "--n", "2", "--arms", *ARMS, "--legacy-procs-max", "0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.peers.run",
+        "--quick",
+        "--phases",
+        "latency",
+        "scaling",
+        "--out",
+        str(tmp_path),
+        "--sleeps-ms",
+        "20",
+        "--n",
+        "2",
+        "--arms",
+        *ARMS,
+        "--legacy-procs-max",
+        "0",
+    ]
     proc = subprocess.run(["timeout", "-s", "KILL", "840", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=870)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     res = json.loads((tmp_path / "results.json").read_text())
@@ -42,7 +59,9 @@ def test_peers_quick_run(tmp_path: Path) -> None:
     assert 2 * 224 * 224 * 3 <= lat["openpi-ws-224"]["up_bytes"] < RAW_BYTES / 4  # openpi's robot-side resize_with_pad
     scale = {r["arm"]: r for r in res["scaling"] if r["mode"] == "one server"}
     for arm in ("ours-jpeg", "ours-raw", "openpi-ws", "gr00t-zmq"):
-        assert scale[arm]["opened"] == 2 and scale[arm]["wrong_chunks"] == 0 and min(scale[arm]["per_robot_req_s"]) > 0, scale[arm]
+        assert (
+            scale[arm]["opened"] == 2 and scale[arm]["wrong_chunks"] == 0 and min(scale[arm]["per_robot_req_s"]) > 0
+        ), scale[arm]
     assert (tmp_path / "tables.md").read_text().count("| legacy-grpc |") >= 2
     assert (tmp_path / "peers-latency.png").stat().st_size > 10_000
 
@@ -51,13 +70,27 @@ def test_peers_quick_run(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
     """The fault and constrained-link phases on one system (they are system-agnostic code)."""
-    cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "faults", "link", "--arms", "gr00t-zmq", "--out", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.peers.run",
+        "--quick",
+        "--phases",
+        "faults",
+        "link",
+        "--arms",
+        "gr00t-zmq",
+        "--out",
+        str(tmp_path),
+    ]
     proc = subprocess.run(["timeout", "-s", "KILL", "540", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=570)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     res = json.loads((tmp_path / "results.json").read_text())
     faults = {r["fault"]: r for r in res["faults"]}
     assert set(faults) == {"kill", "sigstop", "partition"}
-    assert faults["kill"]["server_back_s"] is not None  # restarted (GR00T's REQ may stay wedged: that is measured, not asserted)
+    assert (
+        faults["kill"]["server_back_s"] is not None
+    )  # restarted (GR00T's REQ may stay wedged: that is measured, not asserted)
     for r in (faults["sigstop"], faults["partition"]):  # the robot ran again, on fresh observations
         assert r["run_again_s"] is not None, r
     assert faults["sigstop"]["run_again_s"] >= 2.0 - 0.1  # nothing fresh can come from a paused server
@@ -74,14 +107,33 @@ def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
     """Ours' fault run drives the product's engine (its worker, the server token's liveliness), not a bench loop."""
-    cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "faults", "--faults", "kill", "--kill-window", "4",
-           "--arms", "ours-jpeg", "--out", str(tmp_path), "--no-report"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.peers.run",
+        "--quick",
+        "--phases",
+        "faults",
+        "--faults",
+        "kill",
+        "--kill-window",
+        "4",
+        "--arms",
+        "ours-jpeg",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+    ]
     proc = subprocess.run(["timeout", "-s", "KILL", "100", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=110)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     kill = {r["fault"]: r for r in json.loads((tmp_path / "results.json").read_text())["faults"]}["kill"]
-    assert kill["noticed_s"] is not None and kill["noticed_s"] < 1.0, kill  # the server's token went away: noticed at once
+    assert kill["noticed_s"] is not None and kill["noticed_s"] < 1.0, (
+        kill
+    )  # the server's token went away: noticed at once
     assert kill["run_again_s"] is not None and kill["reconnects"] >= 1, kill
-    assert kill["stale_executed"] == 0, kill  # never an action from a chunk that arrived more than 1 s after its observation
+    assert kill["stale_executed"] == 0, (
+        kill
+    )  # never an action from a chunk that arrived more than 1 s after its observation
 
 
 @pytest.mark.slow
@@ -114,7 +166,11 @@ def test_peers_vla_quick(tmp_path: Path) -> None:
         else:  # the peers' protocols carry no prefix: they serve plain chunks
             assert r["rtc"].startswith("none") and r["rtc_prefixed"] == 0 and "vs_best_peer" not in r, r
     tables = (tmp_path / "tables.md").read_text()
-    assert "### pi0 (vla)" in tables and "| ours-jpeg | 4 | prefix per robot |" in tables and "| gr00t-zmq | 4 | none" in tables
+    assert (
+        "### pi0 (vla)" in tables
+        and "| ours-jpeg | 4 | prefix per robot |" in tables
+        and "| gr00t-zmq | 4 | none" in tables
+    )
 
 
 def test_interleaved_repeats_rotate_the_arms() -> None:
@@ -133,8 +189,22 @@ def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
     """`bench.peers.tail` (the S = 20 tail over many requests per arm): every request of every repeat is kept,
     with S taken off, and the summary names each arm."""
     out = tmp_path / "tail.json"
-    cmd = [sys.executable, "-m", "bench.peers.tail", "--arms", "ours-samehost", "gr00t-zmq", "--requests", "4", "--repeats", "2",
-           "--sleep-ms", "20", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.peers.tail",
+        "--arms",
+        "ours-samehost",
+        "gr00t-zmq",
+        "--requests",
+        "4",
+        "--repeats",
+        "2",
+        "--sleep-ms",
+        "20",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(["timeout", "-s", "KILL", "240", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=270)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = json.loads(out.read_text())
@@ -155,12 +225,24 @@ def test_kill_row_is_the_median_of_interleaved_trials(monkeypatch: pytest.Monkey
     again = {"a": [0.66, 0.43, 0.36], "b": [0.51, None, 0.54]}
     calls: list[tuple[str, str]] = []
 
-    def fake_run(server: object, arm: str, system: str, extra: list[str], fault: str, log: object, window: float) -> dict:
+    def fake_run(
+        server: object, arm: str, system: str, extra: list[str], fault: str, log: object, window: float
+    ) -> dict:
         calls.append((arm, fault))
         k = sum(1 for a, f in calls if a == arm and f == fault) - 1
         t = again[arm][k] if fault == "kill" else 2.1
-        return {"arm": arm, "fault": fault, "noticed_s": 0.01 * (k + 1), "dry_s": 0.1 * k, "run_again_s": t, "server_back_s": 0.3,
-                "stale_executed": k, "max_lag_s": 0.2 * k, "error_kinds": [f"E{k}"], "reconnects": 1 + k}
+        return {
+            "arm": arm,
+            "fault": fault,
+            "noticed_s": 0.01 * (k + 1),
+            "dry_s": 0.1 * k,
+            "run_again_s": t,
+            "server_back_s": 0.3,
+            "stale_executed": k,
+            "max_lag_s": 0.2 * k,
+            "error_kinds": [f"E{k}"],
+            "reconnects": 1 + k,
+        }
 
     class FakeServer:
         def __init__(self, system: str, sleep_s: float, shm: bool = False) -> None:
@@ -171,11 +253,21 @@ def test_kill_row_is_the_median_of_interleaved_trials(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(F, "fault_run", fake_run)
     rows = F.faults(["a", "b"], {"a": ("ours", []), "b": ("gr00t", [])}, FakeServer, print, ("kill", "sigstop"), 4.0, 3)
-    assert [c for c in calls if c[1] == "kill"] == [("a", "kill"), ("b", "kill"), ("b", "kill"), ("a", "kill"), ("a", "kill"), ("b", "kill")]
+    assert [c for c in calls if c[1] == "kill"] == [
+        ("a", "kill"),
+        ("b", "kill"),
+        ("b", "kill"),
+        ("a", "kill"),
+        ("a", "kill"),
+        ("b", "kill"),
+    ]
     by = {(r["arm"], r["fault"]): r for r in rows}
     a, b = by["a", "kill"], by["b", "kill"]
     assert a["run_again_s"] == 0.43 and a["run_again_s_spread"] == [0.36, 0.66] and len(a["trials"]) == 3
-    assert b["run_again_s"] == 0.54 and b["run_again_s_spread"] == [0.51, 0.54]  # the trial that never recovered is slowest
+    assert b["run_again_s"] == 0.54 and b["run_again_s_spread"] == [
+        0.51,
+        0.54,
+    ]  # the trial that never recovered is slowest
     assert a["stale_executed"] == 0 + 1 + 2 and a["max_lag_s"] == 0.4 and a["error_kinds"] == ["E0", "E1", "E2"]
     assert by["a", "sigstop"]["run_again_s"] == 2.1 and "trials" not in by["a", "sigstop"]
     from bench.peers.report import faults_table

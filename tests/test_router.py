@@ -22,6 +22,7 @@ def test_put_query_and_liveliness_through_router(zenoh_client):
         arrived.set()
 
     sub = b.declare_subscriber(keys.robot("robot-1", "action"), on_sample)
+
     def pong(query) -> None:
         with query:
             query.reply(query.key_expr, b"pong:" + query.payload.to_bytes())
@@ -37,8 +38,12 @@ def test_put_query_and_liveliness_through_router(zenoh_client):
     lsub = a.liveliness().declare_subscriber(ServiceKeys.any().robot("*", "alive"), on_token, history=True)
 
     # the subscription reaches the router asynchronously: put until one arrives
-    wait_until(lambda: a.put(keys.robot("robot-1", "action"), b"chunk", attachment=b"hdr") or arrived.is_set(), timeout=5,
-               interval=0.1, message="a put delivered through the router")
+    wait_until(
+        lambda: a.put(keys.robot("robot-1", "action"), b"chunk", attachment=b"hdr") or arrived.is_set(),
+        timeout=5,
+        interval=0.1,
+        message="a put delivered through the router",
+    )
     assert got and set(got) == {(keys.robot("robot-1", "action"), b"chunk", b"hdr")}
 
     replies = list(a.get(keys.server("*", "status"), payload=b"ping", timeout=5.0))
@@ -65,8 +70,11 @@ def test_router_restart_clients_reconnect(own_router):
         got = threading.Event()
         sub = b.declare_subscriber("@lerobot/x/y/z/robot/r/action", lambda s: got.set())
         own_router.restart()
-        wait_until(lambda: a.put("@lerobot/x/y/z/robot/r/action", b"x") or got.is_set(), timeout=10,
-                   message="a delivery after the router restart")
+        wait_until(
+            lambda: a.put("@lerobot/x/y/z/robot/r/action", b"x") or got.is_set(),
+            timeout=10,
+            message="a delivery after the router restart",
+        )
         sub.undeclare()
     finally:
         a.close()

@@ -15,8 +15,9 @@ def test_only_loopback_listens_count_as_closed():
     from lerobot_fleet.router import exposed_endpoints
 
     assert exposed_endpoints(["tcp/127.0.0.1:7447", "tls/localhost:1", "tcp/[::1]:7447", "tcp/127.3.2.1:9"]) == []
-    assert exposed_endpoints(["tcp/0.0.0.0:7447", "tls/[::]:7447", "tcp/10.0.0.5:7447#iface=eth0", "tcp/127.0.0.1:1"]) == \
-        ["tcp/0.0.0.0:7447", "tls/[::]:7447", "tcp/10.0.0.5:7447#iface=eth0"]
+    assert exposed_endpoints(
+        ["tcp/0.0.0.0:7447", "tls/[::]:7447", "tcp/10.0.0.5:7447#iface=eth0", "tcp/127.0.0.1:1"]
+    ) == ["tcp/0.0.0.0:7447", "tls/[::]:7447", "tcp/10.0.0.5:7447#iface=eth0"]
 
 
 def test_an_open_listen_without_inventory_is_refused_unless_insecure():
@@ -30,8 +31,12 @@ def test_an_open_listen_without_inventory_is_refused_unless_insecure():
 
 
 def test_the_cli_refuses_before_it_listens():
-    res = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "router", "--listen", f"tcp/0.0.0.0:{free_port()}"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [str(VENV_BIN / "lerobot-fleet"), "router", "--listen", f"tcp/0.0.0.0:{free_port()}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2 and "refusing to start" in res.stderr and "--inventory" in res.stderr, res.stderr
 
 
@@ -43,7 +48,9 @@ def test_an_insecure_router_warns_at_start_and_every_minute(monkeypatch, capsys)
     monkeypatch.setattr(router, "INSECURE_REPEAT_S", 0.2)
     stop = threading.Event()
     settings = ZenohSettings(mode="router", listen_endpoints=[f"tcp/127.0.0.1:{free_port()}"])
-    t = threading.Thread(target=router.run_router, args=(settings, stop), kwargs={"insecure_warning": "WARNING: insecure router: x"})
+    t = threading.Thread(
+        target=router.run_router, args=(settings, stop), kwargs={"insecure_warning": "WARNING: insecure router: x"}
+    )
     t.start()
     try:
         stop.wait(1.0)

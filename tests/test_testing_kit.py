@@ -96,8 +96,12 @@ def test_free_port_can_be_bound():
 
 def test_proc_waits_for_ready_logs_and_stops_by_pid(tmp_path):
     log = tmp_path / "child.log"
-    child = Proc([sys.executable, "-c", "import time; print('warming'); print('ready now'); time.sleep(60)"], name="child",
-                 max_seconds=30, log=log)
+    child = Proc(
+        [sys.executable, "-c", "import time; print('warming'); print('ready now'); time.sleep(60)"],
+        name="child",
+        max_seconds=30,
+        log=log,
+    )
     try:
         assert child.wait_for("ready", timeout=30) == "ready now"
         assert child.popen.poll() is None
@@ -108,9 +112,13 @@ def test_proc_waits_for_ready_logs_and_stops_by_pid(tmp_path):
 
 
 def test_proc_that_exits_early_is_reported_with_its_output():
-    child = Proc([sys.executable, "-c", "print('config error: no model'); raise SystemExit(3)"], name="early", max_seconds=30)
+    child = Proc(
+        [sys.executable, "-c", "print('config error: no model'); raise SystemExit(3)"], name="early", max_seconds=30
+    )
     t0 = time.monotonic()
-    with pytest.raises(NotReady, match=r"(?s)early did not become ready \('up' exited with 3\).*config error: no model"):
+    with pytest.raises(
+        NotReady, match=r"(?s)early did not become ready \('up' exited with 3\).*config error: no model"
+    ):
         child.wait_for("up", timeout=30)
     assert time.monotonic() - t0 < 20  # noticed the exit, did not wait out the timeout
 
@@ -162,10 +170,14 @@ def test_fake_robot_and_fake_server_exchange_the_real_wire(pair, zenoh_client):
 
     # status carries the session; drain answers with it and flips the status
     console = zenoh_client()
-    replies = list(console.get(robot.keys.server("kit-1", "drain"), payload=encode(DrainRequest(reason="kit")), timeout=5))
+    replies = list(
+        console.get(robot.keys.server("kit-1", "drain"), payload=encode(DrainRequest(reason="kit")), timeout=5)
+    )
     drain = decode(DrainAck, replies[0].ok.payload.to_bytes())
     assert drain.ok and drain.sessions == [ack.session_id] and server.drains[-1].reason == "kit"
-    status = decode(ServerStatus, list(console.get(robot.keys.server("kit-1", "status"), timeout=5))[0].ok.payload.to_bytes())
+    status = decode(
+        ServerStatus, list(console.get(robot.keys.server("kit-1", "status"), timeout=5))[0].ok.payload.to_bytes()
+    )
     assert status.draining and [s.client_uuid for s in status.sessions] == ["kit-robot"]
 
 
@@ -197,8 +209,10 @@ def test_fleet_publisher_feeds_a_listener(router, zenoh_client):
     fleet = FleetPublisher(router.endpoint, robots=5, servers=2, service=f"kit fleet {uuid.uuid4().hex[:6]}")
     listener = zenoh_client()
     seen: dict[str, RobotTelemetry] = {}
-    sub = listener.declare_subscriber(fleet.keys.robot("*", "telemetry"), lambda s: seen.update(
-        {str(s.key_expr): decode(RobotTelemetry, s.payload.to_bytes())}))
+    sub = listener.declare_subscriber(
+        fleet.keys.robot("*", "telemetry"),
+        lambda s: seen.update({str(s.key_expr): decode(RobotTelemetry, s.payload.to_bytes())}),
+    )
     stop = threading.Event()
     pump = threading.Thread(target=fleet.run, args=(20.0, 60.0, stop), daemon=True)
     pump.start()
@@ -209,11 +223,20 @@ def test_fleet_publisher_feeds_a_listener(router, zenoh_client):
             i = fleet.robot_ids.index(t.client_uuid)
             assert key == fleet.keys.robot(t.client_uuid, "telemetry")
             assert t == dataclasses.replace(fleet.telemetry(i, t.client_uuid, t.requests), seq=t.seq)
-        statuses = [decode(ServerStatus, r.ok.payload.to_bytes()) for r in listener.get(fleet.keys.server("*", "status"), timeout=5) if r.ok]
+        statuses = [
+            decode(ServerStatus, r.ok.payload.to_bytes())
+            for r in listener.get(fleet.keys.server("*", "status"), timeout=5)
+            if r.ok
+        ]
         assert sorted(s.replica for s in statuses) == ["bench-gpu-00", "bench-gpu-01"]
         assert sum(s.active_sessions for s in statuses) == 5
-        text = wait_until(lambda: (body := httpx.get(statuses[0].metrics_url, timeout=5).text) and
-                          "requests_total 0" not in body and body, timeout=15, message="a request counter above zero")
+        text = wait_until(
+            lambda: (
+                (body := httpx.get(statuses[0].metrics_url, timeout=5).text) and "requests_total 0" not in body and body
+            ),
+            timeout=15,
+            message="a request counter above zero",
+        )
         assert "lerobot_policy_server_requests_total" in text
     finally:
         stop.set()

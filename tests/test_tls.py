@@ -25,16 +25,46 @@ def _run(*args: str, cwd: Path) -> None:
 
 def _ca(d: Path, name: str) -> None:
     _run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key", cwd=d)
-    _run("req", "-x509", "-new", "-key", f"{name}.key", "-subj", f"/CN={name}", "-days", "2",
-         "-addext", "basicConstraints=critical,CA:TRUE", "-out", f"{name}.pem", cwd=d)
+    _run(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        f"{name}.key",
+        "-subj",
+        f"/CN={name}",
+        "-days",
+        "2",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-out",
+        f"{name}.pem",
+        cwd=d,
+    )
 
 
 def _leaf(d: Path, name: str, ca: str, ext: str) -> None:
     _run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key", cwd=d)
     _run("req", "-new", "-key", f"{name}.key", "-subj", f"/CN={name}", "-out", f"{name}.csr", cwd=d)
     (d / f"{name}.ext").write_text(ext)
-    _run("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key", "-CAcreateserial",
-         "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+    _run(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        f"{ca}.pem",
+        "-CAkey",
+        f"{ca}.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.ext",
+        "-out",
+        f"{name}.pem",
+        cwd=d,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +79,20 @@ def pki(tmp_path_factory) -> Path:
 
 
 def test_mtls_router_accepts_signed_clients_only(pki: Path):
-    router = Router(extra=["--tls-cert", str(pki / "router.pem"), "--tls-key", str(pki / "router.key"), "--tls-ca", str(pki / "ca.pem")])
+    router = Router(
+        extra=[
+            "--tls-cert",
+            str(pki / "router.pem"),
+            "--tls-key",
+            str(pki / "router.key"),
+            "--tls-ca",
+            str(pki / "ca.pem"),
+        ]
+    )
     router.endpoint = f"tls/127.0.0.1:{router.port}"
     router.start()
     try:
+
         def client(cert: str | None) -> ZenohSettings:
             return ZenohSettings(
                 mode="client",

@@ -28,18 +28,43 @@ def save_act(path: str | Path, seed: int = 0, device: str = "cpu") -> Path:
     from lerobot.policies.factory import make_pre_post_processors
 
     inputs: dict[str, Any] = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(STATE_DIM,))}
-    inputs.update({f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, *TRAINED_HW)) for c in CAMERAS})
-    config = ACTConfig(device=device, input_features=inputs, output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
-                       chunk_size=CHUNK[0], n_action_steps=CHUNK[0], pretrained_backbone_weights=None, dim_model=64, n_heads=2,
-                       dim_feedforward=128, n_encoder_layers=1, n_decoder_layers=1, use_vae=False, latent_dim=8, push_to_hub=False)
+    inputs.update(
+        {f"observation.images.{c}": PolicyFeature(type=FeatureType.VISUAL, shape=(3, *TRAINED_HW)) for c in CAMERAS}
+    )
+    config = ACTConfig(
+        device=device,
+        input_features=inputs,
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(CHUNK[1],))},
+        chunk_size=CHUNK[0],
+        n_action_steps=CHUNK[0],
+        pretrained_backbone_weights=None,
+        dim_model=64,
+        n_heads=2,
+        dim_feedforward=128,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        use_vae=False,
+        latent_dim=8,
+        push_to_hub=False,
+    )
     torch.manual_seed(seed)
     policy = ACTPolicy(config).eval()
-    stats: dict[str, dict[str, Any]] = {k: {"mean": torch.zeros(STATE_DIM), "std": torch.ones(STATE_DIM), "min": -torch.ones(STATE_DIM),
-                                            "max": torch.ones(STATE_DIM)} for k in ("observation.state", "action")}
+    stats: dict[str, dict[str, Any]] = {
+        k: {
+            "mean": torch.zeros(STATE_DIM),
+            "std": torch.ones(STATE_DIM),
+            "min": -torch.ones(STATE_DIM),
+            "max": torch.ones(STATE_DIM),
+        }
+        for k in ("observation.state", "action")
+    }
     for c in CAMERAS:
-        stats[f"observation.images.{c}"] = {"mean": torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1),
-                                            "std": torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1),
-                                            "min": torch.zeros(3, 1, 1), "max": torch.ones(3, 1, 1)}
+        stats[f"observation.images.{c}"] = {
+            "mean": torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1),
+            "std": torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1),
+            "min": torch.zeros(3, 1, 1),
+            "max": torch.ones(3, 1, 1),
+        }
     path = Path(path)
     policy.save_pretrained(path)
     pre, post = make_pre_post_processors(config, dataset_stats=stats)
@@ -51,11 +76,15 @@ def save_act(path: str | Path, seed: int = 0, device: str = "cpu") -> Path:
 def wrapper_batch(torch: Any, obs: dict[str, Any], sizes: dict[str, tuple[int, int]], task: str) -> dict[str, Any]:
     """What a peer's wrapper writes around a lerobot policy: the openpi-style request as lerobot's batch, each camera
     resized to the model's input."""
-    batch: dict[str, Any] = {"observation.state": torch.from_numpy(np.asarray(obs["observation/state"], np.float32)).unsqueeze(0)}
+    batch: dict[str, Any] = {
+        "observation.state": torch.from_numpy(np.asarray(obs["observation/state"], np.float32)).unsqueeze(0)
+    }
     for c in CAMERAS:
         img = np.asarray(obs[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"]).reshape(HEIGHT, WIDTH, 3)
         t = torch.from_numpy(img).permute(2, 0, 1).float().div_(255.0).unsqueeze(0)
-        batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(t, size=sizes[c], mode="bilinear", align_corners=False)
+        batch[f"observation.images.{c}"] = torch.nn.functional.interpolate(
+            t, size=sizes[c], mode="bilinear", align_corners=False
+        )
     batch["task"] = [task]
     return batch
 

@@ -19,8 +19,17 @@ from .procs import emit
 from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
-def make_client(system: str, target: str, robot: int, quality: int, timeout_s: float, act_path: str = "", resize: int = 0,
-                shm: bool = False, vla: bool = False) -> Any:
+def make_client(
+    system: str,
+    target: str,
+    robot: int,
+    quality: int,
+    timeout_s: float,
+    act_path: str = "",
+    resize: int = 0,
+    shm: bool = False,
+    vla: bool = False,
+) -> Any:
     if system == "ours":
         from .ours_peer import Client
 
@@ -39,9 +48,21 @@ def make_client(system: str, target: str, robot: int, quality: int, timeout_s: f
     return Client(host, int(port), robot)
 
 
-def run(system: str, target: str, robots: int, warmup: int, requests: int, seconds: float, quality: int,
-        server_pids: list[int], timeout_s: float, act_path: str = "", resize: int = 0, shm: bool = False,
-        vla: bool = False) -> dict[str, Any]:
+def run(
+    system: str,
+    target: str,
+    robots: int,
+    warmup: int,
+    requests: int,
+    seconds: float,
+    quality: int,
+    server_pids: list[int],
+    timeout_s: float,
+    act_path: str = "",
+    resize: int = 0,
+    shm: bool = False,
+    vla: bool = False,
+) -> dict[str, Any]:
     imgs = frames()
     clients: list[Any] = []
     errors: list[str] = []
@@ -49,7 +70,9 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     for i in range(robots):
         try:
             targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
-            clients.append(make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm, vla))
+            clients.append(
+                make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm, vla)
+            )
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
     open_s = time.perf_counter() - t_open
@@ -80,7 +103,11 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
                 continue
             rtts[k].append(dt)
             model = act_path or vla  # a real model's chunk: its shape and values are checked, not whose it is
-            if np.asarray(chunk).shape != CHUNK or not np.isfinite(chunk).all() or (not model and not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4))):
+            if (
+                np.asarray(chunk).shape != CHUNK
+                or not np.isfinite(chunk).all()
+                or (not model and not np.allclose(np.asarray(chunk)[0], st, atol=getattr(c, "atol", 1e-4)))
+            ):
                 wrong[k] += 1
 
     threads = [threading.Thread(target=loop, args=(k, c), daemon=True) for k, c in enumerate(clients)]
@@ -108,7 +135,10 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
         th.join(timeout_s)
     done = sum(len(r) for r in rtts)
     total = done + (warmup * len(clients) if seconds <= 0 else 0)
-    rtc = {"rtc_active": any(getattr(c, "rtc_active", False) for c in clients), "rtc_prefixed": sum(getattr(c, "prefixed", 0) for c in clients)}
+    rtc = {
+        "rtc_active": any(getattr(c, "rtc_active", False) for c in clients),
+        "rtc_prefixed": sum(getattr(c, "prefixed", 0) for c in clients),
+    }
     if vla and system == "ours":  # what our server says of its passes: batching as by default, robots per pass
         from .ours_peer import discover
 
@@ -125,36 +155,75 @@ def run(system: str, target: str, robots: int, warmup: int, requests: int, secon
     all_rtt = [x for r in rtts for x in r]
     per = [len(r) / wall for r in rtts]
     return {
-        "system": system, "robots": robots, "opened": len(clients), "open_s": open_s, "requests": done, "wall_s": wall,
-        "req_per_s": done / wall if wall > 0 else 0.0, "per_robot_req_s": per,
-        "rtt_p50_ms": pct(all_rtt, 50) * 1000, "rtt_p99_ms": pct(all_rtt, 99) * 1000,
-        "client_cpu_ms": (cpu1 - cpu0) * 1000 / max(1, total), "server_cpu_ms": sum(b - a for a, b in zip(srv0, srv1, strict=True)) * 1000 / max(1, total),
-        "errors": len(errors), "error_samples": errors[:5], "wrong_chunks": sum(wrong),
+        "system": system,
+        "robots": robots,
+        "opened": len(clients),
+        "open_s": open_s,
+        "requests": done,
+        "wall_s": wall,
+        "req_per_s": done / wall if wall > 0 else 0.0,
+        "per_robot_req_s": per,
+        "rtt_p50_ms": pct(all_rtt, 50) * 1000,
+        "rtt_p99_ms": pct(all_rtt, 99) * 1000,
+        "client_cpu_ms": (cpu1 - cpu0) * 1000 / max(1, total),
+        "server_cpu_ms": sum(b - a for a, b in zip(srv0, srv1, strict=True)) * 1000 / max(1, total),
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "wrong_chunks": sum(wrong),
         "cross_delivered": sum(getattr(c, "cross", 0) for c in clients),
-        "resends": sum(getattr(c, "resends", 0) for c in clients), **rtc,
+        "resends": sum(getattr(c, "resends", 0) for c in clients),
+        **rtc,
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("system", choices=["ours", "legacy", "openpi", "gr00t"])
-    ap.add_argument("--target", required=True, help="host:port (comma-separated for one server per robot), or a zenoh endpoint for ours")
+    ap.add_argument(
+        "--target",
+        required=True,
+        help="host:port (comma-separated for one server per robot), or a zenoh endpoint for ours",
+    )
     ap.add_argument("--robots", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--requests", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=0.0, help="scaling mode: run all robots for this long")
     ap.add_argument("--quality", type=int, default=90, help="ours: JPEG quality, 0 = raw")
-    ap.add_argument("--resize", type=int, default=0, help="openpi: resize_with_pad every frame to NxN on the robot, as openpi's docs advise")
+    ap.add_argument(
+        "--resize",
+        type=int,
+        default=0,
+        help="openpi: resize_with_pad every frame to NxN on the robot, as openpi's docs advise",
+    )
     ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--server-pid", type=int, action="append", default=[])
     ap.add_argument("--timeout", type=float, default=30.0)
-    ap.add_argument("--act", default="", help="the server runs this ACT checkpoint: check chunk shape only (legacy sends the path)")
-    ap.add_argument("--vla", action="store_true", help="the server runs the pi0 checkpoint: check chunk shape only; ours asks for RTC")
+    ap.add_argument(
+        "--act", default="", help="the server runs this ACT checkpoint: check chunk shape only (legacy sends the path)"
+    )
+    ap.add_argument(
+        "--vla",
+        action="store_true",
+        help="the server runs the pi0 checkpoint: check chunk shape only; ours asks for RTC",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
-    out = run(args.system, args.target, args.robots, args.warmup, args.requests, args.seconds, args.quality,
-              args.server_pid, args.timeout, args.act, args.resize, args.shm, args.vla)
+    out = run(
+        args.system,
+        args.target,
+        args.robots,
+        args.warmup,
+        args.requests,
+        args.seconds,
+        args.quality,
+        args.server_pid,
+        args.timeout,
+        args.act,
+        args.resize,
+        args.shm,
+        args.vla,
+    )
     emit(out)
 
 

@@ -32,16 +32,29 @@ def analyse(res: dict[str, Any], t_fault: float, t_end: float, t_back: float | N
         "dry_s": len(dry) / 30.0,
         "run_again_s": (fresh[0] - t_fault) if fresh else None,
         "server_back_s": (t_back - t_fault) if t_back else None,
-        "stale_executed": len(stale), "max_lag_s": max((lag for t, _, lag in res["executed"] if t >= t_fault), default=0.0),
-        "error_kinds": sorted({e.split(":")[0] for _, e in res["errors"]})[:6], "reconnects": len(res["reconnects"]),
+        "stale_executed": len(stale),
+        "max_lag_s": max((lag for t, _, lag in res["executed"] if t >= t_fault), default=0.0),
+        "error_kinds": sorted({e.split(":")[0] for _, e in res["errors"]})[:6],
+        "reconnects": len(res["reconnects"]),
     }
 
 
-def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, log: Any, kill_window_s: float = 30.0) -> dict[str, Any]:
-    relay, target = (server.relay() if fault == "partition" else (None, server.target))
+def fault_run(
+    server: Any, arm: str, system: str, extra: list[str], fault: str, log: Any, kill_window_s: float = 30.0
+) -> dict[str, Any]:
+    relay, target = server.relay() if fault == "partition" else (None, server.target)
     window = kill_window_s if fault == "kill" else 12.0
-    robot = procs.python("bench.peers.robot_loop", system, "--target", target, "--seconds", str(window), *extra,
-                         name=f"{system} robot", max_s=window + 200)
+    robot = procs.python(
+        "bench.peers.robot_loop",
+        system,
+        "--target",
+        target,
+        "--seconds",
+        str(window),
+        *extra,
+        name=f"{system} robot",
+        max_s=window + 200,
+    )
     try:
         robot.wait_for("PEER STEADY", timeout=180)
         time.sleep(2.0)
@@ -69,14 +82,17 @@ def fault_run(server: Any, arm: str, system: str, extra: list[str], fault: str, 
             relay.stop()
     row = {"arm": arm, "fault": fault, **analyse(procs.result(line), t_fault, t_end, t_back)}
     fmt = lambda v: "never" if v is None else f"{v:.2f}s"  # noqa: E731
-    log(f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  fresh again {fmt(row['run_again_s']):>6}  "
-        f"stale>1s executed {row['stale_executed']:3d} (worst chunk lag {row['max_lag_s']:.2f}s)  errors {row['error_kinds']}")
+    log(
+        f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  fresh again {fmt(row['run_again_s']):>6}  "
+        f"stale>1s executed {row['stale_executed']:3d} (worst chunk lag {row['max_lag_s']:.2f}s)  errors {row['error_kinds']}"
+    )
     return row
 
 
 def median_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """One row for several trials of a fault: the median of each time (a trial that never recovered counts as
     slowest), the worst of each safety figure, every trial kept."""
+
     def med(key: str) -> float | None:
         vals = sorted((float("inf") if t[key] is None else t[key]) for t in trials)
         m = statistics.median(vals)
@@ -95,10 +111,18 @@ def median_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
-def faults(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, log: Any,
-           which: tuple[str, ...] = FAULTS, kill_window_s: float = 30.0, kill_trials: int = 1) -> list[dict[str, Any]]:
+def faults(
+    arms: list[str],
+    arm_table: dict[str, tuple[str, list[str]]],
+    server_cls: Any,
+    log: Any,
+    which: tuple[str, ...] = FAULTS,
+    kill_window_s: float = 30.0,
+    kill_trials: int = 1,
+) -> list[dict[str, Any]]:
     """Every fault on every arm, each on a fresh server. A kill runs `kill_trials` times, the arms interleaved (a slow
     window of the box lands on every arm), and its row is their median."""
+
     def trial(arm: str, fault: str) -> dict[str, Any]:
         system, extra = arm_table[arm]
         server = server_cls(system, 0.02, shm="--shm" in extra)

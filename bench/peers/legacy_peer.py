@@ -35,16 +35,23 @@ def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") 
 
     ps = PolicyServer(PolicyServerConfig(host=host, port=port, inference_latency=0.0))
     if not act_path:
+
         def instructions(request: Any, context: Any) -> Any:
             specs = pickle.loads(request.data)  # noqa: S301 - what the real server does
-            ps.lerobot_features, ps.actions_per_chunk, ps.policy_type = specs.lerobot_features, specs.actions_per_chunk, "stub"
+            ps.lerobot_features, ps.actions_per_chunk, ps.policy_type = (
+                specs.lerobot_features,
+                specs.actions_per_chunk,
+                "stub",
+            )
             return services_pb2.Empty()
 
         def predict(obs: Any) -> list:
             time.sleep(sleep_s)
             base = np.array([obs.get_observation()[k] for k in ACTION_NAMES], np.float32)
             ps.last_processed_obs = obs
-            return ps._time_action_chunk(obs.get_timestamp(), list(torch.from_numpy(stub_chunk(base))), obs.get_timestep())
+            return ps._time_action_chunk(
+                obs.get_timestamp(), list(torch.from_numpy(stub_chunk(base))), obs.get_timestep()
+            )
 
         ps.SendPolicyInstructions = instructions
         ps._predict_action_chunk = predict
@@ -85,8 +92,13 @@ class Client:
 
         from .config_peers_arm import PeersArmConfig
 
-        cfg = RobotClientConfig(policy_type="act", pretrained_name_or_path=act_path or "stub", robot=PeersArmConfig(),
-                                actions_per_chunk=CHUNK[0], server_address=f"{host}:{port}")
+        cfg = RobotClientConfig(
+            policy_type="act",
+            pretrained_name_or_path=act_path or "stub",
+            robot=PeersArmConfig(),
+            actions_per_chunk=CHUNK[0],
+            server_address=f"{host}:{port}",
+        )
         self.rc = _client_class()(cfg, robot_id=robot)
         if not self.rc.start():
             raise ConnectionError(f"legacy policy server at {host}:{port} did not accept the client")

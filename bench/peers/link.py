@@ -27,17 +27,44 @@ class Namespaces:
         tag = os.getpid() % 100000
         self.c, self.s = f"pc{tag}", f"ps{tag}"
         vc, vs = f"pvc{tag}", f"pvs{tag}"
-        cmds = [f"netns add {self.c}", f"netns add {self.s}", f"link add {vc} type veth peer name {vs}",
-                f"link set {vc} netns {self.c}", f"link set {vs} netns {self.s}",
-                f"-n {self.c} addr add {C_IP}/24 dev {vc}", f"-n {self.s} addr add {S_IP}/24 dev {vs}",
-                f"-n {self.c} link set {vc} up", f"-n {self.s} link set {vs} up",
-                f"-n {self.c} link set lo up", f"-n {self.s} link set lo up"]
+        cmds = [
+            f"netns add {self.c}",
+            f"netns add {self.s}",
+            f"link add {vc} type veth peer name {vs}",
+            f"link set {vc} netns {self.c}",
+            f"link set {vs} netns {self.s}",
+            f"-n {self.c} addr add {C_IP}/24 dev {vc}",
+            f"-n {self.s} addr add {S_IP}/24 dev {vs}",
+            f"-n {self.c} link set {vc} up",
+            f"-n {self.s} link set {vs} up",
+            f"-n {self.c} link set lo up",
+            f"-n {self.s} link set lo up",
+        ]
         try:
             for c in cmds:
                 self._run(["ip", *c.split()])
             for ns, dev in ((self.c, vc), (self.s, vs)):
-                self._run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", rate,
-                           "burst", "64kb", "latency", "100ms"])
+                self._run(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns,
+                        "tc",
+                        "qdisc",
+                        "add",
+                        "dev",
+                        dev,
+                        "root",
+                        "tbf",
+                        "rate",
+                        rate,
+                        "burst",
+                        "64kb",
+                        "latency",
+                        "100ms",
+                    ]
+                )
         except RuntimeError:
             self.delete()
             raise
@@ -56,21 +83,49 @@ class Namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
 
 
-def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any, sizes: Any, log: Any) -> dict[str, Any]:
+def link_run(
+    arm: str, system: str, extra: list[str], link: str, server_cls: Any, sizes: Any, log: Any
+) -> dict[str, Any]:
     rate, rtt_ms = LINKS[link]
     ns = Namespaces(rate)
     server = relay = None
     try:
         server = server_cls(system, 0.02, host=S_IP, prefix=ns.prefix(ns.s))
         host, port = (server.endpoint.split("/", 1)[1] if system == "ours" else server.targets[0]).rsplit(":", 1)
-        relay = procs.python("bench.peers.relay", "--target", f"{host}:{port}", "--delay-ms", str(rtt_ms / 2),
-                             name="delay relay", prefix=ns.prefix(ns.c))
+        relay = procs.python(
+            "bench.peers.relay",
+            "--target",
+            f"{host}:{port}",
+            "--delay-ms",
+            str(rtt_ms / 2),
+            name="delay relay",
+            prefix=ns.prefix(ns.c),
+        )
         rport = relay.wait_for("RELAY READY", 60).split()[-1]
         target = f"tcp/127.0.0.1:{rport}" if system == "ours" else f"127.0.0.1:{rport}"
-        lat = procs.client(system, target, "--warmup", "0", "--requests", str(sizes.link_requests), "--timeout", "60",
-                           *extra, prefix=ns.prefix(ns.c))
-        robot = procs.python("bench.peers.robot_loop", system, "--target", target, "--seconds", str(sizes.scale_seconds * 2),
-                             *extra, name="robot", prefix=ns.prefix(ns.c))
+        lat = procs.client(
+            system,
+            target,
+            "--warmup",
+            "0",
+            "--requests",
+            str(sizes.link_requests),
+            "--timeout",
+            "60",
+            *extra,
+            prefix=ns.prefix(ns.c),
+        )
+        robot = procs.python(
+            "bench.peers.robot_loop",
+            system,
+            "--target",
+            target,
+            "--seconds",
+            str(sizes.scale_seconds * 2),
+            *extra,
+            name="robot",
+            prefix=ns.prefix(ns.c),
+        )
         res = procs.result(robot.wait_for("PEER RESULT", timeout=300))
         robot.stop()
     finally:
@@ -82,17 +137,31 @@ def link_run(arm: str, system: str, extra: list[str], link: str, server_cls: Any
     run_s = res["ended"] - (res["first_chunk"] or res["ended"])
     dry = len(res["dry_ticks"])
     lags = [b - a for a, b in res["chunks"]]
-    row = {"arm": arm, "link": link, "ttfc_s": res["first_chunk"] - res["started"] if res["first_chunk"] else None,
-           "rtt_p50_ms": lat["rtt_p50_ms"], "rtt_p99_ms": lat["rtt_p99_ms"], "first_rtt_ms": lat.get("first_rtt_ms"),
-           "errors": lat["errors"], "dry_fraction": dry / max(1, run_s * 30), "dry_ticks": dry, "robot_seconds": run_s,
-           "chunk_p50_ms": pct(lags, 50) * 1000, "robot_errors": len(res["errors"]),
-           "robot_error_samples": [e[1] if isinstance(e, (list, tuple)) else str(e) for e in res["errors"][:3]]}
-    log(f"link {arm:12s} {link:13s} first chunk {row['ttfc_s'] or float('nan'):5.2f}s  rtt p50 {row['rtt_p50_ms']:7.1f} p99 {row['rtt_p99_ms']:7.1f} ms  "
-        f"queue dry {100 * row['dry_fraction']:5.1f}% of ticks  errors {row['errors']}/{row['robot_errors']}")
+    row = {
+        "arm": arm,
+        "link": link,
+        "ttfc_s": res["first_chunk"] - res["started"] if res["first_chunk"] else None,
+        "rtt_p50_ms": lat["rtt_p50_ms"],
+        "rtt_p99_ms": lat["rtt_p99_ms"],
+        "first_rtt_ms": lat.get("first_rtt_ms"),
+        "errors": lat["errors"],
+        "dry_fraction": dry / max(1, run_s * 30),
+        "dry_ticks": dry,
+        "robot_seconds": run_s,
+        "chunk_p50_ms": pct(lags, 50) * 1000,
+        "robot_errors": len(res["errors"]),
+        "robot_error_samples": [e[1] if isinstance(e, (list, tuple)) else str(e) for e in res["errors"][:3]],
+    }
+    log(
+        f"link {arm:12s} {link:13s} first chunk {row['ttfc_s'] or float('nan'):5.2f}s  rtt p50 {row['rtt_p50_ms']:7.1f} p99 {row['rtt_p99_ms']:7.1f} ms  "
+        f"queue dry {100 * row['dry_fraction']:5.1f}% of ticks  errors {row['errors']}/{row['robot_errors']}"
+    )
     return row
 
 
-def links(arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, sizes: Any, log: Any) -> list[dict[str, Any]]:
+def links(
+    arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, sizes: Any, log: Any
+) -> list[dict[str, Any]]:
     # a same-host arm has no link to shape: its frames would pass over shared memory, not the namespaces' veth
     cross = [a for a in arms if "--shm" not in arm_table[a][1]]
     return [link_run(arm, *arm_table[arm], link, server_cls, sizes, log) for link in LINKS for arm in cross]

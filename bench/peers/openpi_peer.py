@@ -83,8 +83,14 @@ def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "", 
     policy, metadata = make_policy(sleep_s, act_path, vla_path), {"policy": name, "action_horizon": 50}
 
     async def main() -> None:
-        async with ws_serve(lambda ws: _handler(ws, policy, metadata), host, port, compression=None, max_size=None,
-                            process_request=_health_check) as server:
+        async with ws_serve(
+            lambda ws: _handler(ws, policy, metadata),
+            host,
+            port,
+            compression=None,
+            max_size=None,
+            process_request=_health_check,
+        ) as server:
             ready()
             await server.serve_forever()
 
@@ -105,7 +111,10 @@ class Client:
         if self.resize:
             from openpi_client import image_tools
 
-            images = {c: image_tools.convert_to_uint8(image_tools.resize_with_pad(img, self.resize, self.resize)) for c, img in images.items()}
+            images = {
+                c: image_tools.convert_to_uint8(image_tools.resize_with_pad(img, self.resize, self.resize))
+                for c, img in images.items()
+            }
         obs = {f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": img for c, img in images.items()}
         obs["observation/state"] = state
         return np.asarray(self.policy.infer(obs)["actions"])

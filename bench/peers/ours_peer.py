@@ -36,8 +36,14 @@ def serve(endpoint: str, sleep_s: float, ready: Any, shm: bool = False) -> None:
     from lerobot_policy_remote.server.service import PolicyServer
     from lerobot_policy_remote.server.stub import StubBackend
 
-    manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task="peers bench", max_sessions=32, health_port=0,
-                        warmup_inferences=0, zenoh=settings(endpoint, shm))
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path="stub"),
+        default_task="peers bench",
+        max_sessions=32,
+        health_port=0,
+        warmup_inferences=0,
+        zenoh=settings(endpoint, shm),
+    )
     backend = StubBackend(sleep_s, ACTION_NAMES, chunk_size=50, max_sessions=32)
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None).start()
     ready()
@@ -68,7 +74,11 @@ def hw_features() -> dict:
     """What `hw_to_dataset_features` makes of a robot with the workload's joints and cameras."""
     feats: dict = {"observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": list(ACTION_NAMES)}}
     for c in CAMERAS:
-        feats[f"observation.images.{c}"] = {"dtype": "video", "shape": (HEIGHT, WIDTH, 3), "names": ["height", "width", "channels"]}
+        feats[f"observation.images.{c}"] = {
+            "dtype": "video",
+            "shape": (HEIGHT, WIDTH, 3),
+            "names": ["height", "width", "channels"],
+        }
     return feats
 
 
@@ -77,8 +87,18 @@ def observation(images: dict[str, np.ndarray], st: np.ndarray) -> dict:
     return {**{n: float(v) for n, v in zip(ACTION_NAMES, st, strict=True)}, **images}
 
 
-def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_time_s: float, worker: bool,
-           max_action_age_s: float = 3.0, shm: bool = False, rtc: bool = False) -> Any:
+def engine(
+    endpoint: str,
+    robot: int,
+    quality: int,
+    timeout_s: float,
+    *,
+    buffer_time_s: float,
+    worker: bool,
+    max_action_age_s: float = 3.0,
+    shm: bool = False,
+    rtc: bool = False,
+) -> Any:
     """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN,
     unless `shm`: the defaults on one machine); `rtc`: the rollout's RTC defaults (`RemoteRTCConfig`), else RTC off."""
     import dataclasses
@@ -91,16 +111,33 @@ def engine(endpoint: str, robot: int, quality: int, timeout_s: float, *, buffer_
 
     st = discover(endpoint)
     uuid_ = f"peers-{robot}-{uuid.uuid4().hex[:8]}"
-    cfg = RemoteInferenceConfig(connect_endpoint=endpoint, client_uuid=uuid_, jpeg_quality=quality,
-                                rtc=RemoteRTCConfig() if rtc else RTCConfig(enabled=False),
-                                buffer_time_s=buffer_time_s, request_timeout_s=timeout_s, max_action_age_s=max_action_age_s,
-                                degraded_after_s=min(1.0, timeout_s), reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
-                                handshake_jitter_s=0.0, max_offline_s=3600, service_revision=st.model.revision or "main",
-                                service_task=st.service)
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=endpoint,
+        client_uuid=uuid_,
+        jpeg_quality=quality,
+        rtc=RemoteRTCConfig() if rtc else RTCConfig(enabled=False),
+        buffer_time_s=buffer_time_s,
+        request_timeout_s=timeout_s,
+        max_action_age_s=max_action_age_s,
+        degraded_after_s=min(1.0, timeout_s),
+        reconnect_initial_backoff_s=0.2,
+        reconnect_max_backoff_s=1.0,
+        handshake_jitter_s=0.0,
+        max_offline_s=3600,
+        service_revision=st.model.revision or "main",
+        service_task=st.service,
+    )
     keys = ServiceKeys.for_service(st.model.repo_or_path, cfg.service_revision, st.service)
     link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=shm), keys, uuid_)
-    e = RemoteInferenceEngine(cfg, hw_features=hw_features(), ordered_action_keys=list(ACTION_NAMES), task=st.default_task or "peers",
-                              fps=30.0, model_id=st.model.repo_or_path, transport=link)
+    e = RemoteInferenceEngine(
+        cfg,
+        hw_features=hw_features(),
+        ordered_action_keys=list(ACTION_NAMES),
+        task=st.default_task or "peers",
+        fps=30.0,
+        model_id=st.model.repo_or_path,
+        transport=link,
+    )
     e.start(worker=worker)
     e.resume()
     return e
@@ -116,8 +153,15 @@ class Client:
     `prefixed` counts such requests and `rtc_active` says the server granted RTC.
     """
 
-    def __init__(self, endpoint: str, robot: int = 0, quality: int = 90, timeout_s: float = 30.0, shm: bool = False,
-                 rtc: bool = False) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        robot: int = 0,
+        quality: int = 90,
+        timeout_s: float = 30.0,
+        shm: bool = False,
+        rtc: bool = False,
+    ) -> None:
         self.timeout_s, self.resends, self.rtc, self.prefixed = timeout_s, 0, rtc, 0
         # A merged 50-step chunk (1.7 s at 30 fps) is above the 0.5 s buffer, so nothing more is sent until
         # the next call empties the queue (or, with RTC, executes it down to the buffer): one request per call,

@@ -42,7 +42,9 @@ def workdir() -> Path:
 class Proc(KitProc):
     """A bounded child; `pid` is the program itself (what /proc CPU and memory figures must read)."""
 
-    def __init__(self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = "") -> None:
+    def __init__(
+        self, argv: list[str], name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = ""
+    ) -> None:
         # `path`: appended to PYTHONPATH (the tiny pi0 hook's site for a process that loads the tiny checkpoint)
         env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", ""), path]))}
         super().__init__([*(prefix or []), *argv], name=name, env=env, max_seconds=max_s, cwd=workdir())
@@ -62,7 +64,9 @@ class Proc(KitProc):
         return self.popen.returncode
 
 
-def python(module: str, *args: str, name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = "") -> Proc:
+def python(
+    module: str, *args: str, name: str, max_s: float = 900, prefix: list[str] | None = None, path: str = ""
+) -> Proc:
     return Proc([sys.executable, "-m", module, *args], name=name, max_s=max_s, prefix=prefix, path=path)
 
 
@@ -72,13 +76,20 @@ def router(port: int | None = None, prefix: list[str] | None = None, host: str =
     # the link phase listens on a veth address inside a network namespace the bench made (reachable from
     # nothing else): an open listen there is deliberate, so say so (the router refuses it otherwise)
     insecure = [] if host == "127.0.0.1" else ["--insecure"]
-    p = Proc([str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, *insecure], name="router", prefix=prefix, max_s=SERVER_MAX_S)
+    p = Proc(
+        [str(BIN / "lerobot-fleet"), "router", "--listen", endpoint, *insecure],
+        name="router",
+        prefix=prefix,
+        max_s=SERVER_MAX_S,
+    )
     p.wait_for("Zenoh router up", timeout=60)
     return p, endpoint
 
 
 def client(system: str, target: str, *args: str, max_s: float = 600, prefix: list[str] | None = None) -> dict[str, Any]:
-    p = python("bench.peers.client", system, "--target", target, *args, name=f"{system} client", max_s=max_s, prefix=prefix)
+    p = python(
+        "bench.peers.client", system, "--target", target, *args, name=f"{system} client", max_s=max_s, prefix=prefix
+    )
     line = p.wait_for("PEER RESULT", timeout=max_s)
     p.popen.wait(30)
     return result(line)

@@ -13,7 +13,9 @@ import time
 
 
 class Relay:
-    def __init__(self, target: tuple[str, int], delay_s: float = 0.0, listen_host: str = "127.0.0.1", listen_port: int = 0) -> None:
+    def __init__(
+        self, target: tuple[str, int], delay_s: float = 0.0, listen_host: str = "127.0.0.1", listen_port: int = 0
+    ) -> None:
         self.target, self.delay_s = target, delay_s
         self.up = 0  # client -> server bytes
         self.down = 0

@@ -14,40 +14,56 @@ def _spread(row: dict[str, Any], key: str) -> str:
 
 
 def latency_table(rows: list[dict[str, Any]]) -> str:
-    out = ["| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req | server CPU ms/req | req/s | errors | re-sends |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req | server CPU ms/req | req/s | errors | re-sends |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         lo50, hi50 = (x - r["sleep_ms"] for x in r["rtt_p50_ms_spread"])
         lo99, hi99 = (x - r["sleep_ms"] for x in r["rtt_p99_ms_spread"])
-        out.append(f"| {r['arm']} | {r['sleep_ms']:.0f} | {r['over_p50_ms']:.1f} ({lo50:.1f}-{hi50:.1f}) | {r['over_p99_ms']:.1f} ({lo99:.1f}-{hi99:.1f}) "
-                   f"| {r['up_bytes'] / 1e3:.1f} | {r['down_bytes'] / 1e3:.1f} | {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} "
-                   f"| {_spread(r, 'req_per_s')} | {r['errors']} | {r.get('resends', 0)} |")
+        out.append(
+            f"| {r['arm']} | {r['sleep_ms']:.0f} | {r['over_p50_ms']:.1f} ({lo50:.1f}-{hi50:.1f}) | {r['over_p99_ms']:.1f} ({lo99:.1f}-{hi99:.1f}) "
+            f"| {r['up_bytes'] / 1e3:.1f} | {r['down_bytes'] / 1e3:.1f} | {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} "
+            f"| {_spread(r, 'req_per_s')} | {r['errors']} | {r.get('resends', 0)} |"
+        )
     return "\n".join(out)
 
 
 def scaling_table(rows: list[dict[str, Any]]) -> str:
-    out = ["| arm | servers | N | total req/s | per robot req/s (min-max) | p50 ms | p99 ms | Jain | errors | wrong chunks | server RSS MB |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| arm | servers | N | total req/s | per robot req/s (min-max) | p50 ms | p99 ms | Jain | errors | wrong chunks | server RSS MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         per = r["per_robot_req_s"] or [0.0]
-        out.append(f"| {r['arm']} | {r['mode']} | {r['n']} | {r['req_per_s']:.1f} | {min(per):.1f}-{max(per):.1f} | {r['rtt_p50_ms']:.1f} "
-                   f"| {r['rtt_p99_ms']:.1f} | {r['jain']:.2f} | {r['errors']} | {r['wrong_chunks']} | {r['server_rss_mb']:.0f} |")
+        out.append(
+            f"| {r['arm']} | {r['mode']} | {r['n']} | {r['req_per_s']:.1f} | {min(per):.1f}-{max(per):.1f} | {r['rtt_p50_ms']:.1f} "
+            f"| {r['rtt_p99_ms']:.1f} | {r['jain']:.2f} | {r['errors']} | {r['wrong_chunks']} | {r['server_rss_mb']:.0f} |"
+        )
     return "\n".join(out)
 
 
 def faults_table(rows: list[dict[str, Any]]) -> str:
     fmt = lambda v: "never" if v is None else f"{v:.2f}"  # noqa: E731
-    out = ["| arm | fault | robot noticed after s | queue dry s | fresh actions again after s | server back after s | "
-           "actions from a chunk >1 s late executed | worst chunk lag s | what the client raised |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    out = [
+        "| arm | fault | robot noticed after s | queue dry s | fresh actions again after s | server back after s | "
+        "actions from a chunk >1 s late executed | worst chunk lag s | what the client raised |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
     for r in rows:
-        again = fmt(r['run_again_s'])
+        again = fmt(r["run_again_s"])
         if len(r.get("trials", [])) > 1:  # a median of trials: its spread, and how many
             lo_hi = r["run_again_s_spread"]
-            again += f" ({lo_hi[0]:.2f}-{lo_hi[1]:.2f}, {len(r['trials'])} trials)" if lo_hi else f" ({len(r['trials'])} trials)"
-        out.append(f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {again} | "
-                   f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | {r['max_lag_s']:.2f} | "
-                   f"{', '.join(r['error_kinds']) or 'nothing'} |")
+            again += (
+                f" ({lo_hi[0]:.2f}-{lo_hi[1]:.2f}, {len(r['trials'])} trials)"
+                if lo_hi
+                else f" ({len(r['trials'])} trials)"
+            )
+        out.append(
+            f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {again} | "
+            f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | {r['max_lag_s']:.2f} | "
+            f"{', '.join(r['error_kinds']) or 'nothing'} |"
+        )
     return "\n".join(out)
 
 
@@ -55,34 +71,48 @@ def vla_table(rows: list[dict[str, Any]]) -> str:
     """pi0 rows: each arm at each N, then ours / the best peer at that N (below 1: ours has the shorter round trip;
     above 1 for chunks/s: ours delivers more)."""
     first = rows[0] if rows else {}
-    out = [f"pi0 {first.get('size', '')} ({first.get('parameters', 0) / 1e6:.1f} M parameters) on {first.get('device', '')}. "
-           "RTC: ours serves each robot's request with its prefix (the unexecuted head of its previous chunk) and batches "
-           "as by default; the openpi- and GR00T-style servers run `predict_action_chunk` without RTC, as they do in "
-           "reality: neither protocol carries a prefix.", "",
-           "| arm | N | RTC | round trip p50 ms | p99 ms | chunks/s | client CPU ms/req | server CPU ms/req | server RSS MB | errors | wrong chunks |",
-           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    out = [
+        f"pi0 {first.get('size', '')} ({first.get('parameters', 0) / 1e6:.1f} M parameters) on {first.get('device', '')}. "
+        "RTC: ours serves each robot's request with its prefix (the unexecuted head of its previous chunk) and batches "
+        "as by default; the openpi- and GR00T-style servers run `predict_action_chunk` without RTC, as they do in "
+        "reality: neither protocol carries a prefix.",
+        "",
+        "| arm | N | RTC | round trip p50 ms | p99 ms | chunks/s | client CPU ms/req | server CPU ms/req | server RSS MB | errors | wrong chunks |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
-        out.append(f"| {r['arm']} | {r['n']} | {r['rtc']} | {_spread(r, 'rtt_p50_ms')} | {_spread(r, 'rtt_p99_ms')} | {_spread(r, 'req_per_s')} "
-                   f"| {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} | {r['server_rss_mb']:.0f} | {r['errors']} | {r['wrong_chunks']} |")
+        out.append(
+            f"| {r['arm']} | {r['n']} | {r['rtc']} | {_spread(r, 'rtt_p50_ms')} | {_spread(r, 'rtt_p99_ms')} | {_spread(r, 'req_per_s')} "
+            f"| {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} | {r['server_rss_mb']:.0f} | {r['errors']} | {r['wrong_chunks']} |"
+        )
     ours = [r for r in rows if "vs_best_peer" in r]
     if ours:
-        out += ["", "| ours | N | p50 ours / best peer | p99 ours / best peer | chunks/s ours / best peer | robots per pass (max batch) |",
-                "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        out += [
+            "",
+            "| ours | N | p50 ours / best peer | p99 ours / best peer | chunks/s ours / best peer | robots per pass (max batch) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r in ours:
             v = r["vs_best_peer"]
             batch = f"{r.get('server_batch_mean') or 0:.2f} ({r.get('server_max_batch')})"
-            out.append(f"| {r['arm']} | {r['n']} | {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}) | {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}) "
-                       f"| {v['chunks_s']:.2f} ({v['chunks_s_peer']}) | {batch} |")
+            out.append(
+                f"| {r['arm']} | {r['n']} | {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}) | {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}) "
+                f"| {v['chunks_s']:.2f} ({v['chunks_s_peer']}) | {batch} |"
+            )
     return "\n".join(out)
 
 
 def link_table(rows: list[dict[str, Any]]) -> str:
-    out = ["| arm | link | time to first chunk s | round trip p50 ms | p99 ms | queue dry (% of 30 fps ticks) | errors |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = [
+        "| arm | link | time to first chunk s | round trip p50 ms | p99 ms | queue dry (% of 30 fps ticks) | errors |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         ttfc = "never" if r["ttfc_s"] is None else f"{r['ttfc_s']:.2f}"
-        out.append(f"| {r['arm']} | {r['link']} | {ttfc} | {r['rtt_p50_ms']:.0f} | {r['rtt_p99_ms']:.0f} | "
-                   f"{100 * r['dry_fraction']:.1f} | {r['errors'] + r['robot_errors']} |")
+        out.append(
+            f"| {r['arm']} | {r['link']} | {ttfc} | {r['rtt_p50_ms']:.0f} | {r['rtt_p99_ms']:.0f} | "
+            f"{100 * r['dry_fraction']:.1f} | {r['errors'] + r['robot_errors']} |"
+        )
     return "\n".join(out)
 
 
@@ -147,7 +177,12 @@ def plots(results: dict[str, Any], img: Path) -> list[Path]:
         width = 0.8 / max(1, len(arms))
         for i, arm in enumerate(arms):
             rs = {r["link"]: r for r in ln if r["arm"] == arm}
-            ax.bar([k + i * width for k in range(len(links))], [rs[k]["rtt_p50_ms"] if k in rs else 0 for k in links], width, label=arm)
+            ax.bar(
+                [k + i * width for k in range(len(links))],
+                [rs[k]["rtt_p50_ms"] if k in rs else 0 for k in links],
+                width,
+                label=arm,
+            )
         ax.set_xticks([k + 0.4 - width / 2 for k in range(len(links))], links)
         ax.axhline(1000 * 25 / 30, color="k", ls=":", label="half a 50-step chunk at 30 fps")
         ax.set_ylabel("round trip p50, ms (S = 20 ms)")
@@ -162,7 +197,9 @@ def plots(results: dict[str, Any], img: Path) -> list[Path]:
 
 
 def write_report(results: dict[str, Any], out: Path, img: Path | None = None) -> None:
-    parts = [f"Run {results.get('started', '')}, {results.get('duration_s', 0) / 60:.1f} min, sizes {results.get('sizes')}"]
+    parts = [
+        f"Run {results.get('started', '')}, {results.get('duration_s', 0) / 60:.1f} min, sizes {results.get('sizes')}"
+    ]
     if results.get("latency"):
         parts += ["", "### Per request", "", latency_table(results["latency"])]
     if results.get("scaling"):

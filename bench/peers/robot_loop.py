@@ -27,7 +27,9 @@ FPS = 30.0
 class Robot:
     def __init__(self, system: str, target: str, quality: int, timeout_s: float, resize: int = 0) -> None:
         self.system, self.target, self.quality, self.timeout_s, self.resize = system, target, quality, timeout_s, resize
-        self.queue: collections.deque[tuple[float, float]] = collections.deque()  # (observation time, its chunk's arrival lag)
+        self.queue: collections.deque[tuple[float, float]] = (
+            collections.deque()
+        )  # (observation time, its chunk's arrival lag)
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.executed: list[tuple[float, float, float]] = []  # (tick, observation age, how late its chunk arrived)
@@ -58,7 +60,9 @@ class Robot:
         while not self.stop.is_set():
             if self.client is None:
                 try:
-                    self.client = make_client(self.system, self.target, 0, self.quality, self.timeout_s, resize=self.resize)
+                    self.client = make_client(
+                        self.system, self.target, 0, self.quality, self.timeout_s, resize=self.resize
+                    )
                     if self.errors:
                         self.reconnects.append(time.monotonic())
                 except Exception as exc:
@@ -99,9 +103,15 @@ class Robot:
         time.sleep(seconds)
         self.stop.set()
         return {
-            "system": self.system, "started": self.started, "first_chunk": self.first_chunk, "ended": time.monotonic(),
-            "executed": self.executed, "dry_ticks": self.dry_ticks, "chunks": self.chunks,
-            "errors": self.errors[:200], "reconnects": self.reconnects,
+            "system": self.system,
+            "started": self.started,
+            "first_chunk": self.first_chunk,
+            "ended": time.monotonic(),
+            "executed": self.executed,
+            "dry_ticks": self.dry_ticks,
+            "chunks": self.chunks,
+            "errors": self.errors[:200],
+            "reconnects": self.reconnects,
         }
 
 
@@ -117,7 +127,9 @@ class EngineRobot:
     def __init__(self, target: str, quality: int, timeout_s: float, shm: bool = False) -> None:
         from .ours_peer import engine
 
-        self.e = engine(target, 0, quality, timeout_s, buffer_time_s=25 / FPS, worker=True, shm=shm)  # asks at half a chunk, as Robot
+        self.e = engine(
+            target, 0, quality, timeout_s, buffer_time_s=25 / FPS, worker=True, shm=shm
+        )  # asks at half a chunk, as Robot
         self.stop = threading.Event()
         self.executed: list[tuple[float, float, float]] = []
         self.dry_ticks: list[float] = []
@@ -176,9 +188,15 @@ class EngineRobot:
         left = [(t, f"{st.value}: {why}") for t, st, why in hist if st.value not in ("STREAMING", "CONNECTING")]
         handshakes = [t for t, st, _ in hist if st.value == "CONNECTING"]
         return {
-            "system": "ours", "started": self.started, "first_chunk": self.first_chunk, "ended": time.monotonic(),
-            "executed": self.executed, "dry_ticks": self.dry_ticks, "chunks": [],
-            "errors": left[:200], "reconnects": handshakes[1:],
+            "system": "ours",
+            "started": self.started,
+            "first_chunk": self.first_chunk,
+            "ended": time.monotonic(),
+            "executed": self.executed,
+            "dry_ticks": self.dry_ticks,
+            "chunks": [],
+            "errors": left[:200],
+            "reconnects": handshakes[1:],
         }
 
 
@@ -190,10 +208,14 @@ def main() -> None:
     ap.add_argument("--quality", type=int, default=90)
     ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--resize", type=int, default=0, help="openpi: resize_with_pad to NxN on the robot")
-    ap.add_argument("--timeout", type=float, default=None,
-                    help="how long the robot waits for a chunk: ours 1 s (the engine's request timeout; its next request "
-                         "carries the newest observation; request ids drop late replies); legacy effectively never, as its "
-                         "real client; openpi and GR00T clients have no timeout at all")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="how long the robot waits for a chunk: ours 1 s (the engine's request timeout; its next request "
+        "carries the newest observation; request ids drop late replies); legacy effectively never, as its "
+        "real client; openpi and GR00T clients have no timeout at all",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.system != "ours":  # ours reads the engine's INFO chunk lines (its own logger, not printed)

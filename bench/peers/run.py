@@ -37,7 +37,11 @@ ARMS = {  # arm -> (system, extra client args)
     "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
     "gr00t-zmq": ("gr00t", []),
 }
-VLA_ARMS = ["ours-jpeg", "openpi-ws", "gr00t-zmq"]  # the systems that can serve a lerobot VLA (legacy: not measured here)
+VLA_ARMS = [
+    "ours-jpeg",
+    "openpi-ws",
+    "gr00t-zmq",
+]  # the systems that can serve a lerobot VLA (legacy: not measured here)
 VLA_READY_S = 900  # a stock-size pi0 (about 14 GB in float32) loads for minutes
 
 
@@ -49,9 +53,25 @@ def act_device(path: str) -> str:
 class Server:
     """One server of a system (and, for ours, its router); `target` is what clients connect to."""
 
-    def __init__(self, system: str, sleep_s: float, count: int = 1, host: str = "127.0.0.1", prefix: list[str] | None = None,
-                 act: str = "", shm: bool = False, vla: str = "") -> None:
-        self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = system, sleep_s, None, [], host, prefix
+    def __init__(
+        self,
+        system: str,
+        sleep_s: float,
+        count: int = 1,
+        host: str = "127.0.0.1",
+        prefix: list[str] | None = None,
+        act: str = "",
+        shm: bool = False,
+        vla: str = "",
+    ) -> None:
+        self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = (
+            system,
+            sleep_s,
+            None,
+            [],
+            host,
+            prefix,
+        )
         self.act, self.shm, self.vla = act, shm, vla
         self.path = ""  # appended to the servers' PYTHONPATH: the tiny pi0 hook's site for a tiny checkpoint
         if vla:
@@ -69,25 +89,55 @@ class Server:
         """Start (or restart, on the same ports and router) every server; returns when all are ready."""
         s = str(self.sleep_s)
         model = self.act or self.vla
-        if self.system == "ours" and model:  # the real product CLI with a manifest (RTC offered and batching: its defaults)
+        if (
+            self.system == "ours" and model
+        ):  # the real product CLI with a manifest (RTC offered and batching: its defaults)
             from .vla import TASK
 
             manifest = Path(model) / "peers-manifest.yaml"
-            manifest.write_text(json.dumps({
-                "model": {"repo_or_path": model, "device": act_device(model)}, "default_task": TASK if self.vla else "peers act",
-                "max_sessions": 16, "warmup_inferences": 1, "health_port": 0,
-                "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm}}))
-            self.procs = [procs.Proc([str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)], name="lerobot-policy-server",
-                                     prefix=self.prefix, max_s=procs.SERVER_MAX_S, path=self.path)]
+            manifest.write_text(
+                json.dumps(
+                    {
+                        "model": {"repo_or_path": model, "device": act_device(model)},
+                        "default_task": TASK if self.vla else "peers act",
+                        "max_sessions": 16,
+                        "warmup_inferences": 1,
+                        "health_port": 0,
+                        "zenoh": {"mode": "client", "connect_endpoints": [self.endpoint], "shared_memory": self.shm},
+                    }
+                )
+            )
+            self.procs = [
+                procs.Proc(
+                    [str(procs.BIN / "lerobot-policy-server"), "--manifest", str(manifest)],
+                    name="lerobot-policy-server",
+                    prefix=self.prefix,
+                    max_s=procs.SERVER_MAX_S,
+                    path=self.path,
+                )
+            ]
             self.procs[0].wait_for("Policy server up", timeout=VLA_READY_S if self.vla else 300)
             return time.monotonic()
         act = ["--act", self.act] if self.act else ["--vla", self.vla] if self.vla else []
         if self.system == "ours":
             argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s, *(["--shm"] if self.shm else [])]]
         else:
-            argvs = [[self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s] for t in self.targets]
-        self.procs = [procs.python("bench.peers.serve", *a, *act, name=f"{self.system} server", prefix=self.prefix, max_s=procs.SERVER_MAX_S,
-                                   path=self.path) for a in argvs]
+            argvs = [
+                [self.system, "--host", t.rsplit(":", 1)[0], "--port", t.rsplit(":", 1)[1], "--sleep", s]
+                for t in self.targets
+            ]
+        self.procs = [
+            procs.python(
+                "bench.peers.serve",
+                *a,
+                *act,
+                name=f"{self.system} server",
+                prefix=self.prefix,
+                max_s=procs.SERVER_MAX_S,
+                path=self.path,
+            )
+            for a in argvs
+        ]
         for p in self.procs:
             p.wait_for("PEER READY", timeout=VLA_READY_S if self.vla else 180)
         return time.monotonic()
@@ -142,8 +192,9 @@ def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
 
 
 @contextlib.contextmanager
-def servers_up(arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any,
-               vla: str = "") -> Iterator[tuple[dict[str, Server], float]]:
+def servers_up(
+    arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any, vla: str = ""
+) -> Iterator[tuple[dict[str, Server], float]]:
     """Every arm's server at once (stopped on the way out), and what they cost idle, logged."""
     with contextlib.ExitStack() as stack:
         servers: dict[str, Server] = {}
@@ -178,22 +229,40 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
     rows = []
     for s in sleeps:
         with servers_up(arms, s, "", f"latency S={s * 1000:.0f}ms", sizes.latency_repeats, log) as (servers, idle):
-            reps = interleaved(arms, sizes.latency_repeats, functools.partial(closed_loop, servers, "--warmup", str(sizes.warmup),
-                                                                      "--requests", str(sizes.requests)))
+            reps = interleaved(
+                arms,
+                sizes.latency_repeats,
+                functools.partial(
+                    closed_loop, servers, "--warmup", str(sizes.warmup), "--requests", str(sizes.requests)
+                ),
+            )
             for arm in arms:
                 system, extra = ARMS[arm]
                 up, down = wire_bytes(servers[arm], system, extra)
-                row = summarize({"arm": arm, "sleep_ms": s * 1000, "up_bytes": up, "down_bytes": down,
-                                 "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                row = summarize(
+                    {
+                        "arm": arm,
+                        "sleep_ms": s * 1000,
+                        "up_bytes": up,
+                        "down_bytes": down,
+                        "server_rss_mb": servers[arm].rss_mb(),
+                        "idle_cpu_pct": idle,
+                    },
+                    reps[arm],
+                )
                 row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
-                log(f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
+                log(
+                    f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
                     f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
-                    f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}")
+                    f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}"
+                )
                 rows.append(row)
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["sleep_ms"]))
 
 
-def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu") -> list[dict[str, Any]]:
+def act_rows(
+    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu"
+) -> list[dict[str, Any]]:
     """The small real ACT on `device`, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved repeats)."""
     from .act import save_act
 
@@ -203,18 +272,47 @@ def act_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, 
         # one robot's round trip is a latency row: as noisy on a small VM as the loopback ones (sizes.latency_repeats)
         repeats = sizes.latency_repeats if n == 1 else sizes.repeats
         with servers_up(arms, 0.0, str(path), f"act N={n}", repeats, log) as (servers, idle):
-            reps = interleaved(arms, repeats, functools.partial(
-                closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
-                "--requests", str(sizes.act_requests), "--act", str(path), "--timeout", "120", max_s=900))
+            reps = interleaved(
+                arms,
+                repeats,
+                functools.partial(
+                    closed_loop,
+                    servers,
+                    "--robots",
+                    str(n),
+                    "--warmup",
+                    str(max(1, sizes.warmup // 5)),
+                    "--requests",
+                    str(sizes.act_requests),
+                    "--act",
+                    str(path),
+                    "--timeout",
+                    "120",
+                    max_s=900,
+                ),
+            )
             for arm in arms:
-                r = summarize({"arm": arm, "n": n, "device": device, "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
-                log(f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
-                    f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}")
+                r = summarize(
+                    {
+                        "arm": arm,
+                        "n": n,
+                        "device": device,
+                        "server_rss_mb": servers[arm].rss_mb(),
+                        "idle_cpu_pct": idle,
+                    },
+                    reps[arm],
+                )
+                log(
+                    f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
+                    f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}"
+                )
                 rows.append(r)
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
 
 
-def vla_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu", size: str = "tiny") -> list[dict[str, Any]]:
+def vla_rows(
+    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu", size: str = "tiny"
+) -> list[dict[str, Any]]:
     """pi0 on `device`, the same checkpoint everywhere: round trip, chunks/s at N robots (interleaved repeats). Ours serves it
     with RTC (each robot's request carries its prefix) and batching, as by default; the peers run `predict_action_chunk`
     without RTC, as their servers do. Each row of ours also carries ours / the best peer at that N."""
@@ -222,30 +320,72 @@ def vla_rows(sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, 
 
     path = save_pi0(out / f"pi0-{size}-checkpoint", size=size, device=device)
     model = info(path)
-    log(f"vla: pi0 {size} ({model['parameters'] / 1e6:.1f} M parameters, {model['image']}x{model['image']} images) on {device}")
+    log(
+        f"vla: pi0 {size} ({model['parameters'] / 1e6:.1f} M parameters, {model['image']}x{model['image']} images) on {device}"
+    )
     rows = []
     for n in ns:
         repeats = sizes.latency_repeats if n == 1 else sizes.repeats
         with servers_up(arms, 0.0, "", f"vla N={n}", repeats, log, vla=str(path)) as (servers, idle):
-            reps = interleaved(arms, repeats, functools.partial(
-                closed_loop, servers, "--robots", str(n), "--warmup", str(max(1, sizes.warmup // 5)),
-                "--requests", str(sizes.vla_requests), "--vla", "--timeout", "120", max_s=900))
+            reps = interleaved(
+                arms,
+                repeats,
+                functools.partial(
+                    closed_loop,
+                    servers,
+                    "--robots",
+                    str(n),
+                    "--warmup",
+                    str(max(1, sizes.warmup // 5)),
+                    "--requests",
+                    str(sizes.vla_requests),
+                    "--vla",
+                    "--timeout",
+                    "120",
+                    max_s=900,
+                ),
+            )
             group = []
             for arm in arms:
                 ours = ARMS[arm][0] == "ours"
-                r = summarize({"arm": arm, "n": n, "device": device, "size": size, "parameters": model["parameters"],
-                               "server_rss_mb": servers[arm].rss_mb(), "idle_cpu_pct": idle}, reps[arm])
+                r = summarize(
+                    {
+                        "arm": arm,
+                        "n": n,
+                        "device": device,
+                        "size": size,
+                        "parameters": model["parameters"],
+                        "server_rss_mb": servers[arm].rss_mb(),
+                        "idle_cpu_pct": idle,
+                    },
+                    reps[arm],
+                )
                 r["chunks_s"] = r["req_per_s"]
                 r["wrong_chunks"] = sum(x["wrong_chunks"] for x in reps[arm])
                 r["rtc_prefixed"] = sum(x.get("rtc_prefixed", 0) for x in reps[arm])
-                r["rtc"] = "prefix per robot" if ours and r["rtc_prefixed"] else "none (no prefix in its protocol)" if not ours else "off"
+                r["rtc"] = (
+                    "prefix per robot"
+                    if ours and r["rtc_prefixed"]
+                    else "none (no prefix in its protocol)"
+                    if not ours
+                    else "off"
+                )
                 if ours:
                     last = reps[arm][-1]
-                    r.update(server_max_batch=last.get("server_max_batch"), server_batch_mean=last.get("server_batch_mean"))
-                log(f"vla     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  {r['chunks_s']:6.2f} chunks/s  "
+                    r.update(
+                        server_max_batch=last.get("server_max_batch"), server_batch_mean=last.get("server_batch_mean")
+                    )
+                log(
+                    f"vla     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  {r['chunks_s']:6.2f} chunks/s  "
                     f"cpu c/s {r['client_cpu_ms']:6.1f}/{r['server_cpu_ms']:6.1f} ms  rss {r['server_rss_mb']:5.0f} MB  RTC {r['rtc']}"
-                    + (f" ({r['rtc_prefixed']} requests with a prefix, max_batch {r['server_max_batch']}, "
-                       f"mean batch {r['server_batch_mean'] or 0:.2f})" if ours else "") + f"  errors {r['errors']}  wrong {r['wrong_chunks']}")
+                    + (
+                        f" ({r['rtc_prefixed']} requests with a prefix, max_batch {r['server_max_batch']}, "
+                        f"mean batch {r['server_batch_mean'] or 0:.2f})"
+                        if ours
+                        else ""
+                    )
+                    + f"  errors {r['errors']}  wrong {r['wrong_chunks']}"
+                )
                 group.append(r)
             vs_best_peer(group, log)
             rows += group
@@ -261,20 +401,28 @@ def vs_best_peer(group: list[dict[str, Any]], log: Any) -> None:
     best_cps = max(peers, key=lambda r: r["chunks_s"])
     for r in group:
         if ARMS[r["arm"]][0] == "ours":
-            r["vs_best_peer"] = {"rtt_p50": r["rtt_p50_ms"] / best50["rtt_p50_ms"], "rtt_p50_peer": best50["arm"],
-                                 "rtt_p99": r["rtt_p99_ms"] / best99["rtt_p99_ms"], "rtt_p99_peer": best99["arm"],
-                                 "chunks_s": r["chunks_s"] / best_cps["chunks_s"] if best_cps["chunks_s"] else float("nan"),
-                                 "chunks_s_peer": best_cps["arm"]}
+            r["vs_best_peer"] = {
+                "rtt_p50": r["rtt_p50_ms"] / best50["rtt_p50_ms"],
+                "rtt_p50_peer": best50["arm"],
+                "rtt_p99": r["rtt_p99_ms"] / best99["rtt_p99_ms"],
+                "rtt_p99_peer": best99["arm"],
+                "chunks_s": r["chunks_s"] / best_cps["chunks_s"] if best_cps["chunks_s"] else float("nan"),
+                "chunks_s_peer": best_cps["arm"],
+            }
             v = r["vs_best_peer"]
-            log(f"vla     {r['arm']:12s} N={r['n']}  ours / best peer: rtt p50 {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}), "
-                f"p99 {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}), chunks/s {v['chunks_s']:.2f} ({v['chunks_s_peer']})")
+            log(
+                f"vla     {r['arm']:12s} N={r['n']}  ours / best peer: rtt p50 {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}), "
+                f"p99 {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}), chunks/s {v['chunks_s']:.2f} ({v['chunks_s_peer']})"
+            )
 
 
 def jain(xs: list[float]) -> float:
     return (sum(xs) ** 2) / (len(xs) * sum(x * x for x in xs)) if any(xs) else 0.0
 
 
-def scaling(sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy_procs_max: int, log: Any) -> list[dict[str, Any]]:
+def scaling(
+    sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy_procs_max: int, log: Any
+) -> list[dict[str, Any]]:
     rows = []
     plans = [(arm, ARMS[arm][0], ARMS[arm][1], "one server") for arm in arms]
     if "legacy-grpc" in arms:
@@ -286,14 +434,29 @@ def scaling(sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy
             server = Server(system, sleep_s, count=n if mode == "one server per robot" else 1, shm="--shm" in extra)
             try:
                 rss = server.rss_mb()
-                r = procs.client(system, server.target, "--robots", str(n), "--seconds", str(sizes.scale_seconds),
-                                 "--timeout", "5", *server.pid_args(), *extra, max_s=300 + 30 * n)
+                r = procs.client(
+                    system,
+                    server.target,
+                    "--robots",
+                    str(n),
+                    "--seconds",
+                    str(sizes.scale_seconds),
+                    "--timeout",
+                    "5",
+                    *server.pid_args(),
+                    *extra,
+                    max_s=300 + 30 * n,
+                )
                 rss = max(rss, server.rss_mb())
             finally:
                 server.stop()
-            r.update(arm=arm, mode=mode, n=n, sleep_ms=sleep_s * 1000, jain=jain(r["per_robot_req_s"]), server_rss_mb=rss)
-            log(f"scaling {arm:12s} {mode:20s} N={n:2d}  {r['req_per_s']:6.1f} req/s  p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
-                f"Jain {r['jain']:.2f}  errors {r['errors']}  wrong {r['wrong_chunks']}  rss {rss:6.0f} MB")
+            r.update(
+                arm=arm, mode=mode, n=n, sleep_ms=sleep_s * 1000, jain=jain(r["per_robot_req_s"]), server_rss_mb=rss
+            )
+            log(
+                f"scaling {arm:12s} {mode:20s} N={n:2d}  {r['req_per_s']:6.1f} req/s  p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
+                f"Jain {r['jain']:.2f}  errors {r['errors']}  wrong {r['wrong_chunks']}  rss {rss:6.0f} MB"
+            )
             rows.append(r)
     return rows
 
@@ -304,20 +467,37 @@ def main() -> None:
     ap.add_argument("--out", default="bench/peers/out")
     ap.add_argument("--phases", nargs="*", default=["latency", "scaling", "act", "vla", "faults", "link"])
     ap.add_argument("--act-n", nargs="*", type=int, default=[1, 4], help="robots per server for the ACT rows")
-    ap.add_argument("--act-device", default="cpu", help="where every system runs the ACT rows' model (cuda on a GPU box)")
+    ap.add_argument(
+        "--act-device", default="cpu", help="where every system runs the ACT rows' model (cuda on a GPU box)"
+    )
     ap.add_argument("--vla-n", nargs="*", type=int, default=[1, 4], help="robots per server for the vla rows")
     ap.add_argument("--vla-device", default="cpu", help="where every system runs the vla rows' pi0 (cuda on a GPU box)")
-    ap.add_argument("--vla-size", choices=["tiny", "full"], default=None,
-                    help="pi0's size: tiny (the test kit's hook) or full (stock gemma_2b + gemma_300m); default tiny on cpu, full on cuda")
+    ap.add_argument(
+        "--vla-size",
+        choices=["tiny", "full"],
+        default=None,
+        help="pi0's size: tiny (the test kit's hook) or full (stock gemma_2b + gemma_300m); default tiny on cpu, full on cuda",
+    )
     ap.add_argument("--vla-arms", nargs="*", default=VLA_ARMS, choices=list(ARMS), help="the systems of the vla rows")
     ap.add_argument("--arms", nargs="*", default=list(ARMS))
     ap.add_argument("--sleeps-ms", nargs="*", type=float, default=[0, 20, 100])
     ap.add_argument("--n", nargs="*", type=int, default=[1, 2, 4, 8, 16])
     ap.add_argument("--scale-sleep-ms", type=float, default=20)
-    ap.add_argument("--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)")
-    ap.add_argument("--faults", nargs="*", default=["kill", "sigstop", "partition"], help="which faults the faults phase runs")
-    ap.add_argument("--kill-window", type=float, default=30.0, help="seconds the robot runs after the kill (slow peers need 30)")
-    ap.add_argument("--kill-trials", type=int, default=None, help="trials of the kill fault, the row their median (default 3; 1 with --quick)")
+    ap.add_argument(
+        "--legacy-procs-max", type=int, default=4, help="largest N for legacy's one-server-per-robot run (memory)"
+    )
+    ap.add_argument(
+        "--faults", nargs="*", default=["kill", "sigstop", "partition"], help="which faults the faults phase runs"
+    )
+    ap.add_argument(
+        "--kill-window", type=float, default=30.0, help="seconds the robot runs after the kill (slow peers need 30)"
+    )
+    ap.add_argument(
+        "--kill-trials",
+        type=int,
+        default=None,
+        help="trials of the kill fault, the row their median (default 3; 1 with --quick)",
+    )
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args()
     sizes = Sizes.quick() if args.quick else Sizes()
@@ -330,7 +510,12 @@ def main() -> None:
     def log(text: str) -> None:
         print(f"[{time.monotonic() - t0:6.0f}s] {text}", flush=True)
 
-    results: dict[str, Any] = {"sizes": sizes.__dict__, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "nproc": os.cpu_count()}
+    results: dict[str, Any] = {
+        "sizes": sizes.__dict__,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "nproc": os.cpu_count(),
+    }
+
     def save(phase: str, rows: list[dict[str, Any]]) -> None:  # after each phase: a crash later keeps what was measured
         results[phase] = rows
         results["duration_s"] = time.monotonic() - t0

@@ -19,7 +19,11 @@ def main() -> None:
     ap.add_argument("--sleep", type=float, default=0.0, help="stub inference time S in seconds")
     ap.add_argument("--shm", action="store_true", help="ours: zenoh shared memory on (the defaults on one machine)")
     ap.add_argument("--act", default="", help="serve this ACT checkpoint (bench.peers.act) instead of the stub")
-    ap.add_argument("--vla", default="", help="openpi/gr00t: serve this pi0 checkpoint (bench.peers.vla, no RTC) instead of the stub")
+    ap.add_argument(
+        "--vla",
+        default="",
+        help="openpi/gr00t: serve this pi0 checkpoint (bench.peers.vla, no RTC) instead of the stub",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)

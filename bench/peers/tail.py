@@ -26,7 +26,9 @@ from .run import ARMS, Server, interleaved, servers_up
 from .workload import frames, pct, state
 
 
-def round_trips(servers: dict[str, Server], sleep_s: float, warmup: int, requests: int, *, arm: str) -> list[tuple[float, float]]:
+def round_trips(
+    servers: dict[str, Server], sleep_s: float, warmup: int, requests: int, *, arm: str
+) -> list[tuple[float, float]]:
     """(start, round trip - S) in seconds for each measured request of one fresh client of `arm`.
 
     Every chunk must answer its own observation (the stub's first row is the robot's state), as in the bench's client.
@@ -63,7 +65,9 @@ def main() -> None:
     s = args.sleep_ms / 1000
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)", flush=True)
     with servers_up(args.arms, s, "", f"tail S={args.sleep_ms:.0f}ms", args.repeats, print) as (servers, _idle):
-        runs = interleaved(args.arms, args.repeats, functools.partial(round_trips, servers, s, args.warmup, args.requests))
+        runs = interleaved(
+            args.arms, args.repeats, functools.partial(round_trips, servers, s, args.warmup, args.requests)
+        )
     for arm, seqs in runs.items():
         p50s, p99s = [], []
         for seq in seqs:
@@ -71,10 +75,14 @@ def main() -> None:
             p50s.append(pct(over, 50))
             p99s.append(pct(over, 99))
             slow = [f"{(t - seq[0][0]) * 1000:.0f}:{dt * 1000:.1f}" for t, dt in seq if dt * 1000 > args.slow_ms]
-            print(f"{arm:14s} p50 {p50s[-1]:5.2f} p99 {p99s[-1]:5.2f} ms  slow (at ms: over ms) {len(slow)}: {' '.join(slow[:16])}")
+            print(
+                f"{arm:14s} p50 {p50s[-1]:5.2f} p99 {p99s[-1]:5.2f} ms  slow (at ms: over ms) {len(slow)}: {' '.join(slow[:16])}"
+            )
         pooled = [dt * 1000 for seq in seqs for _, dt in seq]
-        print(f"{arm:14s} median of repeats p50 {statistics.median(p50s):.2f} p99 {statistics.median(p99s):.2f} ms; "
-              f"pooled over {len(pooled)}: p50 {pct(pooled, 50):.2f} p99 {pct(pooled, 99):.2f} ms, slow {sum(x > args.slow_ms for x in pooled)}")
+        print(
+            f"{arm:14s} median of repeats p50 {statistics.median(p50s):.2f} p99 {statistics.median(p99s):.2f} ms; "
+            f"pooled over {len(pooled)}: p50 {pct(pooled, 50):.2f} p99 {pct(pooled, 99):.2f} ms, slow {sum(x > args.slow_ms for x in pooled)}"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps(runs))
 

@@ -42,15 +42,34 @@ def save_pi0(path: str | Path, size: str = "tiny", device: str = "cpu", seed: in
     if size not in SIZES:
         raise ValueError(f"size {size!r}: one of {SIZES}")
     side = IMAGE[size]
-    path = save_pi("pi0", path, state_dim=STATE_DIM, action_dim=CHUNK[1], chunk_size=CHUNK[0], num_steps=10, image_size=side,
-                   cameras=list(CAMERAS), tiny=size == "tiny", seed=seed)
+    path = save_pi(
+        "pi0",
+        path,
+        state_dim=STATE_DIM,
+        action_dim=CHUNK[1],
+        chunk_size=CHUNK[0],
+        num_steps=10,
+        image_size=side,
+        cameras=list(CAMERAS),
+        tiny=size == "tiny",
+        seed=seed,
+    )
     with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
         params = sum(int(np.prod(weights.get_slice(k).get_shape())) for k in weights.keys())
     saved = json.loads((path / "config.json").read_text())
     saved["device"] = device
     (path / "config.json").write_text(json.dumps(saved, indent=4))
-    (path / MARKER).write_text(json.dumps({"size": size, "device": device, "parameters": params, "image": side,
-                                           "site": str(tiny_pi.SITE_DIR) if size == "tiny" else ""}))
+    (path / MARKER).write_text(
+        json.dumps(
+            {
+                "size": size,
+                "device": device,
+                "parameters": params,
+                "image": side,
+                "site": str(tiny_pi.SITE_DIR) if size == "tiny" else "",
+            }
+        )
+    )
     return path
 
 
@@ -77,12 +96,15 @@ class VlaPolicy:
         cfg = PreTrainedConfig.from_pretrained(path)
         self.device = cfg.device
         self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg).eval()
-        self.pre, self.post = make_pre_post_processors(cfg, pretrained_path=path,
-                                                       preprocessor_overrides={"device_processor": {"device": cfg.device}})
+        self.pre, self.post = make_pre_post_processors(
+            cfg, pretrained_path=path, preprocessor_overrides={"device_processor": {"device": cfg.device}}
+        )
         self.sizes = {c: tuple(cfg.input_features[f"observation.images.{c}"].shape[-2:]) for c in CAMERAS}
         blank: dict[str, Any] = {"observation/state": np.zeros(STATE_DIM, np.float32)}
         for c in CAMERAS:
-            blank[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"] = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+            blank[f"observation/{'image' if c == CAMERAS[0] else c + '_image'}"] = np.zeros(
+                (HEIGHT, WIDTH, 3), np.uint8
+            )
         for _ in range(2):  # warm up as our server does (warmup_inferences: 2), so no arm's first request pays for it
             self.infer(blank)
 

@@ -45,8 +45,17 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> Sizes:
-        return cls(warmup=2, requests=5, act_requests=3, vla_requests=3, link_requests=5, repeats=1, latency_repeats=1, kill_trials=1,
-                   scale_seconds=1.5)
+        return cls(
+            warmup=2,
+            requests=5,
+            act_requests=3,
+            vla_requests=3,
+            link_requests=5,
+            repeats=1,
+            latency_repeats=1,
+            kill_trials=1,
+            scale_seconds=1.5,
+        )
 
 
 def frame(cam: int, t: int = 0) -> np.ndarray:

@@ -23,8 +23,15 @@ from .inventory import ANY_NAMESPACE, Inventory, Member
 from .refused_board import REFUSED_KEY
 
 ALL_MESSAGES = (
-    "put", "delete", "declare_subscriber", "query", "declare_queryable", "reply",
-    "liveliness_token", "declare_liveliness_subscriber", "liveliness_query",
+    "put",
+    "delete",
+    "declare_subscriber",
+    "query",
+    "declare_queryable",
+    "reply",
+    "liveliness_token",
+    "declare_liveliness_subscriber",
+    "liveliness_query",
 )
 # Routing metadata the router forwards to every client (it never carries data); zenoh also checks its
 # interest messages as liveliness queries.
@@ -68,8 +75,17 @@ def _server(m: Member) -> list[Grant]:
     for ns in m.namespaces:
         k = ns.keys()
         grants += [
-            ("ingress", ("declare_queryable", "reply"), [k.server(s, "status"), k.server(s, "drain"), k.server(s, "cordon"),
-                                                         k.session(s, "*"), k.reset(s, "*")]),
+            (
+                "ingress",
+                ("declare_queryable", "reply"),
+                [
+                    k.server(s, "status"),
+                    k.server(s, "drain"),
+                    k.server(s, "cordon"),
+                    k.session(s, "*"),
+                    k.reset(s, "*"),
+                ],
+            ),
             ("ingress", ("declare_subscriber",), [k.obs(s, "*")]),
             ("ingress", ("put",), [k.server(s, "audit"), k.robot("*", "action")]),
             ("ingress", ("liveliness_token",), [k.server(s, "alive")]),
@@ -79,8 +95,17 @@ def _server(m: Member) -> list[Grant]:
             ("egress", ("reply",), [k.server(s, "status")]),
         ]
     return grants + [
-        ("egress", ("query",), [ANY.server("*", "status"), ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.session("*", "*"),
-                                ANY.reset("*", "*")]),
+        (
+            "egress",
+            ("query",),
+            [
+                ANY.server("*", "status"),
+                ANY.server("*", "drain"),
+                ANY.server("*", "cordon"),
+                ANY.session("*", "*"),
+                ANY.reset("*", "*"),
+            ],
+        ),
         ("egress", ("put",), [ANY.obs("*", "*")]),
         ("egress", ("liveliness_token",), [ANY.robot("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
@@ -97,15 +122,21 @@ def _reader(m: Member, commands: bool) -> list[Grant]:
         grants += [("ingress", ("query",), [REFUSED_BOARDS]), ("egress", ("reply",), [REFUSED_BOARDS])]
     for ns in m.namespaces:
         k = ns.keys()
-        asks = [k.server("*", "status")] + ([k.server("*", "drain"), k.server("*", "cordon"), k.robot("*", "episode_reset")]
-                                            if commands else [])
+        asks = [k.server("*", "status")] + (
+            [k.server("*", "drain"), k.server("*", "cordon"), k.robot("*", "episode_reset")] if commands else []
+        )
         grants += [
             ("ingress", ("declare_subscriber",), [k.robot("*", "telemetry"), k.server("*", "audit")]),
-            ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive"), k.robot("*", "alive")]),
+            (
+                "ingress",
+                ("declare_liveliness_subscriber", "liveliness_query"),
+                [k.server("*", "alive"), k.robot("*", "alive")],
+            ),
             ("ingress", ("query",), asks),
         ]
-    replies = [ANY.server("*", "status")] + ([ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.robot("*", "episode_reset")]
-                                             if commands else [])
+    replies = [ANY.server("*", "status")] + (
+        [ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.robot("*", "episode_reset")] if commands else []
+    )
     return grants + [
         ("egress", ("put",), [ANY.robot("*", "telemetry"), ANY.server("*", "audit")]),
         ("egress", ("reply",), replies),
@@ -143,7 +174,9 @@ def access_control(inv: Inventory) -> dict[str, Any]:
         ids = []
         for i, (flow, messages, keys) in enumerate(_merge(member_grants(m))):
             rid = f"{subject}:{i}"
-            rules.append({"id": rid, "permission": "allow", "flows": [flow], "messages": list(messages), "key_exprs": keys})
+            rules.append(
+                {"id": rid, "permission": "allow", "flows": [flow], "messages": list(messages), "key_exprs": keys}
+            )
             ids.append(rid)
         policies.append({"id": subject, "rules": ids, "subjects": [subject]})
     return {"enabled": True, "default_permission": "deny", "rules": rules, "subjects": subjects, "policies": policies}
@@ -185,8 +218,10 @@ def nobody_answered_hint(cert_path: str | None, action: str, who: str, target: s
     the network (None: not known). A target that is gone (a robot that finished, a server that exited) is
     said to be gone; the access control is suggested only when the target is there or we cannot tell."""
     if present is False:
-        return (f"; {who} {target} is not on the network now (it finished, stopped or never connected; "
-                "`lerobot-fleet status` lists what is there)")
+        return (
+            f"; {who} {target} is not on the network now (it finished, stopped or never connected; "
+            "`lerobot-fleet status` lists what is there)"
+        )
     return refused_hint(cert_path, action)
 
 
@@ -197,9 +232,11 @@ def hidden_fleet_note(cert_path: str | None, servers: int, robots: int) -> str:
     from .pki import common_name
 
     cn = common_name(cert_path) or "?"
-    return (f"nothing visible through certificate CN={cn}: the router's access control shows each certificate only "
-            "what its role may see (a robot or server certificate sees no fleet); use an operator or viewer certificate "
-            "to see the fleet, or the fleet is empty")
+    return (
+        f"nothing visible through certificate CN={cn}: the router's access control shows each certificate only "
+        "what its role may see (a robot or server certificate sees no fleet); use an operator or viewer certificate "
+        "to see the fleet, or the fleet is empty"
+    )
 
 
 def refused_hint(cert_path: str | None, action: str) -> str:
@@ -209,5 +246,7 @@ def refused_hint(cert_path: str | None, action: str) -> str:
     from .pki import common_name
 
     cn = common_name(cert_path) or "?"
-    return (f"; if it exists, the router's access control refused this certificate (CN={cn}) to send {action}: "
-            f"only operator certificates may (the router logs 'ACL refused: CN={cn} query ...')")
+    return (
+        f"; if it exists, the router's access control refused this certificate (CN={cn}) to send {action}: "
+        f"only operator certificates may (the router logs 'ACL refused: CN={cn} query ...')"
+    )

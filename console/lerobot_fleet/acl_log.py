@@ -34,11 +34,15 @@ MAX_NAMES = 4096  # zid -> CN, address -> CN, unknown zids
 MAX_LINES_PER_S = 20.0  # refusal lines, all keys together
 BURST_LINES = 100
 
-TRACE_FILTER = ("zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
-                "zenoh_transport::unicast::establishment::accept=debug")  # the last two: which zid has which certificate
+TRACE_FILTER = (
+    "zenoh::net::routing::interceptor::access_control=trace,zenoh_link_tls::unicast=debug,"
+    "zenoh_transport::unicast::establishment::accept=debug"
+)  # the last two: which zid has which certificate
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_DECISION = re.compile(r"access_control: (?P<cached>Using cached result: )?(?P<zid>[0-9a-f]+)(?: on (?P<subject>\S+))? "
-                       r"is (?P<verdict>un)?authorized to (?P<what>[A-Za-z/ ]+?) \((?P<flow>ingress|egress)\) on (?P<key>\S+)")
+_DECISION = re.compile(
+    r"access_control: (?P<cached>Using cached result: )?(?P<zid>[0-9a-f]+)(?: on (?P<subject>\S+))? "
+    r"is (?P<verdict>un)?authorized to (?P<what>[A-Za-z/ ]+?) \((?P<flow>ingress|egress)\) on (?P<key>\S+)"
+)
 _CN = re.compile(r"CertCommonName\(([^)]*)\)")
 _TLS_ACCEPTED = re.compile(r"Accepted TLS connection on \S+: (?P<addr>\S+)\. Common Name: (?P<cn>.+)\.$")
 _LINK_ACCEPTED = re.compile(r"New transport link accepted from (?P<zid>[0-9a-f]+) to .*?dst: tls/(?P<addr>[^,\s]+)")
@@ -101,7 +105,7 @@ class RefusalLog:
         on = raw.find(b" on ")  # "...access_control: <zid> on Interface(lo)+CertCommonName(arm-01)+..."
         if on < 0:
             return True
-        return raw[raw.rfind(b" ", 0, on) + 1:on].decode("ascii", "replace") in self.names
+        return raw[raw.rfind(b" ", 0, on) + 1 : on].decode("ascii", "replace") in self.names
 
     def _identity(self, plain: str) -> str | None:
         """The lines that tie a zid to its certificate: remembered, never printed (None: not one of them)."""
@@ -118,14 +122,20 @@ class RefusalLog:
             self._remember(self.names, a["zid"], cn)
             if a["zid"] in self._unknown:
                 del self._unknown[a["zid"]]
-                return (f"ACL refused: CN={cn} is in no role of the inventory: every message it sends is refused (issue it "
-                        "with `lerobot-fleet pki issue DIR NAME --role ROLE`, or give the client a certificate that is)")
+                return (
+                    f"ACL refused: CN={cn} is in no role of the inventory: every message it sends is refused (issue it "
+                    "with `lerobot-fleet pki issue DIR NAME --role ROLE`, or give the client a certificate that is)"
+                )
             return ""
         return None
 
     def feed(self, line: str) -> str | None:
         plain = _ANSI.sub("", line.rstrip("\n"))
-        told = self._identity(plain) if ("Common Name" in plain or "accepted from" in plain or "did not match" in plain) else None
+        told = (
+            self._identity(plain)
+            if ("Common Name" in plain or "accepted from" in plain or "did not match" in plain)
+            else None
+        )
         if told is not None:
             return told or None
         c = _CACHING.search(plain)
@@ -143,8 +153,12 @@ class RefusalLog:
         cn = _CN.search(m["subject"] or "")
         if cn is not None:
             self._remember(self.names, m["zid"], cn.group(1))
-        if not m["cached"] and self._caching is not None and self._caching[:2] == (m["flow"], m["key"]) \
-                and self._caching[2] in (None, m["zid"]):
+        if (
+            not m["cached"]
+            and self._caching is not None
+            and self._caching[:2] == (m["flow"], m["key"])
+            and self._caching[2] in (None, m["zid"])
+        ):
             self._caching = (m["flow"], m["key"], m["zid"])
             return None
         self._caching = None
@@ -152,7 +166,9 @@ class RefusalLog:
             return None  # allowed: the normal path, not worth a line
         name = self.names.get(m["zid"])
         who = f"CN={name}" if name is not None else f"zid={m['zid']} (certificate not seen yet)"
-        what = m["what"].split("/")[-1].strip().lower().replace(" ", "_")  # "Declare Liveliness Subscriber" -> declare_liveliness_subscriber
+        what = (
+            m["what"].split("/")[-1].strip().lower().replace(" ", "_")
+        )  # "Declare Liveliness Subscriber" -> declare_liveliness_subscriber
         if name is not None:
             self.servers.observe(name, what, m["flow"], m["key"])
         key = (who, what, m["flow"], m["key"])
@@ -187,8 +203,13 @@ def install(window_s: float = 10.0, board_fd: int | None = None) -> Callable[[],
     original = os.dup(1)
     argv = [sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)]
     argv += [str(board_fd)] if board_fd is not None else []
-    filt = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=original, close_fds=True,
-                            pass_fds=(board_fd,) if board_fd is not None else ())
+    filt = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=original,
+        close_fds=True,
+        pass_fds=(board_fd,) if board_fd is not None else (),
+    )
     assert filt.stdin is not None
     os.dup2(filt.stdin.fileno(), 1)
     filt.stdin.close()  # fd 1 is now the only writer
@@ -230,7 +251,7 @@ def _main(argv: list[str]) -> int:
             continue
         line = filt.feed(raw.decode("utf-8", "replace"))
         if line is not None:
-            out.write(printable(_ANSI.sub('', line), 2000))  # keys and names in it are the client's
+            out.write(printable(_ANSI.sub("", line), 2000))  # keys and names in it are the client's
         if board is not None and filt.servers.changed and time.monotonic() - board_at >= BOARD_EVERY_S:
             # a board that does not fit the pipe now is dropped whole; the next refusal sends a fresh one
             filt.servers.changed = not board.write(board_line(filt.servers.board()))
@@ -251,7 +272,7 @@ class LineWriter:
     def write(self, line: str) -> bool:
         data = line.encode("utf-8", "replace")[:MAX_LINE_BYTES]
         if self.dropped and self.notices:
-            data = f"[acl log: {self.dropped} line(s) dropped, output full]\n".encode() + data[:MAX_LINE_BYTES - 80]
+            data = f"[acl log: {self.dropped} line(s) dropped, output full]\n".encode() + data[: MAX_LINE_BYTES - 80]
         try:
             _, writable, _ = select.select([], [self.fd], [], 0)
             if not writable:

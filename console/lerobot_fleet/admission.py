@@ -27,7 +27,9 @@ MAX_NAMESPACES_PER_ID = 4
 class Admission:
     """Not thread-safe: used by the source's one decoder thread and its poller under the source's lock."""
 
-    def __init__(self, max_namespaces: int = MAX_NAMESPACES, max_rows: int = MAX_ROWS, max_per_id: int = MAX_NAMESPACES_PER_ID) -> None:
+    def __init__(
+        self, max_namespaces: int = MAX_NAMESPACES, max_rows: int = MAX_ROWS, max_per_id: int = MAX_NAMESPACES_PER_ID
+    ) -> None:
         self.max_namespaces = max_namespaces
         self.max_rows = max_rows
         self.max_per_id = max_per_id
@@ -38,7 +40,7 @@ class Admission:
         self.spilled: dict[tuple[str, str], int] = {}  # (role, id) -> samples dropped for the per-id cap
 
     def admit(self, role: str, ident: str, ns: Namespace) -> str:
-        """"" when the row may exist, else why not (the caller counts and shows it)."""
+        """ "" when the row may exist, else why not (the caller counts and shows it)."""
         row = (role, ident, ns)
         if row in self._rows:
             return ""
@@ -46,8 +48,10 @@ class Admission:
         if self._per_id.get(who, 0) >= self.max_per_id:
             self.refused += 1
             self.spilled[who] = self.spilled.get(who, 0) + 1
-            return (f"{role} {ident} is in more than {self.max_per_id} namespaces: its samples in another "
-                    f"({ns.model_id} / {ns.service}) are dropped")
+            return (
+                f"{role} {ident} is in more than {self.max_per_id} namespaces: its samples in another "
+                f"({ns.model_id} / {ns.service}) are dropped"
+            )
         if ns not in self._namespaces and len(self._namespaces) >= self.max_namespaces:
             self.refused += 1
             return f"namespace cap reached ({self.max_namespaces}): {role} {ident} in a new namespace not shown"

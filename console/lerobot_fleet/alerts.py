@@ -17,7 +17,9 @@ from pathlib import Path
 from .fmt import fmt_age
 from .model import FleetSnapshot, RobotRow
 
-NAMESPACE_SPILL_RECENT_S = 30.0  # a namespaces alert stays open while the id's extra samples keep coming, this long after
+NAMESPACE_SPILL_RECENT_S = (
+    30.0  # a namespaces alert stays open while the id's extra samples keep coming, this long after
+)
 
 __all__ = ["DEFAULT_RULES", "AlertRules", "Alert", "AlertBook", "AlertSnapshot", "evaluate"]
 
@@ -97,8 +99,12 @@ class Alert:
 
     def as_dict(self, now: float) -> dict[str, object]:
         return {
-            "rule": self.rule, "role": self.role, "target": self.name, "message": self.message,
-            "open": self.cleared_s is None, "age_s": round(now - self.started_s, 1),
+            "rule": self.rule,
+            "role": self.role,
+            "target": self.name,
+            "message": self.message,
+            "open": self.cleared_s is None,
+            "age_s": round(now - self.started_s, 1),
             "cleared_age_s": None if self.cleared_s is None else round(now - self.cleared_s, 1),
         }
 
@@ -115,17 +121,31 @@ def evaluate(snap: FleetSnapshot, rules: AlertRules) -> dict[tuple[str, str], tu
         if limit > 0 and r.staleness_s is not None and _persists(r, limit, rules.staleness_samples):
             out[("staleness", r.key)] = (r.robot_id, "robot", f"staleness {r.staleness_s:.2f} s ≥ {limit:g} s", 0.0)
         if rules.error_rate > 0 and r.requests > 0 and r.errors / r.requests >= rules.error_rate:
-            out[("error_rate", r.key)] = (r.robot_id, "robot", f"errors {100 * r.errors / r.requests:.1f}% ≥ {100 * rules.error_rate:g}%", 0.0)
+            out[("error_rate", r.key)] = (
+                r.robot_id,
+                "robot",
+                f"errors {100 * r.errors / r.requests:.1f}% ≥ {100 * rules.error_rate:g}%",
+                0.0,
+            )
         if rules.rtt_p95_ms > 0 and r.rtt_p95_ms is not None and r.rtt_p95_ms >= rules.rtt_p95_ms:
-            out[("rtt_p95", r.key)] = (r.robot_id, "robot", f"rtt p95 {r.rtt_p95_ms:.0f} ms ≥ {rules.rtt_p95_ms:g} ms", 0.0)
+            out[("rtt_p95", r.key)] = (
+                r.robot_id,
+                "robot",
+                f"rtt p95 {r.rtt_p95_ms:.0f} ms ≥ {rules.rtt_p95_ms:g} ms",
+                0.0,
+            )
     for s in snap.servers:
         if rules.server_load > 0 and not s.is_stale and s.load >= rules.server_load:
             out[("server_load", s.replica)] = (s.replica, "server", f"load {s.load:.2f} ≥ {rules.server_load:g}", 0.0)
     for sp in snap.spills:
         if rules.namespace_drops > 0 and sp.dropped >= rules.namespace_drops and sp.age_s < NAMESPACE_SPILL_RECENT_S:
             out[("namespaces", f"{sp.role}:{sp.ident}")] = (
-                sp.ident, sp.role, f"publishes in more than {sp.limit} namespaces: {sp.dropped} sample(s) there dropped "
-                "(one certificate may not crowd the others out of the console)", 0.0)
+                sp.ident,
+                sp.role,
+                f"publishes in more than {sp.limit} namespaces: {sp.dropped} sample(s) there dropped "
+                "(one certificate may not crowd the others out of the console)",
+                0.0,
+            )
     return out
 
 
@@ -207,7 +227,12 @@ class AlertBook:
 
     def snapshot(self) -> AlertSnapshot:
         """The book frozen now (copies; no alert is evaluated, opened or cleared)."""
-        return AlertSnapshot(self.rules, tuple(self._open.values()), tuple(self._message.get(k, "") for k in self._open), tuple(self._closed))
+        return AlertSnapshot(
+            self.rules,
+            tuple(self._open.values()),
+            tuple(self._message.get(k, "") for k in self._open),
+            tuple(self._closed),
+        )
 
 
 DEFAULT_RULES = AlertRules()

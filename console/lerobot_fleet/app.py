@@ -24,7 +24,15 @@ from . import render
 from .alerts import AlertBook, AlertRules
 from .export import write
 from .gc_pacing import GcPacer
-from .messages import ActionRequested, DetailRequested, ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
+from .messages import (
+    ActionRequested,
+    DetailRequested,
+    ExportRequested,
+    PauseToggled,
+    ResultNoted,
+    ScreenRequested,
+    ViewWanted,
+)
 from .model import EventLog, FleetSnapshot, split_robot_key
 from .screens import (
     AlertsScreen,
@@ -75,7 +83,9 @@ class FleetConsoleApp(App[None]):
         self._view = ConsoleView.empty(self.store.router, self.read_only)
         self.gc_pacer = GcPacer()
         self.ui_gate: UiGate = getattr(source, "ui_gate", None) or UiGate()  # the source's ingest yields to each frame
-        self._events: deque[tuple[float, str, str, str, str, str]] = deque(maxlen=EVENT_HISTORY)  # alerts, action results
+        self._events: deque[tuple[float, str, str, str, str, str]] = deque(
+            maxlen=EVENT_HISTORY
+        )  # alerts, action results
         self.tick_times: list[float] = []  # seconds per UI refresh (bench/console.py reads these)
 
     def on_mount(self) -> None:
@@ -133,7 +143,11 @@ class FleetConsoleApp(App[None]):
         opened, cleared = self.alerts.update(snap, now)
         for a in opened:
             self._event(
-                now, "error" if a.rule == "fault" else "warn", "alert", f"alert opened: {a.name} {a.message}", *self._who(a)
+                now,
+                "error" if a.rule == "fault" else "warn",
+                "alert",
+                f"alert opened: {a.name} {a.message}",
+                *self._who(a),
             )
         for a in cleared:
             self._event(now, "info", "alert", f"alert cleared: {a.name} {a.rule}", *self._who(a))
@@ -244,7 +258,8 @@ class FleetConsoleApp(App[None]):
                 self._start_action(kind, targets)
 
         self.push_screen(
-            ConfirmScreen(render.confirm_title(kind, targets, snap), render.confirm_body(kind, targets, snap), label), done
+            ConfirmScreen(render.confirm_title(kind, targets, snap), render.confirm_body(kind, targets, snap), label),
+            done,
         )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -264,7 +279,9 @@ class FleetConsoleApp(App[None]):
     # ------------------------------------------------------------ actions
 
     def _start_action(self, kind: str, targets: tuple[str, ...]) -> None:
-        self.set_result(f"{kind} {', '.join(self._target_name(t) for t in targets)}: sent, waiting for the reply…", None)
+        self.set_result(
+            f"{kind} {', '.join(self._target_name(t) for t in targets)}: sent, waiting for the reply…", None
+        )
         reason = "operator action from lerobot-fleet console"
 
         def one(target: str) -> ActionResult:
@@ -306,7 +323,11 @@ class FleetConsoleApp(App[None]):
             for target, good, line in worker.result:
                 name = self._target_name(target)
                 self._event(
-                    self.store.clock(), "info" if good else "error", kind, line, *((name, "") if kind == "reset" else ("", name))
+                    self.store.clock(),
+                    "info" if good else "error",
+                    kind,
+                    line,
+                    *((name, "") if kind == "reset" else ("", name)),
                 )
         elif event.state == WorkerState.ERROR:
             self.set_result(f"{worker.name}: FAILED — {worker.error}", False)

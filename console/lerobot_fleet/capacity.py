@@ -20,7 +20,17 @@ from dataclasses import dataclass
 
 from lerobot_policy_remote.wire.messages import ServerStatus
 
-__all__ = ["AUDIT_RATE_WINDOW_S", "DEFAULT_REQUEST_HZ", "Rate", "Capacity", "request_rate", "n_max", "room", "room_text", "capacity"]
+__all__ = [
+    "AUDIT_RATE_WINDOW_S",
+    "DEFAULT_REQUEST_HZ",
+    "Rate",
+    "Capacity",
+    "request_rate",
+    "n_max",
+    "room",
+    "room_text",
+    "capacity",
+]
 
 AUDIT_RATE_WINDOW_S = 10.0  # audit lines are counted over this much of the recent past
 MIN_HEARD_S = 1.0  # ... or over what the console heard of it, but never less than this (one line is not a rate)
@@ -68,7 +78,9 @@ def n_max(t_s: float, r_hz: float, horizon_steps: float, dt_s: float, rtt_s: flo
     return min(util, latency)
 
 
-def room(n_max_value: float | None, max_sessions: int, active: int, draining: bool, cordoned: bool = False) -> tuple[int | None, str]:
+def room(
+    n_max_value: float | None, max_sessions: int, active: int, draining: bool, cordoned: bool = False
+) -> tuple[int | None, str]:
     """How many more robots this replica takes: min(N_max, session cap) - active, and what limits it.
 
     An operator reads "room" as "how many more robots can I send here", so the session cap counts as
@@ -119,7 +131,9 @@ def median_network_rtt_ms(robot_rtts_ms: Iterable[float], inference_ms_p50: floa
     return (rtts[len(rtts) // 2] if rtts else 0.0), len(rtts)
 
 
-def capacity(st: ServerStatus | None, rate: Rate, robot_rtts_ms: Iterable[float] = (), explain: bool = False) -> Capacity:
+def capacity(
+    st: ServerStatus | None, rate: Rate, robot_rtts_ms: Iterable[float] = (), explain: bool = False
+) -> Capacity:
     """Every capacity figure of one replica from its status, its request rate and its robots' round trips."""
     if st is None:
         return Capacity(rate.value, rate.source, inputs=(("status", "not received yet"),) if explain else ())
@@ -127,7 +141,9 @@ def capacity(st: ServerStatus | None, rate: Rate, robot_rtts_ms: Iterable[float]
     active = st.active_sessions
     if rate.value is not None and rate.value > 0 and active > 0:
         r_hz = rate.value / active
-        r_src = ("the server's requests/s (its last 10 s)" if rate.source == "server" else "observed requests/s") + " ÷ active sessions"
+        r_src = (
+            "the server's requests/s (its last 10 s)" if rate.source == "server" else "observed requests/s"
+        ) + " ÷ active sessions"
     else:
         r_hz, r_src = DEFAULT_REQUEST_HZ, "default (no traffic observed)"
     horizon = float(st.chunk_size)
@@ -142,12 +158,22 @@ def capacity(st: ServerStatus | None, rate: Rate, robot_rtts_ms: Iterable[float]
     room_left, limit = room(value, st.max_sessions, active, st.draining, st.cordoned)
     if not explain:
         return Capacity(rate.value, rate.source, value, room_left, limit)
-    t_row = (f"{t_eff * 1000:.1f} ms per chunk (measured: {st.chunks_per_s:.1f} chunks/s of model time, "
-             f"mean batch {st.batch_size_mean:.1f}; one pass {st.inference_ms_p50:.1f} ms)") if st.chunks_per_s > 0 \
+    t_row = (
+        (
+            f"{t_eff * 1000:.1f} ms per chunk (measured: {st.chunks_per_s:.1f} chunks/s of model time, "
+            f"mean batch {st.batch_size_mean:.1f}; one pass {st.inference_ms_p50:.1f} ms)"
+        )
+        if st.chunks_per_s > 0
         else f"{st.inference_ms_p50:.1f} ms (inference p50, one robot per pass)"
+    )
     inputs = (
         ("t (model time per chunk)", t_row),
-        ("req/s (all its robots)", "none observed" if rate.value is None else f"{rate.value:.2f} — {RATE_SOURCES.get(rate.source, rate.source)}"),
+        (
+            "req/s (all its robots)",
+            "none observed"
+            if rate.value is None
+            else f"{rate.value:.2f} — {RATE_SOURCES.get(rate.source, rate.source)}",
+        ),
         ("r (per-client rate)", f"{r_hz:.2f} Hz — {r_src}"),
         ("H (chunk size)", f"{st.chunk_size} steps"),
         ("dt (1/trained fps)", f"{dt * 1000:.1f} ms" if dt else "unknown"),

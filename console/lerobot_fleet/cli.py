@@ -18,8 +18,13 @@ def _alert_rules(args: argparse.Namespace):  # -> AlertRules
     from .alerts import AlertRules
 
     return AlertRules.load(
-        args.alerts_config, staleness_s=args.alert_staleness, fault_s=args.alert_fault, error_rate=args.alert_error_rate,
-        rtt_p95_ms=args.alert_rtt_p95, server_load=args.alert_load, namespace_drops=args.alert_namespace_drops,
+        args.alerts_config,
+        staleness_s=args.alert_staleness,
+        fault_s=args.alert_fault,
+        error_rate=args.alert_error_rate,
+        rtt_p95_ms=args.alert_rtt_p95,
+        server_load=args.alert_load,
+        namespace_drops=args.alert_namespace_drops,
     )
 
 
@@ -54,16 +59,25 @@ def _run_console(args: argparse.Namespace) -> int:
 
         source = FakeSource(clock=time.monotonic, live=True)
         clock = source.clock
-        app = FleetConsoleApp(source, clock=clock, read_only=args.read_only, refresh_s=args.refresh, operator=operator_name(), **common)
+        app = FleetConsoleApp(
+            source, clock=clock, read_only=args.read_only, refresh_s=args.refresh, operator=operator_name(), **common
+        )
     elif args.replay:
         from .sources.replay import ReplaySource
 
-        app = FleetConsoleApp(ReplaySource(args.replay, args.replay_speed), read_only=True, refresh_s=args.refresh, **common)
+        app = FleetConsoleApp(
+            ReplaySource(args.replay, args.replay_speed), read_only=True, refresh_s=args.refresh, **common
+        )
     else:
         from .sources.zenoh_source import ZenohSource
 
-        app = FleetConsoleApp(ZenohSource(_settings(args), record_path=args.record), read_only=args.read_only, refresh_s=args.refresh,
-                              operator=f"{operator_name()} via lerobot-fleet console", **common)
+        app = FleetConsoleApp(
+            ZenohSource(_settings(args), record_path=args.record),
+            read_only=args.read_only,
+            refresh_s=args.refresh,
+            operator=f"{operator_name()} via lerobot-fleet console",
+            **common,
+        )
     app.run()
     return 0
 
@@ -87,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             listen = args.listen or ["tcp/127.0.0.1:7447"]
             warning = check_exposure(listen, args.inventory, args.insecure)
-            settings = router_settings(listen, args.config, args.tls_cert, args.tls_key, args.tls_ca,
-                                       connect=args.connect, acl=acl)
+            settings = router_settings(
+                listen, args.config, args.tls_cert, args.tls_key, args.tls_ca, connect=args.connect, acl=acl
+            )
             return run_router(settings, inventory=args.inventory, insecure_warning=warning)
         if args.command == "pki":
             from .pki_cli import run_pki
@@ -99,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from .demo import run_demo
 
-            return run_demo(args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir, args.policy)
+            return run_demo(
+                args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir, args.policy
+            )
         if args.command == "simulate":
             from .simulate import main as run_simulate
 

@@ -42,9 +42,16 @@ def policy_env(policy: str) -> dict[str, str]:
 def build_command(policy: str, path: Path) -> tuple[str, list[str]]:
     """(what is built, the child's argv) for the demo's policy."""
     if policy == "toy":
-        return "a small RTC-capable policy (random weights)", [sys.executable, "-m", "lerobot_policy_remote.sim.toy", str(path)]
-    return (f"a tiny offline {VLA_NAMES[policy]} checkpoint (random weights)",
-            [sys.executable, "-m", "lerobot_policy_remote.sim.vla_policy", policy, str(path)])
+        return "a small RTC-capable policy (random weights)", [
+            sys.executable,
+            "-m",
+            "lerobot_policy_remote.sim.toy",
+            str(path),
+        ]
+    return (
+        f"a tiny offline {VLA_NAMES[policy]} checkpoint (random weights)",
+        [sys.executable, "-m", "lerobot_policy_remote.sim.vla_policy", policy, str(path)],
+    )
 
 
 @dataclass
@@ -72,12 +79,18 @@ def recording_flags(record_dir: Path | None, robot: str) -> list[str]:
     the console saves the episode in progress and starts the next (docs/robot.md, Recording)."""
     if record_dir is None:
         return ["--strategy.type=base"]
-    return ["--strategy.type=sentry", f"--dataset.repo_id=local/rollout_{robot.replace('-', '_')}",
-            f"--dataset.root={record_dir / robot}", "--dataset.push_to_hub=false", f"--dataset.single_task={TASK}"]
+    return [
+        "--strategy.type=sentry",
+        f"--dataset.repo_id=local/rollout_{robot.replace('-', '_')}",
+        f"--dataset.root={record_dir / robot}",
+        "--dataset.push_to_hub=false",
+        f"--dataset.single_task={TASK}",
+    ]
 
 
-def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None,
-                kind: str = "toy") -> str:
+def start_fleet(
+    fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None, kind: str = "toy"
+) -> str:
     """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there.
     `kind` is what the replicas serve (POLICIES); a VLA is served with RTC on (`--rtc.enabled=true`)."""
     endpoint = f"tcp/127.0.0.1:{port}"
@@ -86,7 +99,9 @@ def start_fleet(fleet: Fleet, robots: int, port: int, duration: float, say=print
     say(f"[demo] building {what} in {policy} ...")
     build = fleet.spawn("build-policy", argv)
     if build.wait(timeout=300) != 0:
-        hint = "" if kind == "toy" else f" (--policy {kind} needs the vla extra: pip install 'lerobot_policy_remote[vla]')"
+        hint = (
+            "" if kind == "toy" else f" (--policy {kind} needs the vla extra: pip install 'lerobot_policy_remote[vla]')"
+        )
         raise RuntimeError(f"building the demo policy failed{hint}; see {build.log}:\n{build.tail(40)}")
 
     say(f"[demo] starting the Zenoh router on {endpoint} ...")
@@ -144,17 +159,28 @@ def port_taken(port: int, host: str = "127.0.0.1") -> str:
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free for the router; a listener is not
+        s.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # a port in TIME_WAIT is free for the router; a listener is not
         try:
             s.bind((host, port))
         except OSError as exc:
-            return (f"port {port} on {host} is already in use ({exc.strerror}; another router or demo?): "
-                    f"pick another with --port, e.g. lerobot-fleet demo --port {free_port()}")
+            return (
+                f"port {port} on {host} is already in use ({exc.strerror}; another router or demo?): "
+                f"pick another with --port, e.g. lerobot-fleet demo --port {free_port()}"
+            )
     return ""
 
 
-def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console: bool = True, workdir: str | None = None,
-             record_dir: str | None = None, policy: str = "toy") -> int:
+def run_demo(
+    robots: int = 4,
+    port: int = 7447,
+    duration: float = 3600,
+    console: bool = True,
+    workdir: str | None = None,
+    record_dir: str | None = None,
+    policy: str = "toy",
+) -> int:
     if policy not in POLICIES:
         print(f"lerobot-fleet demo: --policy {policy!r} is not one of {', '.join(POLICIES)}", file=sys.stderr)
         return 2
@@ -166,8 +192,11 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
     work.mkdir(parents=True, exist_ok=True)
     records = Path(record_dir).resolve() if record_dir else None
     if records is not None and records.exists() and any(records.iterdir()):
-        print(f"lerobot-fleet demo: --record-dir {records} is not empty: each robot creates a new dataset there; "
-              "pick an empty or new directory", file=sys.stderr)
+        print(
+            f"lerobot-fleet demo: --record-dir {records} is not empty: each robot creates a new dataset there; "
+            "pick an empty or new directory",
+            file=sys.stderr,
+        )
         return 2
     fleet = Fleet(work, env=policy_env(policy))
     stop = {"now": False}
@@ -179,18 +208,25 @@ def run_demo(robots: int = 4, port: int = 7447, duration: float = 3600, console:
     try:
         endpoint = start_fleet(fleet, robots, port, duration, record_dir=records, kind=policy)
         served = "" if policy == "toy" else f", serving tiny {VLA_NAMES[policy]} with RTC"
-        print(f"[demo] fleet is up: router {endpoint}{served}, logs in {work}" + (f", datasets in {records}" if records else ""))
+        print(
+            f"[demo] fleet is up: router {endpoint}{served}, logs in {work}"
+            + (f", datasets in {records}" if records else "")
+        )
         if console:
             from lerobot_policy_remote.zenoh_config import ZenohSettings
 
             from .app import FleetConsoleApp
             from .sources.zenoh_source import ZenohSource, operator_name
 
-            settings = ZenohSettings(mode="client", connect_endpoints=[endpoint], connect_timeout_ms=2000, lease_ms=2000)
+            settings = ZenohSettings(
+                mode="client", connect_endpoints=[endpoint], connect_timeout_ms=2000, lease_ms=2000
+            )
             FleetConsoleApp(ZenohSource(settings), operator=f"{operator_name()} via lerobot-fleet demo").run()
         else:
-            print("[demo] running without the console; Ctrl-C stops the fleet. "
-                  f"Watch it with: lerobot-fleet console --router {endpoint}")
+            print(
+                "[demo] running without the console; Ctrl-C stops the fleet. "
+                f"Watch it with: lerobot-fleet console --router {endpoint}"
+            )
             deadline = time.monotonic() + duration
             while not stop["now"] and time.monotonic() < deadline:
                 time.sleep(0.5)

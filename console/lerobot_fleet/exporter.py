@@ -61,7 +61,12 @@ class RobotTelemetryCollector:
                     self.decode_errors += 1
                     del self._latest[key]  # counted once; the next good sample brings the robot back
                     continue
-                labels = {"client": p.robot or tel.client_uuid, "model": p.model_id, "revision": p.revision, "service": p.service}
+                labels = {
+                    "client": p.robot or tel.client_uuid,
+                    "model": p.model_id,
+                    "revision": p.revision,
+                    "service": p.service,
+                }
                 out.append((labels, now - t, tel))
         return out
 
@@ -77,19 +82,30 @@ class RobotTelemetryCollector:
             return CounterMetricFamily(PREFIX + name, doc, labels=names)
 
         fams = {
-            "staleness": gauge("staleness_seconds", "Age of the source observation of the action the robot executes next "
-                                                    "(the design's session staleness; spikes = server side, flat = robot/network)"),
+            "staleness": gauge(
+                "staleness_seconds",
+                "Age of the source observation of the action the robot executes next "
+                "(the design's session staleness; spikes = server side, flat = robot/network)",
+            ),
             "heard": gauge("telemetry_age_seconds", "Seconds since this robot's last telemetry reached the exporter"),
             "state": gauge("state", "1 for the robot's current link state, 0 for the others", ["state"]),
             "state_age": gauge("state_age_seconds", "Seconds the robot has been in its current state"),
             "queue": gauge("queue_seconds", "Playback time of fresh actions queued on the robot"),
-            "rtt": gauge("rtt_seconds", "Round trip observation -> chunk measured on the robot, by quantile", ["quantile"]),
+            "rtt": gauge(
+                "rtt_seconds", "Round trip observation -> chunk measured on the robot, by quantile", ["quantile"]
+            ),
             "network": gauge("network_seconds", "Median network time per chunk: RTT - server queue wait - inference"),
-            "queue_wait": gauge("server_queue_wait_seconds", "Median server queue wait of this robot's chunks (server-reported)"),
-            "inference": gauge("server_inference_seconds", "Median inference time of this robot's chunks (server-reported)"),
+            "queue_wait": gauge(
+                "server_queue_wait_seconds", "Median server queue wait of this robot's chunks (server-reported)"
+            ),
+            "inference": gauge(
+                "server_inference_seconds", "Median inference time of this robot's chunks (server-reported)"
+            ),
             "delay": gauge("delay_steps", "RTC delay hint the robot sends (control steps)"),
-            "order": gauge("action_order_checked", "1 when the server checked this robot's action names and order, 0 when only "
-                                                   "the dimension was checked"),
+            "order": gauge(
+                "action_order_checked",
+                "1 when the server checked this robot's action names and order, 0 when only the dimension was checked",
+            ),
             "episode": gauge("episode", "Current episode id"),
             "requests": counter("requests", "Observations the robot sent"),
             "errors": counter("errors", "Failed requests (timeouts, refused chunks)"),
@@ -122,7 +138,9 @@ class RobotTelemetryCollector:
         robots_g = GaugeMetricFamily("lerobot_exporter_robots", "Robots whose telemetry the exporter holds")
         robots_g.add_metric([], len(robots))
         yield robots_g
-        bad = CounterMetricFamily("lerobot_exporter_decode_errors", "Telemetry samples that could not be decoded (dropped)")
+        bad = CounterMetricFamily(
+            "lerobot_exporter_decode_errors", "Telemetry samples that could not be decoded (dropped)"
+        )
         bad.add_metric([], self.decode_errors)
         yield bad
 
@@ -150,8 +168,13 @@ def parse_listen(listen: str) -> tuple[str, int]:
     return (host.strip("[]") or "0.0.0.0"), int(port)
 
 
-def run_exporter(settings: Any, listen: str, forget_s: float, ready: Callable[[str], None] = print,
-                 stop: threading.Event | None = None) -> int:
+def run_exporter(
+    settings: Any,
+    listen: str,
+    forget_s: float,
+    ready: Callable[[str], None] = print,
+    stop: threading.Event | None = None,
+) -> int:
     """Subscribe to every robot's telemetry through the router and serve /metrics until stopped (SIGTERM/Ctrl-C)."""
     import signal
 
@@ -167,14 +190,17 @@ def run_exporter(settings: Any, listen: str, forget_s: float, ready: Callable[[s
 
     session = open_session(settings)
     try:
-        session.declare_subscriber(ServiceKeys.any().robot("*", "telemetry"),
-                                   lambda s: collector.add(str(s.key_expr), s.payload.to_bytes()))
+        session.declare_subscriber(
+            ServiceKeys.any().robot("*", "telemetry"), lambda s: collector.add(str(s.key_expr), s.payload.to_bytes())
+        )
         http = HealthServer(host, port, ExporterMetrics(collector), health).start()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
-        ready(f"Robot telemetry exporter up: metrics=http://{host}:{http.port}/metrics healthz=http://{host}:{http.port}/healthz "
-              f"via {', '.join(settings.connect_endpoints)} (robots forgotten after {forget_s:g}s without telemetry)")
+        ready(
+            f"Robot telemetry exporter up: metrics=http://{host}:{http.port}/metrics healthz=http://{host}:{http.port}/healthz "
+            f"via {', '.join(settings.connect_endpoints)} (robots forgotten after {forget_s:g}s without telemetry)"
+        )
         try:
             while not stop.wait(0.5):
                 pass

@@ -50,7 +50,11 @@ class NamespaceGrant:
         return ServiceKeys(enc(self.model, "model"), enc(self.revision, "revision"), enc(self.service, "service"))
 
     def to_yaml(self) -> dict[str, str]:
-        return {k: v for k, v in (("model", self.model), ("revision", self.revision), ("service", self.service)) if v != WILD}
+        return {
+            k: v
+            for k, v in (("model", self.model), ("revision", self.revision), ("service", self.service))
+            if v != WILD
+        }
 
 
 ANY_NAMESPACE = NamespaceGrant()
@@ -102,8 +106,10 @@ def parse_inventory(data: Any, source: str = "inventory") -> Inventory:
         raise InventoryError(f"{source}: must be a mapping with sections {', '.join(SECTIONS.values())}")
     unknown = set(data) - set(SECTIONS.values()) - {"version"}
     if unknown:
-        raise InventoryError(f"{source}: unknown section(s) {', '.join(sorted(map(str, unknown)))}; "
-                             f"known: {', '.join(SECTIONS.values())}")
+        raise InventoryError(
+            f"{source}: unknown section(s) {', '.join(sorted(map(str, unknown)))}; "
+            f"known: {', '.join(SECTIONS.values())}"
+        )
     if data.get("version", 1) != 1:
         raise InventoryError(f"{source}: version {data.get('version')!r} is not supported (use 1)")
     members: list[Member] = []
@@ -136,9 +142,11 @@ def _member(name: str, role: str, body: Any, where: str) -> Member:
     raw = body.get("namespaces")
     namespaces = (ANY_NAMESPACE,)
     if raw is None and role == "server":
-        raise InventoryError(f"{where}: a server must name the namespaces it serves, e.g. namespaces: [{{model: lerobot/act_so100, "
-                             "service: pick}] (`lerobot-fleet pki issue DIR NAME --role server --namespace model=...,service=...`); "
-                             "a server certificate may declare and answer only there")
+        raise InventoryError(
+            f"{where}: a server must name the namespaces it serves, e.g. namespaces: [{{model: lerobot/act_so100, "
+            "service: pick}] (`lerobot-fleet pki issue DIR NAME --role server --namespace model=...,service=...`); "
+            "a server certificate may declare and answer only there"
+        )
     if raw is not None:
         if not isinstance(raw, list) or not raw:
             raise InventoryError(f"{where}.namespaces: must be a non-empty list of {{model, revision, service}}")
@@ -166,7 +174,9 @@ def parse_namespace_flag(text: str) -> NamespaceGrant:
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
         if not sep or key not in ("model", "revision", "service") or not value:
-            raise InventoryError(f"--namespace {text!r}: write model=MODEL,service=SERVICE[,revision=REV] (any field may be '*')")
+            raise InventoryError(
+                f"--namespace {text!r}: write model=MODEL,service=SERVICE[,revision=REV] (any field may be '*')"
+            )
         fields[key] = value
     if not fields:
         raise InventoryError(f"--namespace {text!r} names nothing: write model=MODEL,service=SERVICE")
@@ -178,7 +188,9 @@ def load_inventory(path: str | Path) -> Inventory:
 
     p = Path(path)
     if not p.is_file():
-        raise InventoryError(f"inventory {str(p)!r} does not exist: create it with `lerobot-fleet pki issue` or by hand")
+        raise InventoryError(
+            f"inventory {str(p)!r} does not exist: create it with `lerobot-fleet pki issue` or by hand"
+        )
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:

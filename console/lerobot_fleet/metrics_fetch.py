@@ -85,8 +85,13 @@ class MetricsTargets:
             return dict(self._urls)
 
 
-def fetch_metrics(client: Any, url: str, max_bytes: int = MAX_METRICS_BYTES, deadline_s: float = DEADLINE_S,
-                  clock: Callable[[], float] = time.monotonic) -> tuple[dict[str, float] | None, str]:
+def fetch_metrics(
+    client: Any,
+    url: str,
+    max_bytes: int = MAX_METRICS_BYTES,
+    deadline_s: float = DEADLINE_S,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, float] | None, str]:
     """One streamed GET: (values, "") or (None, reason). `client` is an httpx.Client; never raises."""
     import httpx
 
@@ -118,8 +123,14 @@ def fetch_metrics(client: Any, url: str, max_bytes: int = MAX_METRICS_BYTES, dea
 class Scraper:
     """Scrapes every accepted target each period, one pool task per replica, never two for one replica."""
 
-    def __init__(self, targets: MetricsTargets, report: Callable[[str, dict[str, float] | None, str], None],
-                 workers: int = SCRAPE_WORKERS, deadline_s: float = DEADLINE_S, max_bytes: int = MAX_METRICS_BYTES) -> None:
+    def __init__(
+        self,
+        targets: MetricsTargets,
+        report: Callable[[str, dict[str, float] | None, str], None],
+        workers: int = SCRAPE_WORKERS,
+        deadline_s: float = DEADLINE_S,
+        max_bytes: int = MAX_METRICS_BYTES,
+    ) -> None:
         import httpx
 
         self.targets = targets

@@ -132,14 +132,18 @@ class RobotRow:
     ns: Namespace = Namespace("", "", "")  # (model, revision, service) from the key expressions
     state_age_s: float | None = None  # how long it has been in its current state
     waiting: str = ""  # why a robot without a session is not getting one (e.g. no replica with room)
-    network_ms: float | None = None  # median network time per chunk: RTT - server queue wait - inference (None: unknown)
+    network_ms: float | None = (
+        None  # median network time per chunk: RTT - server queue wait - inference (None: unknown)
+    )
     queue_wait_ms: float | None = None  # median server queue wait of its chunks
     inference_ms: float | None = None  # median inference time of its chunks
     action_order: str = ""  # checked | unchecked (only the action dimension was compared) | "" unknown
     row_key: str = ""  # robot_key(ns, robot_id), precomputed by the store (it is read many times per tick)
     max_action_age_s: float | None = None  # the robot's own hard bound on action age (None: not reported)
     recent_staleness: tuple[float, ...] = ()  # its last few staleness samples, oldest first (the alert's persistence)
-    rtc: str = ""  # on | off: its session runs real-time chunking or appends chunks; "" before a session (or an older robot)
+    rtc: str = (
+        ""  # on | off: its session runs real-time chunking or appends chunks; "" before a session (or an older robot)
+    )
 
     @property
     def key(self) -> str:
@@ -237,7 +241,9 @@ class FleetSnapshot:
 
     def robot(self, key: str) -> RobotRow | None:
         """By row key; a bare robot id finds the first robot with that id (any namespace)."""
-        return next((r for r in self.robots if r.key == key), None) or next((r for r in self.robots if r.robot_id == key), None)
+        return next((r for r in self.robots if r.key == key), None) or next(
+            (r for r in self.robots if r.robot_id == key), None
+        )
 
     def server(self, replica: str) -> ServerRow | None:
         return next((s for s in self.servers if s.replica == replica), None)

@@ -53,17 +53,28 @@ def query_statuses(session: Any, timeout: float = 2.0) -> list[tuple[ServerStatu
     return discovery.query_statuses(session, timeout)
 
 
-def send_drain(session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+def send_drain(
+    session: Any, replica: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0
+) -> ActionResult:
     keys = ns.keys if ns else ANY
     return _ask(
-        session, keys.server(replica, "drain"), encode(DrainRequest(reason=reason, requested_by=requested_by)), timeout,
-        DrainAck, replica, "drain", "server",
-        lambda ack: ActionResult(ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}),
+        session,
+        keys.server(replica, "drain"),
+        encode(DrainRequest(reason=reason, requested_by=requested_by)),
+        timeout,
+        DrainAck,
+        replica,
+        "drain",
+        "server",
+        lambda ack: ActionResult(
+            ack.ok, replica, "drain", ack.message, sessions=tuple(ack.sessions), details={"pending": ack.pending}
+        ),
     )
 
 
-def send_cordon(session: Any, replica: str, ns: Namespace | None, cordon: bool, reason: str, requested_by: str,
-                timeout: float = 5.0) -> ActionResult:
+def send_cordon(
+    session: Any, replica: str, ns: Namespace | None, cordon: bool, reason: str, requested_by: str, timeout: float = 5.0
+) -> ActionResult:
     """Cordon (`cordon=True`: no new sessions, its sessions keep streaming) or uncordon one replica."""
     keys = ns.keys if ns else ANY
     action = "cordon" if cordon else "uncordon"
@@ -72,21 +83,47 @@ def send_cordon(session: Any, replica: str, ns: Namespace | None, cordon: bool, 
         kept = f"; {len(ack.sessions)} session(s) stay on it" if ack.ok and ack.cordoned and ack.sessions else ""
         return ActionResult(ack.ok, replica, action, ack.message + kept, details={"cordoned": ack.cordoned})
 
-    return _ask(session, keys.server(replica, "cordon"), encode(CordonRequest(cordon, reason, requested_by)), timeout,
-                CordonAck, replica, action, "server", result)
+    return _ask(
+        session,
+        keys.server(replica, "cordon"),
+        encode(CordonRequest(cordon, reason, requested_by)),
+        timeout,
+        CordonAck,
+        replica,
+        action,
+        "server",
+        result,
+    )
 
 
-def send_episode_reset(session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0) -> ActionResult:
+def send_episode_reset(
+    session: Any, robot_id: str, ns: Namespace | None, reason: str, requested_by: str, timeout: float = 5.0
+) -> ActionResult:
     keys = ns.keys if ns else ANY
     return _ask(
-        session, keys.robot(robot_id, "episode_reset"), encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)), timeout,
-        EpisodeResetAck, robot_id, "reset", "robot",
+        session,
+        keys.robot(robot_id, "episode_reset"),
+        encode(EpisodeResetCommand(reason=reason, requested_by=requested_by)),
+        timeout,
+        EpisodeResetAck,
+        robot_id,
+        "reset",
+        "robot",
         lambda ack: ActionResult(ack.ok, robot_id, "reset", ack.message, episode_id=ack.episode_id),
     )
 
 
-def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, target: str, action: str, who: str,
-         result: Callable[[Any], ActionResult]) -> ActionResult:
+def _ask(
+    session: Any,
+    key: str,
+    payload: bytes,
+    timeout: float,
+    ack_cls: type,
+    target: str,
+    action: str,
+    who: str,
+    result: Callable[[Any], ActionResult],
+) -> ActionResult:
     """One operator query: the first acknowledgement that succeeded wins, else the first failure is shown."""
     results = []
     for reply in session.get(key, payload=payload, timeout=timeout):
@@ -101,5 +138,3 @@ def _ask(session: Any, key: str, payload: bytes, timeout: float, ack_cls: type, 
         return ActionResult(False, target, action, f"no {who} answered at {key}")
     ok = [r for r in results if r.ok]
     return ok[0] if ok else results[0]
-
-

@@ -66,20 +66,36 @@ def init_ca(directory: str | Path, name: str = "lerobot-fleet dev CA", days: int
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     if (d / "ca.key").exists() and not force:
-        raise PkiError(f"{d / 'ca.key'} already exists: issue certificates with `lerobot-fleet pki issue {d} NAME --role ...` "
-                       "(or pass --force to replace the CA, which invalidates every certificate it signed)")
+        raise PkiError(
+            f"{d / 'ca.key'} already exists: issue certificates with `lerobot-fleet pki issue {d} NAME --role ...` "
+            "(or pass --force to replace the CA, which invalidates every certificate it signed)"
+        )
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = _now()
     cert = (
         x509.CertificateBuilder()
-        .subject_name(subject).issuer_name(subject).public_key(key.public_key())
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .sign(key, hashes.SHA256())
     )
@@ -90,8 +106,14 @@ def init_ca(directory: str | Path, name: str = "lerobot-fleet dev CA", days: int
     return d / "ca.crt"
 
 
-def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None = None, days: int = 365,
-          namespaces: list[NamespaceGrant] | None = None) -> Issued:
+def issue(
+    directory: str | Path,
+    name: str,
+    role: str,
+    hosts: list[str] | None = None,
+    days: int = 365,
+    namespaces: list[NamespaceGrant] | None = None,
+) -> Issued:
     """Sign DIR/NAME.crt + DIR/NAME.key with the CA in DIR and record NAME's role (and namespaces) in DIR/inventory.yaml."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -112,19 +134,22 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
     inv = load_inventory(d / "inventory.yaml") if (d / "inventory.yaml").exists() else Inventory()
     existing = inv.get(name)
     if existing is not None and existing.role != role:
-        raise PkiError(f"{name!r} is already a {existing.role} in {d / 'inventory.yaml'}; a name has one role "
-                       "(remove the entry first to change it)")
+        raise PkiError(
+            f"{name!r} is already a {existing.role} in {d / 'inventory.yaml'}; a name has one role "
+            "(remove the entry first to change it)"
+        )
     if namespaces:
         grants = tuple(namespaces)
     elif existing is not None:
         grants = existing.namespaces
     elif role == "server":
-        raise PkiError(f"a server certificate serves named namespaces only: add --namespace model=MODEL,service=SERVICE "
-                       f"(the model id and task {name} serves; '*' in a field for any)")
+        raise PkiError(
+            f"a server certificate serves named namespaces only: add --namespace model=MODEL,service=SERVICE "
+            f"(the model id and task {name} serves; '*' in a field for any)"
+        )
     else:
         grants = Member(name, role).namespaces
-    member = Member(name, role, grants,
-                    tuple(dict.fromkeys(hosts or [])) if role == "router" else ())
+    member = Member(name, role, grants, tuple(dict.fromkeys(hosts or [])) if role == "router" else ())
     inv = inv.with_member(member)
 
     ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None)
@@ -132,20 +157,43 @@ def issue(directory: str | Path, name: str, role: str, hosts: list[str] | None =
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
     # Routers also dial other routers (mesh), so they authenticate as clients too.
-    eku = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if role == "router" else [ExtendedKeyUsageOID.CLIENT_AUTH]
+    eku = (
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        if role == "router"
+        else [ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
     builder = (
         x509.CertificateBuilder()
         # The OU records the role it was issued for: a refused program can say "a robot certificate" (the router's
         # access control matches the CN only; the inventory decides the role)
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name),
-                                 x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role)]))
-        .issuer_name(ca_cert.subject).public_key(key.public_key())
+        .subject_name(
+            x509.Name(
+                [
+                    x509.NameAttribute(NameOID.COMMON_NAME, name),
+                    x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role),
+                ]
+            )
+        )
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.ExtendedKeyUsage(eku), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)

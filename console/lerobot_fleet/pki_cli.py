@@ -33,8 +33,12 @@ def _namespace(grants: list, inv: Inventory) -> tuple[str, str, str]:
     """(model, revision, task) a robot or server of these grants would use; MODEL/TASK where it cannot be told."""
     concrete = {(g.model, g.revision, g.service) for g in grants if g.model != WILD and g.service != WILD}
     if not concrete:  # a robot's default grant (any namespace): the one namespace the inventory's servers serve
-        concrete = {(g.model, g.revision, g.service) for s in inv.by_role("server") for g in s.namespaces
-                    if g.model != WILD and g.service != WILD}
+        concrete = {
+            (g.model, g.revision, g.service)
+            for s in inv.by_role("server")
+            for g in s.namespaces
+            if g.model != WILD and g.service != WILD
+        }
     if len(concrete) == 1:
         return next(iter(concrete))
     return "MODEL", WILD, "TASK"
@@ -49,26 +53,38 @@ def next_step(member: Member, made: Issued, directory: Path, inv: Inventory) -> 
     if role == "router":
         extra = [h for h in made.hosts if h not in ROUTER_DEFAULT_HOSTS]
         listen = f"tls/0.0.0.0:{ROUTER_PORT}" if extra else f"tls/127.0.0.1:{ROUTER_PORT}"
-        where = (f"robots, servers and consoles dial it as tls/{extra[0]}:{ROUTER_PORT} (its certificate names "
-                 f"{', '.join(made.hosts)})" if extra else
-                 "this machine only: its certificate names localhost and 127.0.0.1; for other machines issue it again "
-                 "with --host NAME (it then listens on tls/0.0.0.0)")
-        return [f"use: lerobot-fleet router --listen {listen} --tls-cert {cert} --tls-key {key} --tls-ca {ca} "
-                f"--inventory {q(str(directory / 'inventory.yaml'))}", f"note: {where}"]
+        where = (
+            f"robots, servers and consoles dial it as tls/{extra[0]}:{ROUTER_PORT} (its certificate names "
+            f"{', '.join(made.hosts)})"
+            if extra
+            else "this machine only: its certificate names localhost and 127.0.0.1; for other machines issue it again "
+            "with --host NAME (it then listens on tls/0.0.0.0)"
+        )
+        return [
+            f"use: lerobot-fleet router --listen {listen} --tls-cert {cert} --tls-key {key} --tls-ca {ca} "
+            f"--inventory {q(str(directory / 'inventory.yaml'))}",
+            f"note: {where}",
+        ]
     model, revision, task = _namespace(list(member.namespaces), inv)
     rev = f" --model.revision={q(revision)}" if revision not in (WILD, "main") else ""
     if role == "server":  # the replica id defaults to the certificate's CN
-        return [f"use: lerobot-policy-server --model.repo_or_path={q(model)}{rev} --default_task={q(task)} "
-                f"--zenoh.connect_endpoints={endpoint} --zenoh.tls_root_ca_certificate={ca} "
-                f"--zenoh.tls_connect_certificate={cert} --zenoh.tls_connect_private_key={key}"]
+        return [
+            f"use: lerobot-policy-server --model.repo_or_path={q(model)}{rev} --default_task={q(task)} "
+            f"--zenoh.connect_endpoints={endpoint} --zenoh.tls_root_ca_certificate={ca} "
+            f"--zenoh.tls_connect_certificate={cert} --zenoh.tls_connect_private_key={key}"
+        ]
     if role == "robot":
         rev = f" --inference.service_revision={q(revision)}" if revision not in (WILD, "main") else ""
-        return [f"use: lerobot-rollout --strategy.type=base --inference.type=remote --robot.type=ROBOT "
-                f"--policy.path={q(model)} --task={q(task)}{rev} --inference.client_uuid={member.name} "
-                f"--inference.connect_endpoint={endpoint} --inference.tls_ca={ca} --inference.tls_cert={cert} "
-                f"--inference.tls_key={key}"]
+        return [
+            f"use: lerobot-rollout --strategy.type=base --inference.type=remote --robot.type=ROBOT "
+            f"--policy.path={q(model)} --task={q(task)}{rev} --inference.client_uuid={member.name} "
+            f"--inference.connect_endpoint={endpoint} --inference.tls_ca={ca} --inference.tls_cert={cert} "
+            f"--inference.tls_key={key}"
+        ]
     read_only = " --read-only" if role == "viewer" else ""
-    return [f"use: lerobot-fleet console{read_only} --router {endpoint} --tls-ca {ca} --tls-cert {cert} --tls-key {key}"]
+    return [
+        f"use: lerobot-fleet console{read_only} --router {endpoint} --tls-ca {ca} --tls-cert {cert} --tls-key {key}"
+    ]
 
 
 def run_pki(args: argparse.Namespace) -> int:

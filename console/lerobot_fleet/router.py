@@ -42,8 +42,10 @@ def router_settings(
 ) -> ZenohSettings:
     """Router settings: admin space readable (the console lists sessions), multicast off, optional mesh + ACL."""
     if acl is not None and not (tls_ca and tls_cert):
-        raise ZenohConfigError("--inventory matches clients by certificate common name, so it needs mTLS: "
-                               "give --tls-cert, --tls-key and --tls-ca (make them with `lerobot-fleet pki`)")
+        raise ZenohConfigError(
+            "--inventory matches clients by certificate common name, so it needs mTLS: "
+            "give --tls-cert, --tls-key and --tls-ca (make them with `lerobot-fleet pki`)"
+        )
     extra = config
     if acl is not None:
         # the user's --config may add to the generated ACL's siblings, never silently replace it
@@ -103,15 +105,20 @@ class RefusedBoard:
 
         with self._lock:
             since = self._clock() - self._at
-            entries = [{**e, "age_s": round(e["age_s"] + since, 1), "for_s": round(e["for_s"] + since, 1)}
-                       for e in self._entries if e["age_s"] + since <= REFUSED_TTL_S]
+            entries = [
+                {**e, "age_s": round(e["age_s"] + since, 1), "for_s": round(e["for_s"] + since, 1)}
+                for e in self._entries
+                if e["age_s"] + since <= REFUSED_TTL_S
+            ]
         return board_line(entries).encode()
 
     def answer(self, key: str) -> Callable[[Any], None]:
         """The queryable's callback: replies with the board, which is already in memory."""
+
         def on_query(query: Any) -> None:
             with query:
                 query.reply(key, self.payload())
+
         return on_query
 
 
@@ -154,16 +161,24 @@ def check_exposure(listen: list[str], inventory: str | None, insecure: bool) -> 
     exposed = exposed_endpoints(listen)
     if inventory or not exposed:
         return None
-    what = (f"listening on {', '.join(exposed)} without --inventory: no access control, any client that reaches it "
-            "may act as any robot or policy server")
+    what = (
+        f"listening on {', '.join(exposed)} without --inventory: no access control, any client that reaches it "
+        "may act as any robot or policy server"
+    )
     if not insecure:
-        raise ZenohConfigError(f"refusing to start: {what}. Give --inventory FLEET.yaml with --tls-cert/--tls-key/--tls-ca "
-                               "(docs/security.md), listen on tcp/127.0.0.1 only, or add --insecure for a trusted lab network")
+        raise ZenohConfigError(
+            f"refusing to start: {what}. Give --inventory FLEET.yaml with --tls-cert/--tls-key/--tls-ca "
+            "(docs/security.md), listen on tcp/127.0.0.1 only, or add --insecure for a trusted lab network"
+        )
     return f"WARNING: insecure router: {what} (--insecure)"
 
 
-def run_router(settings: ZenohSettings, stop: threading.Event | None = None, inventory: str | None = None,
-               insecure_warning: str | None = None) -> int:
+def run_router(
+    settings: ZenohSettings,
+    stop: threading.Event | None = None,
+    inventory: str | None = None,
+    insecure_warning: str | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests.
     `insecure_warning` is printed at start and every minute while it runs."""
     stop = stop or threading.Event()

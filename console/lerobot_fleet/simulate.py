@@ -191,10 +191,17 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         if a.console:
             console = asyncio.run(_watch_console(endpoints[-1], a.robots, t_run + a.seconds - 1.0, stop_console))
         deadline = time.monotonic() + a.seconds + 120
-        while not all(p.exists() for p in outs) and time.monotonic() < deadline and all(h.popen.poll() is None for h in hosts):
+        while (
+            not all(p.exists() for p in outs)
+            and time.monotonic() < deadline
+            and all(h.popen.poll() is None for h in hosts)
+        ):
             time.sleep(0.2)
         window = time.monotonic() - t_run
-        cpu = {k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3) for k, v in cpu_pids.items()}
+        cpu = {
+            k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3)
+            for k, v in cpu_pids.items()
+        }
         own = (_own_cpu_s() - own0) / window
         box_mean = box.stop()
         stop_file.touch()
@@ -255,7 +262,9 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
     from .app import FleetConsoleApp
     from .sources.zenoh_source import ZenohSource
 
-    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=5.0)
+    source = ZenohSource(
+        ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=5.0
+    )
     app = FleetConsoleApp(source, refresh_s=3600.0, read_only=True)
     displayed = [0.0]
     original = app._display

@@ -66,7 +66,9 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
             "not_back": sorted(k for k, v in moves.items() if not math.isfinite(v)),
             "move_s_p50": round(statistics.median(move_vals), 3) if move_vals else None,
             "move_s_max": round(max(move_vals), 3) if move_vals else None,
-            "moved_still_on_drained": sum(1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica")),
+            "moved_still_on_drained": sum(
+                1 for r in robots if r["robot"] in moves and r["replica"] == drain.get("replica")
+            ),
         }
         if drain
         else None,
@@ -99,6 +101,8 @@ def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> di
         "replicas_cpu_pct_of_one_core": round(100 * cpu["replicas"], 1),
         "robot_messages_per_s": round(msgs),
         "router_cpu_us_per_message": round(1e6 * cpu["routers"] / msgs, 1) if msgs else None,
-        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3) if sessions else None,
+        "replica_cpu_ms_per_session_s": round(1e3 * cpu["replicas"] / max(1, a.replicas) / sessions, 3)
+        if sessions
+        else None,
         "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
     }

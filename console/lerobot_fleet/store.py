@@ -61,7 +61,9 @@ EVENT_HISTORY = 2000  # fleet event log lines kept (oldest dropped)
 class FleetStore:
     """Thread-safe aggregation of everything the console knows about the fleet."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, router: str = "", connection: str = "connecting") -> None:
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, router: str = "", connection: str = "connecting"
+    ) -> None:
         self.clock = clock
         self.router = router
         self._lock = threading.Lock()
@@ -178,7 +180,9 @@ class FleetStore:
             elif s.alive is not False:
                 s.gone_at = now
                 if self._connection == "connected":
-                    self._events.append((now, "warn", "server", f"server {replica}: liveliness token gone", "", replica))
+                    self._events.append(
+                        (now, "warn", "server", f"server {replica}: liveliness token gone", "", replica)
+                    )
             s.alive = alive
 
     def on_telemetry(self, t: RobotTelemetry, ns: Namespace) -> None:
@@ -188,10 +192,19 @@ class FleetStore:
             state = RobotState.parse(t.state).name
             if not r.history or r.history[-1][1] != state:
                 if r.history:
-                    sev = "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
+                    sev = (
+                        "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
+                    )
                     why = f" ({t.last_outcome})" if t.last_outcome and t.last_outcome != "ok" else ""
                     self._events.append(
-                        (now, sev, "state", f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}", t.client_uuid, t.replica)
+                        (
+                            now,
+                            sev,
+                            "state",
+                            f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}",
+                            t.client_uuid,
+                            t.replica,
+                        )
                     )
                 r.history.append((now, state))
             if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
@@ -234,7 +247,8 @@ class FleetStore:
                         now,
                         "warn",
                         "audit",
-                        f"{replica} refused {line.client_uuid}: {line.outcome}" + (f" — {line.error}" if line.error else ""),
+                        f"{replica} refused {line.client_uuid}: {line.outcome}"
+                        + (f" — {line.error}" if line.error else ""),
                         line.client_uuid,
                         replica,
                     )
@@ -316,7 +330,11 @@ class FleetStore:
         """By row key (`robot_key`); a bare robot id finds that id in any namespace."""
         with self._lock:
             parsed = split_robot_key(key)
-            r = self._robots.get(parsed) if parsed else next((x for x in self._robots.values() if x.robot_id == key), None)
+            r = (
+                self._robots.get(parsed)
+                if parsed
+                else next((x for x in self._robots.values() if x.robot_id == key), None)
+            )
             if r is None:
                 return None
             now = self.clock()

@@ -46,7 +46,9 @@ def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = Non
 
 
 def snapshot_text(snap: FleetSnapshot) -> str:
-    lines = [f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"]
+    lines = [
+        f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"
+    ]
     if snap.routers:
         from .sources.routers import routers_line
 
@@ -55,26 +57,36 @@ def snapshot_text(snap: FleetSnapshot) -> str:
     rw = max([16, *(len(s.replica) for s in snap.servers), *(len(r.replica) for r in snap.robots)])
     bw = max([20, *(len(r.robot_id) for r in snap.robots)])
     lines.append(f"SERVERS ({len(snap.servers)})")
-    lines.append(f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6} {'room':<9}  model / service")
+    lines.append(
+        f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6} {'room':<9}  model / service"
+    )
     for s in sort_servers(list(snap.servers)):
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
         rps = "—" if s.requests_per_s is None else f"{s.requests_per_s:.1f}"
         room = room_text(s.headroom, s.room_limit)
         if s.is_refused:  # the router drops its declarations: its figures are unknown, never zeros
-            lines.append(f"  {s.replica:<{rw}} {'refused':<9} {'—':>8} {'—':>5} {'—':>6} {'—':>6} {'—':<9}  "
-                         f"{s.model_id} / {s.service}  CN={s.cn}, refused {fmt_age(s.seen_age_s)} ago")
+            lines.append(
+                f"  {s.replica:<{rw}} {'refused':<9} {'—':>8} {'—':>5} {'—':>6} {'—':>6} {'—':<9}  "
+                f"{s.model_id} / {s.service}  CN={s.cn}, refused {fmt_age(s.seen_age_s)} ago"
+            )
             continue
-        lines.append(f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6} "
-                     f"{room:<9}  {s.model_id} / {s.service}")
+        lines.append(
+            f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6} "
+            f"{room:<9}  {s.model_id} / {s.service}"
+        )
     lines.append(f"ROBOTS ({len(snap.robots)})")
     lines.append(f"  {'robot':<{bw}} {'state':<13} {'server':<{rw}} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
     for r in sort_robots(list(snap.robots), "state"):
         rtt = "—" if r.rtt_p50_ms is None else f"{r.rtt_p50_ms:.0f}"
-        lines.append(f"  {r.robot_id:<{bw}} {r.state.name:<13} {r.replica or '—':<{rw}} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}")
+        lines.append(
+            f"  {r.robot_id:<{bw}} {r.state.name:<13} {r.replica or '—':<{rw}} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}"
+        )
     return "\n".join(lines)
 
 
-def _alerts_now(snap: FleetSnapshot, rules: AlertRules | None, book: AlertBook | None = None, now: float = 0.0) -> list[dict[str, Any]]:
+def _alerts_now(
+    snap: FleetSnapshot, rules: AlertRules | None, book: AlertBook | None = None, now: float = 0.0
+) -> list[dict[str, Any]]:
     book = book or AlertBook(rules)
     book.update(snap, now)
     return [a.as_dict(now) for a in book.listing()]
@@ -201,7 +213,10 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
         nobody = not result.ok and result.message.startswith("no ") and "answered" in result.message
         present = _token_present(session, kind, target) if nobody else None
     except Exception as exc:  # the router went away mid-query
-        print(f"lerobot-fleet {kind}: lost the router while asking {target}: {exc}. Check the router and try again.", file=sys.stderr)
+        print(
+            f"lerobot-fleet {kind}: lost the router while asking {target}: {exc}. Check the router and try again.",
+            file=sys.stderr,
+        )
         return 2
     finally:
         try:
@@ -214,7 +229,9 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
         from .acl import nobody_answered_hint
 
         who = "robot" if kind == "reset" else "server"
-        hint = nobody_answered_hint(settings.tls_connect_certificate, "episode reset" if kind == "reset" else kind, who, target, present)
+        hint = nobody_answered_hint(
+            settings.tls_connect_certificate, "episode reset" if kind == "reset" else kind, who, target, present
+        )
         result = replace(result, message=result.message + hint)
     print(json.dumps(_result_json(result)) if as_json else result.summary())
     if result.ok:
@@ -234,7 +251,11 @@ def _token_present(session: Any, kind: str, target: str, timeout: float = 1.0) -
     try:
         if any(reply.ok is not None for reply in session.liveliness().get(key, timeout=timeout)):
             return True
-        return False if any(reply.ok is not None for reply in session.liveliness().get(EVERYTHING, timeout=timeout)) else None
+        return (
+            False
+            if any(reply.ok is not None for reply in session.liveliness().get(EVERYTHING, timeout=timeout))
+            else None
+        )
     except Exception:  # a courtesy for the message only
         return None
 

@@ -33,7 +33,10 @@ class ConsoleView:
     @classmethod
     def empty(cls, router: str = "", read_only: bool = False) -> ConsoleView:
         """What there is before the first tick: no robots, no servers, no alerts."""
-        return cls(FleetSnapshot(router=router, connection="connecting", data_age_s=None, robots=(), servers=()), read_only=read_only)
+        return cls(
+            FleetSnapshot(router=router, connection="connecting", data_age_s=None, robots=(), servers=()),
+            read_only=read_only,
+        )
 
     @property
     def events(self) -> tuple[FleetEvent, ...]:
@@ -48,4 +51,6 @@ class ConsoleView:
         return next((d for k, x, d in self.details if k == "robot" and x == key and isinstance(d, RobotDetail)), None)
 
     def server_detail(self, replica: str) -> ServerDetail | None:
-        return next((d for k, x, d in self.details if k == "server" and x == replica and isinstance(d, ServerDetail)), None)
+        return next(
+            (d for k, x, d in self.details if k == "server" and x == replica and isinstance(d, ServerDetail)), None
+        )

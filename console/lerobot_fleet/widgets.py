@@ -50,7 +50,9 @@ class KeyedTable(DataTable):
         it was made with): a wide terminal shows long robot ids whole. Rows are re-joined only when the width changes."""
         i = self._col_index[key]
         base = self._base[key]
-        spare = max(0, self.size.width - (self.line_width - self._spec[i][2] + base) - 2 * self.cell_padding - 2)  # 2: scrollbar
+        spare = max(
+            0, self.size.width - (self.line_width - self._spec[i][2] + base) - 2 * self.cell_padding - 2
+        )  # 2: scrollbar
         width = max(base, min(wanted, base + spare))
         if width == self._spec[i][2] or not self.columns:
             return

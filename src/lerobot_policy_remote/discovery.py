@@ -74,15 +74,30 @@ class ServiceInfo:
 
     def describe(self) -> str:
         n = len(self.replicas)
-        return (f"model {self.model_id!r} revision {self.revision!r} task {self.service!r}: "
-                f"{n} replica{'s' if n != 1 else ''}, {self.free_sessions} free session{'s' if self.free_sessions != 1 else ''}")
+        return (
+            f"model {self.model_id!r} revision {self.revision!r} task {self.service!r}: "
+            f"{n} replica{'s' if n != 1 else ''}, {self.free_sessions} free session{'s' if self.free_sessions != 1 else ''}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model_id": self.model_id, "revision": self.revision, "task": self.service, "policy_type": self.policy_type,
-                "free_sessions": self.free_sessions,
-                "replicas": [{"replica": r.replica, "health": r.health, "active_sessions": r.active_sessions,
-                              "max_sessions": r.max_sessions, "free_sessions": r.free_sessions, "load": r.load}
-                             for r in self.replicas]}
+        return {
+            "model_id": self.model_id,
+            "revision": self.revision,
+            "task": self.service,
+            "policy_type": self.policy_type,
+            "free_sessions": self.free_sessions,
+            "replicas": [
+                {
+                    "replica": r.replica,
+                    "health": r.health,
+                    "active_sessions": r.active_sessions,
+                    "max_sessions": r.max_sessions,
+                    "free_sessions": r.free_sessions,
+                    "load": r.load,
+                }
+                for r in self.replicas
+            ],
+        }
 
 
 def key_vouches_for(status: ServerStatus, key: str) -> bool:
@@ -92,12 +107,17 @@ def key_vouches_for(status: ServerStatus, key: str) -> bool:
         parsed = parse_key(key)
     except WireError:
         return False
-    return (parsed.role == "server" and parsed.leaf == "status" and parsed.ident == status.replica
-            and (not status.service or parsed.service == status.service))
+    return (
+        parsed.role == "server"
+        and parsed.leaf == "status"
+        and parsed.ident == status.replica
+        and (not status.service or parsed.service == status.service)
+    )
 
 
-def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY,
-                   scopes: Sequence[ServiceKeys] = ()) -> list[tuple[ServerStatus, Namespace]]:
+def query_statuses(
+    session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY, scopes: Sequence[ServiceKeys] = ()
+) -> list[tuple[ServerStatus, Namespace]]:
     """`get(<keys>/server/*/status)`, and the same in each of `scopes` (under an ACL a certificate bound to some
     namespaces may ask only there); all queries run at once. Undecodable replies are skipped, each reply keeps its
     namespace."""
@@ -106,8 +126,10 @@ def query_statuses(session: Any, timeout: float = 2.0, keys: ServiceKeys = ANY,
     out = []
     # NONE: every replica's reply arrives even if several reply on the same (wildcard) key, which the
     # default consolidation would collapse into one.
-    asked = [session.get(k.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
-             for k in dict.fromkeys([keys, *scopes])]
+    asked = [
+        session.get(k.server("*", "status"), timeout=timeout, consolidation=zenoh.ConsolidationMode.NONE)
+        for k in dict.fromkeys([keys, *scopes])
+    ]
     for reply in (r for replies in asked for r in replies):
         if reply.ok is None:
             continue
@@ -127,11 +149,22 @@ def group(statuses: list[tuple[ServerStatus, Namespace]]) -> list[ServiceInfo]:
     """Replica statuses -> one ServiceInfo per namespace, sorted by model then task."""
     by_ns: dict[Namespace, ServiceInfo] = {}
     for status, ns in statuses:
-        svc = by_ns.setdefault(ns, ServiceInfo(ns.model_id, ns.revision, ns.service, status.model.policy_type, status.default_task))
+        svc = by_ns.setdefault(
+            ns, ServiceInfo(ns.model_id, ns.revision, ns.service, status.model.policy_type, status.default_task)
+        )
         if any(r.replica == status.replica for r in svc.replicas):
             continue
-        svc.replicas.append(ReplicaInfo(status.replica, status.active_sessions, status.max_sessions, status.draining,
-                                        status.warmed_up, status.load, status.cordoned))
+        svc.replicas.append(
+            ReplicaInfo(
+                status.replica,
+                status.active_sessions,
+                status.max_sessions,
+                status.draining,
+                status.warmed_up,
+                status.load,
+                status.cordoned,
+            )
+        )
     for svc in by_ns.values():
         svc.replicas.sort(key=lambda r: r.replica)
     return sorted(by_ns.values(), key=lambda s: (s.model_id, s.revision, s.service))
@@ -151,8 +184,10 @@ class Scope:
     service: str = WILD
 
     def covers(self, model: str, revision: str, service: str) -> bool:
-        return all(mine in (WILD, theirs) for mine, theirs in ((self.model, model), (self.revision, revision),
-                                                               (self.service, service)))
+        return all(
+            mine in (WILD, theirs)
+            for mine, theirs in ((self.model, model), (self.revision, revision), (self.service, service))
+        )
 
     def keys(self) -> ServiceKeys:
         """The key builder of this pattern, escaped as the programs escape free text."""
@@ -166,18 +201,26 @@ class Scope:
 
 def namespace_flag(model: str, revision: str, service: str) -> str:
     """`model=M,service=S[,revision=R]` for `lerobot-fleet pki issue --namespace` (`*` and revision main omitted)."""
-    parts = [f"model={model}" if model != WILD else "", f"service={service}" if service != WILD else "",
-             f"revision={revision}" if revision not in (WILD, "main") else ""]
+    parts = [
+        f"model={model}" if model != WILD else "",
+        f"service={service}" if service != WILD else "",
+        f"revision={revision}" if revision not in (WILD, "main") else "",
+    ]
     return ",".join(p for p in parts if p) or "model=*"
 
 
 def encode_scopes(scopes: Sequence[Scope]) -> bytes:
     """The extension's value: a DER UTF8String holding a JSON list of {model, revision, service}."""
-    text = json.dumps([{"model": s.model, "revision": s.revision, "service": s.service} for s in scopes],
-                      separators=(",", ":")).encode()
+    text = json.dumps(
+        [{"model": s.model, "revision": s.revision, "service": s.service} for s in scopes], separators=(",", ":")
+    ).encode()
     n = len(text)
-    length = bytes([n]) if n < 0x80 else bytes([0x80 | len(n.to_bytes((n.bit_length() + 7) // 8, "big"))]) + \
-        n.to_bytes((n.bit_length() + 7) // 8, "big")
+    length = (
+        bytes([n])
+        if n < 0x80
+        else bytes([0x80 | len(n.to_bytes((n.bit_length() + 7) // 8, "big"))])
+        + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    )
     return b"\x0c" + length + text
 
 
@@ -243,8 +286,9 @@ def _inventory_scopes(path: Path, name: str) -> tuple[tuple[Scope, ...], str]:
                 raw = (entries[name] or {}).get("namespaces")
                 if raw is None:
                     return (Scope(),), str(path)
-                return tuple(Scope(*(str(ns.get(k, WILD)) for k in ("model", "revision", "service")))
-                             for ns in raw[:MAX_SCOPES]), str(path)
+                return tuple(
+                    Scope(*(str(ns.get(k, WILD)) for k in ("model", "revision", "service"))) for ns in raw[:MAX_SCOPES]
+                ), str(path)
     except Exception as exc:  # a courtesy for a better message: never a reason to fail
         logger.debug("could not read %s: %s", path, exc)
     return (), ""
@@ -283,22 +327,35 @@ def no_server_report(services: list[ServiceInfo], model_id: str, revision: str, 
     """Why nothing answered, what the router does offer, and the closest match with the flags to reach it."""
     asked = f"model {model_id!r} revision {revision!r} task {task!r}"
     if not services:
-        return (f"No policy server serves {asked}, and the router has no policy server at all. Start one connected to "
-                "this router: lerobot-policy-server --model.repo_or_path=<checkpoint> --default_task=<task> "
-                "--zenoh.connect_endpoints=[<router endpoint>]")
-    lines = [f"No policy server serves {asked}. The router offers {len(services)} service{'s' if len(services) != 1 else ''}:"]
+        return (
+            f"No policy server serves {asked}, and the router has no policy server at all. Start one connected to "
+            "this router: lerobot-policy-server --model.repo_or_path=<checkpoint> --default_task=<task> "
+            "--zenoh.connect_endpoints=[<router endpoint>]"
+        )
+    lines = [
+        f"No policy server serves {asked}. The router offers {len(services)} service{'s' if len(services) != 1 else ''}:"
+    ]
     lines += [f"  - {svc.describe()}" for svc in services]
     match = closest(services, model_id, revision, task)
     if match is not None:
         lines.append(f"Closest match: {match.describe()}. To use it: {fix_for(match, model_id, revision, task)}")
     else:
-        lines.append("None is close to what you asked: start a server for it, or pick one of the above "
-                     "(--task, --inference.service_model_id, --inference.service_revision).")
+        lines.append(
+            "None is close to what you asked: start a server for it, or pick one of the above "
+            "(--task, --inference.service_model_id, --inference.service_revision)."
+        )
     return "\n".join(lines)
 
 
-def scoped_report(services: list[ServiceInfo], model_id: str, revision: str, task: str, cn: str,
-                  scopes: Sequence[Scope], source: str = "certificate") -> str:
+def scoped_report(
+    services: list[ServiceInfo],
+    model_id: str,
+    revision: str,
+    task: str,
+    cn: str,
+    scopes: Sequence[Scope],
+    source: str = "certificate",
+) -> str:
     """Under mTLS, for a certificate bound to some namespaces: the router answers it only there, so `services` are
     all it can see. One line: what it asked, the namespaces it may see and what serves there, and the fix
     (`--task=...` for a visible service, else the `pki issue` command for a certificate in the namespace asked for)."""
@@ -306,26 +363,35 @@ def scoped_report(services: list[ServiceInfo], model_id: str, revision: str, tas
     inside = any(s.covers(model_id, revision, task) for s in scopes)
     plural = "s" if len(scopes) != 1 else ""
     where = "" if source == "certificate" else f" (as {source} records it)"
-    text = (f"No policy server serves {asked} among what certificate CN={cn} may see: the router's access control "
-            f"answers it only in namespace{plural} {', '.join(repr(s.flag()) for s in scopes)}{where}")
+    text = (
+        f"No policy server serves {asked} among what certificate CN={cn} may see: the router's access control "
+        f"answers it only in namespace{plural} {', '.join(repr(s.flag()) for s in scopes)}{where}"
+    )
     text += "" if inside else ", and this request is outside them"
     wanted = [s.flag() for s in scopes if s.flag() != namespace_flag(model_id, revision, task)]
     wanted.append(namespace_flag(model_id, revision, task))
     flags = " ".join(f"--namespace {shlex.quote(f)}" for f in wanted)
-    pki = f"lerobot-fleet pki issue DIR {cn} --role robot {flags}, then restart the router with the updated " \
+    pki = (
+        f"lerobot-fleet pki issue DIR {cn} --role robot {flags}, then restart the router with the updated "
         "DIR/inventory.yaml"
+    )
     if services:
         n = len(services)
         text += f". There it sees {n} service{'s' if n != 1 else ''}: " + "; ".join(svc.describe() for svc in services)
         match = closest(services, model_id, revision, task) or (services[0] if n == 1 else None)
-        fix = (f"To use it: {fix_for(match, model_id, revision, task)}" if match is not None else
-               "To use one: pass its --task (or --inference.service_model_id, --inference.service_revision)")
+        fix = (
+            f"To use it: {fix_for(match, model_id, revision, task)}"
+            if match is not None
+            else "To use one: pass its --task (or --inference.service_model_id, --inference.service_revision)"
+        )
         if inside:
             return f"{text}. {fix}; or start a server for what you asked"
         return f"{text}. {fix}; or, to be served what you asked, give the robot a certificate for it: {pki}"
     if inside:
         here = shlex.quote(namespace_flag(model_id, revision, task))
-        return (f"{text}, where no server serves now. Start one there (its certificate needs that namespace: "
-                f"lerobot-fleet pki issue DIR NAME --role server --namespace {here}); if one runs, the router's "
-                f"inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')")
+        return (
+            f"{text}, where no server serves now. Start one there (its certificate needs that namespace: "
+            f"lerobot-fleet pki issue DIR NAME --role server --namespace {here}); if one runs, the router's "
+            f"inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')"
+        )
     return f"{text}. No server serves there; for a certificate in the namespace asked for: {pki}"

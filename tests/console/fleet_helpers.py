@@ -66,7 +66,9 @@ async def until(pilot: Any, pred: Callable[[], Any], timeout: float, message: st
         return pred()
 
     try:
-        return await wait_until_async(check, timeout, interval=0.25 if tick else 0.02, message=message, pause=pilot.pause)
+        return await wait_until_async(
+            check, timeout, interval=0.25 if tick else 0.02, message=message, pause=pilot.pause
+        )
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}; last result: {pilot.app.last_result}\n{screen_text(pilot.app)}") from None
 
@@ -93,9 +95,18 @@ class DrainScenario:
 
         def status(replica: str, robots: list[str], draining: bool = False) -> ServerStatus:
             return ServerStatus(
-                replica=replica, model=ModelInfo(repo_or_path=DEMO[0], revision=DEMO[1]), service=DEMO[2], max_sessions=3,
-                active_sessions=len(robots), chunk_size=50, trained_fps=30.0, inference_ms_p50=5.0, warmed_up=True, draining=draining,
-                load=len(robots) / 3, sessions=[SessionInfo(session_id=f"s-{r}", client_uuid=r) for r in robots],
+                replica=replica,
+                model=ModelInfo(repo_or_path=DEMO[0], revision=DEMO[1]),
+                service=DEMO[2],
+                max_sessions=3,
+                active_sessions=len(robots),
+                chunk_size=50,
+                trained_fps=30.0,
+                inference_ms_p50=5.0,
+                warmed_up=True,
+                draining=draining,
+                load=len(robots) / 3,
+                sessions=[SessionInfo(session_id=f"s-{r}", client_uuid=r) for r in robots],
             )
 
         for replica in ("demo-a", "demo-b"):
@@ -111,28 +122,57 @@ class DrainScenario:
         store.on_status(status("demo-a", [], draining=True), DEMO)
         store.on_status(status("demo-b", ["demo-arm-1", "demo-arm-2", "demo-arm-3"]), DEMO)
         store.on_server_alive("demo-a", False, DEMO)
-        for i, (state, replica) in enumerate((("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("RECONNECTING", "")), 1):
+        for i, (state, replica) in enumerate(
+            (("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("STREAMING", "demo-b"), ("RECONNECTING", "")), 1
+        ):
             store.on_telemetry(
                 RobotTelemetry(
-                    client_uuid=f"demo-arm-{i}", state=state, model_id=DEMO[0], service=DEMO[2], replica=replica,
-                    session_id=f"s-demo-arm-{i}" if replica else "", episode_id=2, staleness_s=0.14773235500001647,
-                    queue_s=0.5333333333333333, rtt_p50_ms=12.3456, rtt_p95_ms=20.5, requests=40, delay_steps=1,
-                    last_outcome="ok" if replica else "event:draining", fps=30.0, seq=i,
+                    client_uuid=f"demo-arm-{i}",
+                    state=state,
+                    model_id=DEMO[0],
+                    service=DEMO[2],
+                    replica=replica,
+                    session_id=f"s-demo-arm-{i}" if replica else "",
+                    episode_id=2,
+                    staleness_s=0.14773235500001647,
+                    queue_s=0.5333333333333333,
+                    rtt_p50_ms=12.3456,
+                    rtt_p95_ms=20.5,
+                    requests=40,
+                    delay_steps=1,
+                    last_outcome="ok" if replica else "event:draining",
+                    fps=30.0,
+                    seq=i,
                 ),
                 DEMO,
             )
         # the same client_uuid in another namespace is another robot
         other = ("lerobot/act_other", "main", "stack")
         store.on_robot_alive("demo-arm-1", True, other)
-        store.on_telemetry(RobotTelemetry(client_uuid="demo-arm-1", state="CONNECTING", model_id=other[0], service=other[2], seq=1), other)
+        store.on_telemetry(
+            RobotTelemetry(client_uuid="demo-arm-1", state="CONNECTING", model_id=other[0], service=other[2], seq=1),
+            other,
+        )
         self.clock.advance(40.0)
         for i in range(1, 5):  # the robots keep reporting; demo-a stays silent
             store.on_telemetry(
                 RobotTelemetry(
-                    client_uuid=f"demo-arm-{i}", state="STREAMING" if i < 4 else "RECONNECTING", model_id=DEMO[0], service=DEMO[2],
-                    replica="demo-b" if i < 4 else "", session_id=f"s-demo-arm-{i}" if i < 4 else "", episode_id=2,
-                    staleness_s=0.14773235500001647, queue_s=0.5333333333333333, rtt_p50_ms=12.3456, rtt_p95_ms=20.5, requests=80,
-                    delay_steps=1, last_outcome="ok" if i < 4 else "event:draining", fps=30.0, seq=10 + i,
+                    client_uuid=f"demo-arm-{i}",
+                    state="STREAMING" if i < 4 else "RECONNECTING",
+                    model_id=DEMO[0],
+                    service=DEMO[2],
+                    replica="demo-b" if i < 4 else "",
+                    session_id=f"s-demo-arm-{i}" if i < 4 else "",
+                    episode_id=2,
+                    staleness_s=0.14773235500001647,
+                    queue_s=0.5333333333333333,
+                    rtt_p50_ms=12.3456,
+                    rtt_p95_ms=20.5,
+                    requests=80,
+                    delay_steps=1,
+                    last_outcome="ok" if i < 4 else "event:draining",
+                    fps=30.0,
+                    seq=10 + i,
                     rtc="off" if i < 4 else "",  # ACT: chunks are appended
                 ),
                 DEMO,

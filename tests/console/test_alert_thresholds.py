@@ -26,8 +26,19 @@ def _run(staleness, *, bound: float = 3.0, seconds: int = 60, rules: AlertRules 
     opened = []
     values = itertools.cycle(staleness)
     for seq in range(seconds):
-        store.on_telemetry(RobotTelemetry(client_uuid="arm-1", state="STREAMING", service=NS.service, staleness_s=next(values),
-                                          requests=10 * seq + 1, fps=30.0, seq=seq, max_action_age_s=bound), NS)
+        store.on_telemetry(
+            RobotTelemetry(
+                client_uuid="arm-1",
+                state="STREAMING",
+                service=NS.service,
+                staleness_s=next(values),
+                requests=10 * seq + 1,
+                fps=30.0,
+                seq=seq,
+                max_action_age_s=bound,
+            ),
+            NS,
+        )
         for _ in range(2):
             opened += book.update(store.snapshot(), clock())[0]
             clock.advance(0.5)

@@ -22,15 +22,27 @@ NS = Namespace("m", "main", "task")
 
 
 def _status(**kw) -> ServerStatus:
-    base = dict(replica="gpu-0", model=ModelInfo(repo_or_path="m", revision="main"), service="task", max_sessions=4, active_sessions=2,
-                chunk_size=30, trained_fps=30.0, inference_ms_p50=100.0, warmed_up=True,
-                sessions=[SessionInfo(session_id=f"s{i}", client_uuid=f"r{i}") for i in range(2)])
+    base = dict(
+        replica="gpu-0",
+        model=ModelInfo(repo_or_path="m", revision="main"),
+        service="task",
+        max_sessions=4,
+        active_sessions=2,
+        chunk_size=30,
+        trained_fps=30.0,
+        inference_ms_p50=100.0,
+        warmed_up=True,
+        sessions=[SessionInfo(session_id=f"s{i}", client_uuid=f"r{i}") for i in range(2)],
+    )
     return ServerStatus(**{**base, **kw})
 
 
 def _audit(store: FleetStore, n: int) -> None:
-    store.on_audit(AuditLine(ts="t", session_id="s0", client_uuid="r0", seq_id=n, episode_id=0, queue_wait_ms=1, inference_ms=100),
-                   "gpu-0", NS)
+    store.on_audit(
+        AuditLine(ts="t", session_id="s0", client_uuid="r0", seq_id=n, episode_id=0, queue_wait_ms=1, inference_ms=100),
+        "gpu-0",
+        NS,
+    )
 
 
 def test_a_short_listen_divides_audit_lines_by_what_it_heard():
@@ -88,8 +100,17 @@ def test_request_rate_sources_in_order():
 
 
 def _row(**kw) -> ServerRow:
-    base = dict(replica="gpu-0", active_sessions=2, max_sessions=4, health="ok", n_max=1.8, headroom=-1, room_limit="N_max",
-                inference_ms_p50=520.0, requests_per_s=1.9)
+    base = dict(
+        replica="gpu-0",
+        active_sessions=2,
+        max_sessions=4,
+        health="ok",
+        n_max=1.8,
+        headroom=-1,
+        room_limit="N_max",
+        inference_ms_p50=520.0,
+        requests_per_s=1.9,
+    )
     return ServerRow(**{**base, **kw})
 
 
@@ -97,19 +118,30 @@ def test_doctor_warns_when_a_robot_would_join_a_replica_past_capacity():
     """A replica with 2 of 4 sessions and N_max 1.8 (room -1): doctor used to say "2 of 4 sessions free"; now it warns."""
     (warn,) = capacity_checks([_row()])
     assert warn.status == WARN and warn.name == "capacity"
-    assert warn.detail.startswith("replica gpu-0 is past capacity: 2 session(s), N_max 1.8 (room -1 N_max; inference p50 520 ms, "
-                                  "1.9 req/s)")
+    assert warn.detail.startswith(
+        "replica gpu-0 is past capacity: 2 session(s), N_max 1.8 (room -1 N_max; inference p50 520 ms, 1.9 req/s)"
+    )
     assert "lerobot-fleet cordon gpu-0" in warn.fix
     (zero,) = capacity_checks([_row(n_max=0.0, headroom=-2)])  # after a restart: one pass does not fit at all
     assert "does not fit in half a chunk" in zero.detail
     # full by its session cap, room left by N_max, a gone replica: no capacity warning
-    assert capacity_checks([_row(n_max=9.0, headroom=0, room_limit="cap"), _row(n_max=9.0, headroom=3, room_limit="cap"),
-                            _row(health="gone")]) == []
+    assert (
+        capacity_checks(
+            [
+                _row(n_max=9.0, headroom=0, room_limit="cap"),
+                _row(n_max=9.0, headroom=3, room_limit="cap"),
+                _row(health="gone"),
+            ]
+        )
+        == []
+    )
     ack = SimpleNamespace(replica="gpu-0", max_sessions=4, active_sessions=2)
     check = free_session_check(ack, _row())
     assert check.status == WARN
-    assert check.detail == ("replica gpu-0: 2 of 4 sessions free, but room -1 N_max, N_max 1.8, 1.9 req/s: this robot would run it "
-                            "past capacity")
+    assert check.detail == (
+        "replica gpu-0: 2 of 4 sessions free, but room -1 N_max, N_max 1.8, 1.9 req/s: this robot would run it "
+        "past capacity"
+    )
     ok = free_session_check(ack, _row(n_max=9.0, headroom=2, room_limit="cap"))
     assert ok.status == PASS and ok.detail == "replica gpu-0: 2 of 4 sessions free, room +2 cap, N_max 9.0, 1.9 req/s"
 
@@ -118,6 +150,12 @@ def test_status_text_prints_the_consoles_room():
     from lerobot_fleet.model import FleetSnapshot
     from lerobot_fleet.verbs import snapshot_text
 
-    snap = FleetSnapshot(router="r", connection="connected", data_age_s=0.1, robots=(), servers=(replace(_row(), model_id="m", service="t"),))
+    snap = FleetSnapshot(
+        router="r",
+        connection="connected",
+        data_age_s=0.1,
+        robots=(),
+        servers=(replace(_row(), model_id="m", service="t"),),
+    )
     (line,) = [x for x in snapshot_text(snap).splitlines() if "gpu-0" in x]
     assert line.split()[:7] == ["gpu-0", "ok", "2/4", "0.00", "1.9", "1.8", "-1"] and "N_max" in line

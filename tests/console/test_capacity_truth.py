@@ -34,14 +34,50 @@ def fleet(tmp_path_factory):
     py = str(VENV_BIN / "python")
     procs: list[Proc] = []
     try:
-        replica = Proc([py, "-m", "lerobot_policy_remote.testing.simfleet", "replica", "--endpoint", router.endpoint,
-                        "--replica-id", REPLICA, "--max-sessions", "8", "--max-batch", "1", "--infer-ms", "100",
-                        "--seconds", "400"], name=REPLICA, max_seconds=420)
+        replica = Proc(
+            [
+                py,
+                "-m",
+                "lerobot_policy_remote.testing.simfleet",
+                "replica",
+                "--endpoint",
+                router.endpoint,
+                "--replica-id",
+                REPLICA,
+                "--max-sessions",
+                "8",
+                "--max-batch",
+                "1",
+                "--infer-ms",
+                "100",
+                "--seconds",
+                "400",
+            ],
+            name=REPLICA,
+            max_seconds=420,
+        )
         procs.append(replica)
         replica.wait_for("REPLICA READY", timeout=120)
-        robots = Proc([py, "-m", "lerobot_policy_remote.testing.simfleet", "robots", "--endpoint", router.endpoint, "--count", "2",
-                       "--prefix", "truth-arm", "--seconds", "400", "--out", str(tmp_path_factory.mktemp("truth") / "robots.json")],
-                      name="truth-robots", max_seconds=420)
+        robots = Proc(
+            [
+                py,
+                "-m",
+                "lerobot_policy_remote.testing.simfleet",
+                "robots",
+                "--endpoint",
+                router.endpoint,
+                "--count",
+                "2",
+                "--prefix",
+                "truth-arm",
+                "--seconds",
+                "400",
+                "--out",
+                str(tmp_path_factory.mktemp("truth") / "robots.json"),
+            ],
+            name="truth-robots",
+            max_seconds=420,
+        )
         procs.append(robots)
         robots.wait_for("ROBOTS READY", timeout=180)
         yield router
@@ -52,8 +88,12 @@ def fleet(tmp_path_factory):
 
 
 def fleet_verb(*args: str) -> dict:
-    p = subprocess.run(["timeout", "-s", "KILL", "60", str(VENV_BIN / "lerobot-fleet"), *args, "--json"], capture_output=True,
-                       text=True, timeout=70)
+    p = subprocess.run(
+        ["timeout", "-s", "KILL", "60", str(VENV_BIN / "lerobot-fleet"), *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=70,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     return json.loads(p.stdout)
 
@@ -61,31 +101,66 @@ def fleet_verb(*args: str) -> dict:
 @sync
 async def test_console_status_and_doctor_show_the_same_room_n_max_and_request_rate(fleet):
     settings = ZenohSettings(mode="client", connect_endpoints=[fleet.endpoint], connect_timeout_ms=2000)
-    app = FleetConsoleApp(ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest")
+    app = FleetConsoleApp(
+        ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest"
+    )
     async with app.run_test(size=(160, 40)) as pilot:
+
         def row():
             return app.current_snapshot().server(REPLICA)
 
-        await until(pilot, lambda: {r.robot_id for r in app.current_snapshot().robots if r.state is RobotState.STREAMING} >= set(ROBOTS)
-                    and row() is not None and row().active_sessions == 2, 60, "two robots streaming on the replica", tick=True)
+        await until(
+            pilot,
+            lambda: (
+                {r.robot_id for r in app.current_snapshot().robots if r.state is RobotState.STREAMING} >= set(ROBOTS)
+                and row() is not None
+                and row().active_sessions == 2
+            ),
+            60,
+            "two robots streaming on the replica",
+            tick=True,
+        )
         # the replica's 10 s window full of steady traffic (two robots, about one request a second each)
-        await until(pilot, lambda: (row().requests_per_s or 0) >= 1.5 and row().n_max is not None, 40, "a steady request rate", tick=True)
+        await until(
+            pilot,
+            lambda: (row().requests_per_s or 0) >= 1.5 and row().n_max is not None,
+            40,
+            "a steady request rate",
+            tick=True,
+        )
         await asyncio.sleep(4)
         before = row()
-        status, doctor = await asyncio.gather(asyncio.to_thread(fleet_verb, "status", "--router", fleet.endpoint),
-                                              asyncio.to_thread(fleet_verb, "doctor", "--router", fleet.endpoint))
+        status, doctor = await asyncio.gather(
+            asyncio.to_thread(fleet_verb, "status", "--router", fleet.endpoint),
+            asyncio.to_thread(fleet_verb, "doctor", "--router", fleet.endpoint),
+        )
         app.tick()
         after = row()
 
     (s,) = [x for x in status["servers"] if x["replica"] == REPLICA]
     (d,) = [r for svc in doctor["services"] for r in svc["replicas"] if r["replica"] == REPLICA]
     readers = {
-        "console": {"room": after.headroom, "room_limit": after.room_limit, "n_max": after.n_max, "rps": after.requests_per_s,
-                    "source": after.rate_source},
-        "status": {"room": s["headroom"], "room_limit": s["room_limit"], "n_max": s["n_max"], "rps": s["requests_per_s"],
-                   "source": s["rate_source"]},
-        "doctor": {"room": d["room"], "room_limit": d["room_limit"], "n_max": d["n_max"], "rps": d["requests_per_s"],
-                   "source": d["rate_source"]},
+        "console": {
+            "room": after.headroom,
+            "room_limit": after.room_limit,
+            "n_max": after.n_max,
+            "rps": after.requests_per_s,
+            "source": after.rate_source,
+        },
+        "status": {
+            "room": s["headroom"],
+            "room_limit": s["room_limit"],
+            "n_max": s["n_max"],
+            "rps": s["requests_per_s"],
+            "source": s["rate_source"],
+        },
+        "doctor": {
+            "room": d["room"],
+            "room_limit": d["room_limit"],
+            "n_max": d["n_max"],
+            "rps": d["requests_per_s"],
+            "source": d["rate_source"],
+        },
     }
     # the same inputs: the replica's own request count (not three windows of three different lengths) ...
     assert {r["source"] for r in readers.values()} == {"server"}, readers
@@ -103,4 +178,7 @@ async def test_console_status_and_doctor_show_the_same_room_n_max_and_request_ra
     cols = [k for k, _, _ in SERVER_COLUMNS]
     cells = server_cells(after)
     assert cells[cols.index("headroom")][0] == room_text(after.headroom, after.room_limit)
-    assert cells[cols.index("nmax")][0] == f"{after.n_max:.1f}" and cells[cols.index("rps")][0] == f"{after.requests_per_s:.1f}"
+    assert (
+        cells[cols.index("nmax")][0] == f"{after.n_max:.1f}"
+        and cells[cols.index("rps")][0] == f"{after.requests_per_s:.1f}"
+    )

@@ -23,10 +23,14 @@ def test_console_import_loads_no_heavy_module():
 
 
 def test_console_and_verbs_print_help():
-    out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "console", "--help"], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [str(VENV_BIN / "lerobot-fleet"), "console", "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
     assert "--read-only" in out.stdout and "--router" in out.stdout
     for verb in ("status", "drain", "reset"):
-        out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), verb, "--help"], capture_output=True, text=True, timeout=60, check=True)
+        out = subprocess.run(
+            [str(VENV_BIN / "lerobot-fleet"), verb, "--help"], capture_output=True, text=True, timeout=60, check=True
+        )
         assert "--router" in out.stdout
 
 
@@ -50,7 +54,9 @@ def test_screens_render_the_view_and_never_read_the_store():
 
     for path in sorted(Path(screens.__file__).parent.glob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            assert not re.search(r"self\.fleet\b|\.store\.|self\.app\.(?!batch_update\b)", line), f"{path.name}:{n}: {line.strip()}"
+            assert not re.search(r"self\.fleet\b|\.store\.|self\.app\.(?!batch_update\b)", line), (
+                f"{path.name}:{n}: {line.strip()}"
+            )
 
 
 def test_verbs_without_a_router_say_so():
@@ -58,9 +64,13 @@ def test_verbs_without_a_router_say_so():
 
     endpoint = f"tcp/127.0.0.1:{free_port()}"
     fleet = str(VENV_BIN / "lerobot-fleet")
-    out = subprocess.run([fleet, "status", "--json", "--router", endpoint, "--wait", "1"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [fleet, "status", "--json", "--router", endpoint, "--wait", "1"], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2
     data = json.loads(out.stdout)
-    assert data["connection"] == "disconnected" and any("could not open a zenoh client session" in n for n in data["notes"])
+    assert data["connection"] == "disconnected" and any(
+        "could not open a zenoh client session" in n for n in data["notes"]
+    )
     out = subprocess.run([fleet, "drain", "gpu-0", "--router", endpoint], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "nothing listens at" in out.stderr and "start the router" in out.stderr

@@ -28,8 +28,11 @@ VICTIM, LIAR_ROBOT = "r-victim", "r-liar"
 
 
 def _source(endpoint: str) -> ZenohSource:
-    return ZenohSource(ZenohSettings(mode="client", connect_endpoints=[endpoint], connect_timeout_ms=1000,
-                                     retry_period_max_ms=300), status_period_s=0.3, scrape_period_s=0.5)
+    return ZenohSource(
+        ZenohSettings(mode="client", connect_endpoints=[endpoint], connect_timeout_ms=1000, retry_period_max_ms=300),
+        status_period_s=0.3,
+        scrape_period_s=0.5,
+    )
 
 
 @pytest.mark.slow
@@ -40,15 +43,24 @@ def test_a_lying_publisher_never_overwrites_another_replica_or_robot(router, zen
     victim = FakeRobot(s, KEYS, VICTIM, listen=False)
     liar_robot = FakeRobot(s, KEYS, LIAR_ROBOT, listen=False)
     # the liar replica: its own status key answers with a body claiming to be the honest replica, draining
-    lie = encode(ServerStatus(replica=HONEST, model=ModelInfo(repo_or_path="org/identity", revision="main"),
-                              service="console identity", draining=True, max_sessions=99))
+    lie = encode(
+        ServerStatus(
+            replica=HONEST,
+            model=ModelInfo(repo_or_path="org/identity", revision="main"),
+            service="console identity",
+            draining=True,
+            max_sessions=99,
+        )
+    )
 
     def lying_status(query) -> None:
         with query:
             query.reply(KEYS.server(LIAR, "status"), lie)
 
-    decls = [s.declare_queryable(KEYS.server(LIAR, "status"), lying_status),
-             s.liveliness().declare_token(KEYS.server(LIAR, "alive"))]
+    decls = [
+        s.declare_queryable(KEYS.server(LIAR, "status"), lying_status),
+        s.liveliness().declare_token(KEYS.server(LIAR, "alive")),
+    ]
     liar_audit = s.declare_publisher(KEYS.server(LIAR, "audit"))
     stop = threading.Event()
 
@@ -59,9 +71,22 @@ def test_a_lying_publisher_never_overwrites_another_replica_or_robot(router, zen
             victim.publish_telemetry(RobotTelemetry(client_uuid=VICTIM, state="STREAMING", replica=HONEST, seq=seq))
             honest.audit(VICTIM, seq_id=seq)
             # the lies: on the liar's own keys, payloads naming the honest replica and the victim robot
-            liar_audit.put(encode_json(AuditLine(ts="2026-01-01T00:00:00+00:00", session_id="s-victim", client_uuid=VICTIM,
-                                                 seq_id=10_000 + seq, episode_id=0, queue_wait_ms=1.0, inference_ms=1.0,
-                                                 replica=HONEST, outcome="internal_error", error="forged")))
+            liar_audit.put(
+                encode_json(
+                    AuditLine(
+                        ts="2026-01-01T00:00:00+00:00",
+                        session_id="s-victim",
+                        client_uuid=VICTIM,
+                        seq_id=10_000 + seq,
+                        episode_id=0,
+                        queue_wait_ms=1.0,
+                        inference_ms=1.0,
+                        replica=HONEST,
+                        outcome="internal_error",
+                        error="forged",
+                    )
+                )
+            )
             liar_robot.publish_telemetry(RobotTelemetry(client_uuid=VICTIM, state="DEAD", replica=LIAR, seq=seq))
 
     t = threading.Thread(target=publish, daemon=True)
@@ -70,20 +95,32 @@ def test_a_lying_publisher_never_overwrites_another_replica_or_robot(router, zen
     source = _source(router.endpoint)
     source.start(store)
     try:
-        wait_until(lambda: store.server_detail(HONEST) and len(store.server_detail(HONEST).audit) >= 5
-                   and (r := store.snapshot().server(HONEST)) and r.max_sessions == 4, timeout=15,
-                   message="honest data in, lies counted")
+        wait_until(
+            lambda: (
+                store.server_detail(HONEST)
+                and len(store.server_detail(HONEST).audit) >= 5
+                and (r := store.snapshot().server(HONEST))
+                and r.max_sessions == 4
+            ),
+            timeout=15,
+            message="honest data in, lies counted",
+        )
 
         def honest_picture() -> bool:
             snap = store.snapshot()
             detail = store.server_detail(HONEST)
             victim_row = next(r for r in snap.robots if r.robot_id == VICTIM)
-            return (all(a.outcome == "ok" and a.seq_id < 10_000 for a in detail.audit)
-                    and snap.server(HONEST).health != "draining" and snap.server(HONEST).max_sessions == 4
-                    and victim_row.state is RobotState.STREAMING)
+            return (
+                all(a.outcome == "ok" and a.seq_id < 10_000 for a in detail.audit)
+                and snap.server(HONEST).health != "draining"
+                and snap.server(HONEST).max_sessions == 4
+                and victim_row.state is RobotState.STREAMING
+            )
 
         assert honest_picture()
-        assert_never(lambda: not honest_picture(), 1.5, message="a lie reaching the honest replica's or the victim's row")
+        assert_never(
+            lambda: not honest_picture(), 1.5, message="a lie reaching the honest replica's or the victim's row"
+        )
         assert source.mismatched >= 4  # counted
         snap = store.snapshot()
         liar_row = next((r for r in snap.robots if r.robot_id == LIAR_ROBOT), None)
@@ -128,9 +165,11 @@ def test_robots_in_many_namespaces_cannot_grow_the_console_without_bound(router,
         import zenoh
 
         for i in range(n):  # BLOCK: a burst of puts must all arrive, whatever the box's load (the default drops)
-            s.put(ServiceKeys.for_service(f"org/sprawl-{i}", "main", "t").robot(f"r-sprawl-{i}", "telemetry"),
-                  encode(RobotTelemetry(client_uuid=f"r-sprawl-{i}", state="STREAMING")),
-                  congestion_control=zenoh.CongestionControl.BLOCK)
+            s.put(
+                ServiceKeys.for_service(f"org/sprawl-{i}", "main", "t").robot(f"r-sprawl-{i}", "telemetry"),
+                encode(RobotTelemetry(client_uuid=f"r-sprawl-{i}", state="STREAMING")),
+                congestion_control=zenoh.CongestionControl.BLOCK,
+            )
         wait_until(lambda: source.received >= base + n, timeout=15, message="every sample decoded")
         wait_until(lambda: source.admission.refused >= n - MAX_NAMESPACES, timeout=5, message="the overflow refused")
         snap = store.snapshot()

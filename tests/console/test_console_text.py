@@ -30,8 +30,15 @@ HOSTILE = "ok\x1b[2J\x1b]0;owned\x07\x9b31m\u202eevil\r\nFAKE LINE\t[bold red]ma
 
 
 def test_clean_reaches_every_string_of_a_message():
-    status = clean(ServerStatus(replica="gpu-0", model=ModelInfo(repo_or_path=HOSTILE), default_task=HOSTILE,
-                                action_names=[HOSTILE], sessions=[SessionInfo(session_id=HOSTILE, client_uuid="r")]))
+    status = clean(
+        ServerStatus(
+            replica="gpu-0",
+            model=ModelInfo(repo_or_path=HOSTILE),
+            default_task=HOSTILE,
+            action_names=[HOSTILE],
+            sessions=[SessionInfo(session_id=HOSTILE, client_uuid="r")],
+        )
+    )
     for text in (status.model.repo_or_path, status.default_task, status.action_names[0], status.sessions[0].session_id):
         assert not UNSAFE.search(text) and "[bold red]markup[/]" in text, repr(text)
 
@@ -41,7 +48,9 @@ def test_wire_markup_is_shown_as_literal_text():
     store = FleetStore()
     ns = Namespace("org/m", "main", "task [link=http://x]y[/link]")
     store.on_robot_alive("r-1", True, ns)
-    store.on_telemetry(clean(RobotTelemetry(client_uuid="r-1", state="STREAMING", model_id=HOSTILE, last_outcome=HOSTILE)), ns)
+    store.on_telemetry(
+        clean(RobotTelemetry(client_uuid="r-1", state="STREAMING", model_id=HOSTILE, last_outcome=HOSTILE)), ns
+    )
     row = store.snapshot().robots[0]
     line = "".join(text for text, _style in render.robot_cells(row))
     summary = render.robot_summary_text(store.robot_detail(row.row_key)).plain
@@ -58,12 +67,21 @@ def test_replayed_recordings_and_notes_are_cleaned_too(tmp_path):
 
     base = "@lerobot/m/main/t%1B%5B2J"  # a service name holding ESC [2J, percent-escaped in the key
     rec = tmp_path / "hostile.jsonl"
-    rec.write_text("\n".join(json.dumps(ev) for ev in (
-        {"t": 0.0, "kind": "alive", "key": f"{base}/robot/r1/alive", "alive": True},
-        {"t": 0.1, "kind": "telemetry", "key": f"{base}/robot/r1/telemetry",
-         "data": {"client_uuid": "r1", "state": "DEGRADED", "last_outcome": HOSTILE}},
-        {"t": 0.2, "kind": "bogus\x1b[2J", "key": f"{base}/robot/r1/telemetry"},
-    )))
+    rec.write_text(
+        "\n".join(
+            json.dumps(ev)
+            for ev in (
+                {"t": 0.0, "kind": "alive", "key": f"{base}/robot/r1/alive", "alive": True},
+                {
+                    "t": 0.1,
+                    "kind": "telemetry",
+                    "key": f"{base}/robot/r1/telemetry",
+                    "data": {"client_uuid": "r1", "state": "DEGRADED", "last_outcome": HOSTILE},
+                },
+                {"t": 0.2, "kind": "bogus\x1b[2J", "key": f"{base}/robot/r1/telemetry"},
+            )
+        )
+    )
     store = FleetStore()
     ReplaySource(rec, speed=0).start(store)
     snap = store.snapshot()
@@ -76,9 +94,18 @@ def test_csv_export_neutralises_formula_cells(tmp_path):
     store = FleetStore()
     ns = Namespace("org/m", "main", "task")
     store.on_robot_alive("r-1", True, ns)
-    store.on_telemetry(RobotTelemetry(client_uuid="r-1", state="STREAMING", model_id='=HYPERLINK("http://x","y")',
-                                      last_outcome="+1+cmd|' /C calc'!A0", replica="-2", session_id="@SUM(A1)",
-                                      rtt_p50_ms=-0.0), ns)
+    store.on_telemetry(
+        RobotTelemetry(
+            client_uuid="r-1",
+            state="STREAMING",
+            model_id='=HYPERLINK("http://x","y")',
+            last_outcome="+1+cmd|' /C calc'!A0",
+            replica="-2",
+            session_id="@SUM(A1)",
+            rtt_p50_ms=-0.0,
+        ),
+        ns,
+    )
     rows = [record(r) for r in store.snapshot().robots]
     [path] = write({"robots": rows}, tmp_path, "t", "csv")
     with path.open(newline="") as f:
@@ -106,8 +133,12 @@ def test_refusal_log_prints_no_escape_sequences():
         "abcd on Interface(lo)+CertCommonName(arm\x1b[31m-01) is unauthorized to put (ingress) on @lerobot/x\x1b]0;t\x07/y\n"
         "a passing line \x1b[2J\x9b5n with junk\n"
     )
-    out = subprocess.run([str(VENV_BIN / "python"), "-m", "lerobot_fleet.acl_log", "0"], input=lines.encode(),
-                         capture_output=True, timeout=30)
+    out = subprocess.run(
+        [str(VENV_BIN / "python"), "-m", "lerobot_fleet.acl_log", "0"],
+        input=lines.encode(),
+        capture_output=True,
+        timeout=30,
+    )
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode()
     assert "a passing line" in text and "ACL refused" in text, text
@@ -127,15 +158,27 @@ def test_status_cli_prints_no_escape_sequences(router, zenoh_client):
         seq = 0
         while not stop.wait(0.2):
             seq += 1
-            robot.publish_telemetry(RobotTelemetry(client_uuid="r-text", state="DEGRADED", replica="gpu\x1b[5m", seq=seq,
-                                                   last_outcome=HOSTILE, model_id=HOSTILE))
+            robot.publish_telemetry(
+                RobotTelemetry(
+                    client_uuid="r-text",
+                    state="DEGRADED",
+                    replica="gpu\x1b[5m",
+                    seq=seq,
+                    last_outcome=HOSTILE,
+                    model_id=HOSTILE,
+                )
+            )
 
     t = threading.Thread(target=publish, daemon=True)
     t.start()
     try:
         for extra in ([], ["--json"]):
-            out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "status", "--router", router.endpoint, "--wait", "2", *extra],
-                                 capture_output=True, text=True, timeout=60)
+            out = subprocess.run(
+                [str(VENV_BIN / "lerobot-fleet"), "status", "--router", router.endpoint, "--wait", "2", *extra],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert out.returncode == 0, out.stdout + out.stderr
             assert "r-text" in out.stdout and "gpu-text" in out.stdout, out.stdout
             assert not UNSAFE.search(out.stdout.replace("\n", "")), repr(out.stdout)

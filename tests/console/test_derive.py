@@ -39,17 +39,23 @@ def test_kept_figures_equal_a_fresh_build_while_only_some_robots_change():
     store.on_status(_status(1), NS)
     for i in range(6):
         store.on_robot_alive(f"arm-{i}", True, NS)
-        store.on_telemetry(RobotTelemetry(client_uuid=f"arm-{i}", state="STREAMING", replica="gpu-0", seq=0, staleness_s=0.1), NS)
+        store.on_telemetry(
+            RobotTelemetry(client_uuid=f"arm-{i}", state="STREAMING", replica="gpu-0", seq=0, staleness_s=0.1), NS
+        )
     derive = Derivation()
     first = derive.snapshot(store.capture())
     for n in range(1, 5):
         clock.advance(0.7)
-        store.on_telemetry(RobotTelemetry(client_uuid="arm-0", state="DEGRADED", replica="gpu-0", seq=n, staleness_s=0.2 * n), NS)
+        store.on_telemetry(
+            RobotTelemetry(client_uuid="arm-0", state="DEGRADED", replica="gpu-0", seq=n, staleness_s=0.2 * n), NS
+        )
         snap = derive.snapshot(store.capture())
         assert list(snap.robots) == _fresh(store)
     quiet = next(r for r in snap.robots if r.robot_id == "arm-5")
     assert quiet.seen_age_s == pytest.approx(first.robots[5].seen_age_s + 4 * 0.7)  # unchanged figures, ages still tick
-    assert next(r for r in snap.robots if r.robot_id == "arm-0").recent_staleness == pytest.approx((0.1, 0.2, 0.4, 0.6, 0.8))
+    assert next(r for r in snap.robots if r.robot_id == "arm-0").recent_staleness == pytest.approx(
+        (0.1, 0.2, 0.4, 0.6, 0.8)
+    )
 
 
 def test_a_waiting_robot_follows_the_servers_without_a_new_sample():
@@ -131,7 +137,12 @@ def test_every_field_of_a_row_comes_from_its_telemetry_by_name():
         True,
         (0.3,),
     )
-    assert row["ns"] == NS and row["row_key"] == robot_key(NS, "arm-1") and row["seen_age_s"] == 0.0 and row["waiting"] == ""
+    assert (
+        row["ns"] == NS
+        and row["row_key"] == robot_key(NS, "arm-1")
+        and row["seen_age_s"] == 0.0
+        and row["waiting"] == ""
+    )
 
 
 def test_rows_of_two_snapshots_are_distinct_objects():

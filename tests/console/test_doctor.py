@@ -24,8 +24,12 @@ TASK = "pick up the cube"
 
 
 def doctor(*args: str) -> tuple[int, str]:
-    p = subprocess.run(["timeout", "-s", "KILL", "120", str(VENV_BIN / "lerobot-fleet"), "doctor", *args],
-                       capture_output=True, text=True, timeout=130)
+    p = subprocess.run(
+        ["timeout", "-s", "KILL", "120", str(VENV_BIN / "lerobot-fleet"), "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=130,
+    )
     return p.returncode, p.stdout + p.stderr
 
 
@@ -45,7 +49,9 @@ def fleet(tmp_path_factory):
     """A router and one server (1 session max) for the policy; the model path is the namespace's model id."""
     model = save_tiny_act(tmp_path_factory.mktemp("doctor") / "act", seed=1)
     router = Router().start()
-    server = policy_server(model, TASK, router.endpoint, "--max_sessions=1", "--replica_id=cube-1", max_seconds=600, wait=False)
+    server = policy_server(
+        model, TASK, router.endpoint, "--max_sessions=1", "--replica_id=cube-1", max_seconds=600, wait=False
+    )
     try:
         server.wait_for(SERVER_READY, timeout=120)
         yield router, model
@@ -72,10 +78,32 @@ def test_good_setup_is_all_green(fleet):
     report = json.loads(out)
     assert rc == 0 and report["ok"] is True
     replica = report["services"][0]["replicas"][0]
-    assert {k: replica[k] for k in ("replica", "health", "active_sessions", "max_sessions", "free_sessions", "load", "room",
-                                    "room_limit", "requests_per_s", "rate_source")} == {
-        "replica": "cube-1", "health": "ok", "active_sessions": 0, "max_sessions": 1, "free_sessions": 1, "load": 0.0, "room": 1,
-        "room_limit": "cap", "requests_per_s": 0.0, "rate_source": "server"}
+    assert {
+        k: replica[k]
+        for k in (
+            "replica",
+            "health",
+            "active_sessions",
+            "max_sessions",
+            "free_sessions",
+            "load",
+            "room",
+            "room_limit",
+            "requests_per_s",
+            "rate_source",
+        )
+    } == {
+        "replica": "cube-1",
+        "health": "ok",
+        "active_sessions": 0,
+        "max_sessions": 1,
+        "free_sessions": 1,
+        "load": 0.0,
+        "room": 1,
+        "room_limit": "cap",
+        "requests_per_s": 0.0,
+        "rate_source": "server",
+    }
     assert replica["n_max"] is None or replica["n_max"] > 1  # unknown until the replica has served a request
 
 
@@ -92,8 +120,10 @@ def test_wrong_task_points_at_the_closest_service(fleet):
     rc, out = doctor("--router", router.endpoint, *robot_args(model, task="pick up the cub"))
     assert rc == 1
     bad = line(out, "FAIL", "namespace")
-    assert bad == (f"FAIL  namespace     no server serves model '{model}' revision 'main' task 'pick up the cub'; closest: "
-                   f"model '{model}' revision 'main' task '{TASK}': 1 replica, 1 free session")
+    assert bad == (
+        f"FAIL  namespace     no server serves model '{model}' revision 'main' task 'pick up the cub'; closest: "
+        f"model '{model}' revision 'main' task '{TASK}': 1 replica, 1 free session"
+    )
     assert fix_after(out, bad) == f"fix: use it: --task='{TASK}' (or --inference.service_task='{TASK}')"
 
 
@@ -103,8 +133,10 @@ def test_robot_type_that_does_not_fit_gets_the_contract_fix(fleet):
     assert rc == 1
     line(out, "PASS", "namespace")
     bad = line(out, "FAIL", "capabilities")
-    assert bad.endswith("(action_mismatch): Action name/order mismatch between server policy and this robot: the policy "
-                        "outputs 6 actions, the robot has 3 (['x.vel', 'y.vel', 'theta.vel'])")
+    assert bad.endswith(
+        "(action_mismatch): Action name/order mismatch between server policy and this robot: the policy "
+        "outputs 6 actions, the robot has 3 (['x.vel', 'y.vel', 'theta.vel'])"
+    )
     assert fix_after(out, bad).startswith("fix: run the robot type the policy was trained on (same joints, same order)")
 
 
@@ -127,7 +159,10 @@ def test_full_server(fleet):
         assert rc == 1
         line(out, "PASS", "capabilities")
         bad = line(out, "FAIL", "free session")
-        assert bad == "FAIL  free session  no replica has a free session (replica cube-1: server full: 1/1 sessions active)"
+        assert (
+            bad
+            == "FAIL  free session  no replica has a free session (replica cube-1: server full: 1/1 sessions active)"
+        )
         assert fix_after(out, bad).startswith("fix: wait for a free session, start another replica of this server")
         assert "replica cube-1: full, 1/1 sessions, room +0 cap, N_max " in out
         token.undeclare()
@@ -140,8 +175,10 @@ def test_router_down():
     rc, out = doctor("--router", endpoint)
     assert rc == 1
     bad = line(out, "FAIL", "router")
-    assert bad == (f"FAIL  router        nothing listens at {endpoint} (connection refused): start the router there "
-                   f"(lerobot-fleet router --listen {endpoint}) or fix --router")
+    assert bad == (
+        f"FAIL  router        nothing listens at {endpoint} (connection refused): start the router there "
+        f"(lerobot-fleet router --listen {endpoint}) or fix --router"
+    )
     assert fix_after(out, bad) == "fix: start the router (lerobot-fleet router --listen <endpoint>) or fix --router"
 
 
@@ -157,8 +194,16 @@ def test_tls_wrong_ca_and_missing_client_certificate(tmp_path):
         _ca(tmp_path, name)
     _leaf(tmp_path, "router", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
     _leaf(tmp_path, "robot-01", "ca", "extendedKeyUsage=clientAuth\n")
-    router = Router(extra=["--tls-cert", str(tmp_path / "router.pem"), "--tls-key", str(tmp_path / "router.key"),
-                           "--tls-ca", str(tmp_path / "ca.pem")])
+    router = Router(
+        extra=[
+            "--tls-cert",
+            str(tmp_path / "router.pem"),
+            "--tls-key",
+            str(tmp_path / "router.key"),
+            "--tls-ca",
+            str(tmp_path / "ca.pem"),
+        ]
+    )
     router.endpoint = f"tls/127.0.0.1:{router.port}"
     router.start()
     client = ["--tls-cert", str(tmp_path / "robot-01.pem"), "--tls-key", str(tmp_path / "robot-01.key")]
@@ -166,8 +211,10 @@ def test_tls_wrong_ca_and_missing_client_certificate(tmp_path):
         rc, out = doctor("--router", router.endpoint, "--tls-ca", str(tmp_path / "rogue-ca.pem"), *client)
         assert rc == 1
         bad = line(out, "FAIL", "tls")
-        assert bad.startswith(f"FAIL  tls           the router's certificate at {router.endpoint} does not verify against "
-                              f"--tls-ca {tmp_path / 'rogue-ca.pem'} (")
+        assert bad.startswith(
+            f"FAIL  tls           the router's certificate at {router.endpoint} does not verify against "
+            f"--tls-ca {tmp_path / 'rogue-ca.pem'} ("
+        )
         assert fix_after(out, bad).startswith("fix: pass --tls-ca the CA (PEM) that signed the router's certificate")
 
         rc, out = doctor("--router", router.endpoint, "--tls-ca", str(tmp_path / "ca.pem"))

@@ -15,7 +15,9 @@ def verdict(exc: HandshakeError) -> list[tuple[str, str, str]]:
 
 
 def test_a_full_service_passes_the_contract_and_fails_the_free_session():
-    exc = HandshakeError("replica cube-1: server full: 1/1 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL)
+    exc = HandshakeError(
+        "replica cube-1: server full: 1/1 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL
+    )
     assert verdict(exc) == [("capabilities", PASS, ""), ("free session", FAIL, contract_advice(Refusal.SERVER_FULL))]
 
 
@@ -27,7 +29,9 @@ def test_every_replica_draining():
 
 
 def test_a_contract_refusal_fails_the_capabilities_with_its_advice():
-    exc = HandshakeError("session refused by replica a (action_mismatch): ...", fatal=True, code=Refusal.ACTION_MISMATCH)
+    exc = HandshakeError(
+        "session refused by replica a (action_mismatch): ...", fatal=True, code=Refusal.ACTION_MISMATCH
+    )
     assert verdict(exc) == [("capabilities", FAIL, contract_advice(Refusal.ACTION_MISMATCH))]
 
 
@@ -40,7 +44,11 @@ def test_the_text_alone_decides_nothing():
 
 
 def test_every_replica_cordoned_passes_the_contract_and_names_uncordon():
-    exc = HandshakeError("replica cube-1: replica cube-1 is cordoned: it admits no new sessions; try another replica", fatal=False,
-                         code=Refusal.REFUSED, last=Refusal.CORDONED)
+    exc = HandshakeError(
+        "replica cube-1: replica cube-1 is cordoned: it admits no new sessions; try another replica",
+        fatal=False,
+        code=Refusal.REFUSED,
+        last=Refusal.CORDONED,
+    )
     assert verdict(exc) == [("capabilities", PASS, ""), ("free session", FAIL, contract_advice(Refusal.CORDONED))]
     assert "lerobot-fleet uncordon REPLICA" in contract_advice(Refusal.CORDONED)

@@ -18,9 +18,22 @@ KEYS = ServiceKeys.for_service("org/act", "main", "pick up")
 
 
 def tel(**kw) -> RobotTelemetry:
-    base = dict(client_uuid="robot-217", state="DEGRADED", staleness_s=0.42, queue_s=0.3, rtt_p50_ms=120.0, rtt_p95_ms=300.0,
-                network_ms_p50=35.0, queue_wait_ms_p50=5.0, inference_ms_p50=80.0, requests=40, errors=2, fallback_count=3,
-                action_order="unchecked", episode_id=4)
+    base = dict(
+        client_uuid="robot-217",
+        state="DEGRADED",
+        staleness_s=0.42,
+        queue_s=0.3,
+        rtt_p50_ms=120.0,
+        rtt_p95_ms=300.0,
+        network_ms_p50=35.0,
+        queue_wait_ms_p50=5.0,
+        inference_ms_p50=80.0,
+        requests=40,
+        errors=2,
+        fallback_count=3,
+        action_order="unchecked",
+        episode_id=4,
+    )
     return RobotTelemetry(**{**base, **kw})
 
 
@@ -76,8 +89,11 @@ def test_exporter_cli_serves_robot_telemetry_from_the_router(router, zenoh_clien
     from lerobot_policy_remote.testing.fake_robot import FakeRobot
 
     port = free_port()
-    proc = Proc([tool("lerobot-fleet"), "exporter", "--router", router.endpoint, "--listen", f"127.0.0.1:{port}"],
-                name="exporter", max_seconds=120)
+    proc = Proc(
+        [tool("lerobot-fleet"), "exporter", "--router", router.endpoint, "--listen", f"127.0.0.1:{port}"],
+        name="exporter",
+        max_seconds=120,
+    )
     try:
         up = proc.wait_for("Robot telemetry exporter up", timeout=60)
         assert f"metrics=http://127.0.0.1:{port}/metrics" in up
@@ -89,7 +105,9 @@ def test_exporter_cli_serves_robot_telemetry_from_the_router(router, zenoh_clien
             return text if sample(text, "lerobot_robot_network_seconds", client="robot-217") is not None else None
 
         text = wait_until(scraped, timeout=30, message="robot-217's telemetry on the exporter's /metrics")
-        assert sample(text, "lerobot_robot_staleness_seconds", client="robot-217", service="pick up") == pytest.approx(0.42)
+        assert sample(text, "lerobot_robot_staleness_seconds", client="robot-217", service="pick up") == pytest.approx(
+            0.42
+        )
     finally:
         proc.stop()
 

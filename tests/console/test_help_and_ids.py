@@ -29,8 +29,12 @@ async def test_a_robot_id_and_its_order_mark_are_not_cut_at_200_columns():
     ns = Namespace("lerobot/act_pick_place", "main", "pick up the cube")
     async with app.run_test(size=(200, 50)) as pilot:
         app.store.on_robot_alive("sim-arm-01", True, ns)
-        app.store.on_telemetry(RobotTelemetry(client_uuid="sim-arm-01", state="STREAMING", replica="gpu-a-0", action_order="unchecked",
-                                              seq=1), ns)
+        app.store.on_telemetry(
+            RobotTelemetry(
+                client_uuid="sim-arm-01", state="STREAMING", replica="gpu-a-0", action_order="unchecked", seq=1
+            ),
+            ns,
+        )
         await until(pilot, lambda: "sim-arm-01 ?order " in screen_text(app), 5, "the whole id and its mark", tick=True)
 
 
@@ -41,8 +45,13 @@ async def test_a_long_robot_id_is_shown_whole_when_the_terminal_has_room():
     long_id = "warehouse-b-arm-0017-left"
     async with app.run_test(size=(200, 50)) as pilot:
         app.store.on_robot_alive(long_id, True, ns)
-        app.store.on_telemetry(RobotTelemetry(client_uuid=long_id, state="STREAMING", replica="gpu-a-0", action_order="unchecked", seq=1), ns)
-        await until(pilot, lambda: f"{long_id} ?order " in screen_text(app), 5, "the whole long id and its mark", tick=True)
+        app.store.on_telemetry(
+            RobotTelemetry(client_uuid=long_id, state="STREAMING", replica="gpu-a-0", action_order="unchecked", seq=1),
+            ns,
+        )
+        await until(
+            pilot, lambda: f"{long_id} ?order " in screen_text(app), 5, "the whole long id and its mark", tick=True
+        )
         header = next(line for line in screen_text(app).splitlines() if "robot" in line and "state" in line)
         assert header.index("state") - header.index("robot") == len(long_id) + len(" ?order") + 2  # the column widened
     narrow = make_app()

@@ -34,18 +34,40 @@ def fleet(router, tmp_path_factory):
     procs: dict[str, Proc] = {}
     try:
         for replica in REPLICAS:
-            procs[replica] = policy_server(model, task, router.endpoint, f"--replica_id={replica}", "--max_sessions=3",
-                                           "--session_grace_s=2", name=replica, health_port=free_port(), max_seconds=900, wait=False)
+            procs[replica] = policy_server(
+                model,
+                task,
+                router.endpoint,
+                f"--replica_id={replica}",
+                "--max_sessions=3",
+                "--session_grace_s=2",
+                name=replica,
+                health_port=free_port(),
+                max_seconds=900,
+                wait=False,
+            )
         for replica in REPLICAS:
             procs[replica].wait_for(SERVER_READY, timeout=300)
         for robot in ROBOTS:
             procs[robot] = Proc(
-                [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                 f"--policy.path={model}", f"--task={task}", "--duration=600", "--fps=30",
-                 f"--inference.connect_endpoint={router.endpoint}", f"--inference.client_uuid={robot}",
-                 "--inference.request_timeout_s=3", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=400",
-                 "--return_to_initial_position=false"],
-                name=robot, max_seconds=900,
+                [
+                    str(VENV_BIN / "lerobot-rollout"),
+                    "--strategy.type=base",
+                    "--inference.type=remote",
+                    "--robot.type=sim_arm",
+                    f"--policy.path={model}",
+                    f"--task={task}",
+                    "--duration=600",
+                    "--fps=30",
+                    f"--inference.connect_endpoint={router.endpoint}",
+                    f"--inference.client_uuid={robot}",
+                    "--inference.request_timeout_s=3",
+                    "--inference.reconnect_max_backoff_s=1",
+                    "--inference.max_offline_s=400",
+                    "--return_to_initial_position=false",
+                ],
+                name=robot,
+                max_seconds=900,
             )
         for robot in ROBOTS:
             procs[robot].wait_for("executing session_id=", timeout=300)
@@ -59,8 +81,12 @@ def fleet(router, tmp_path_factory):
 async def test_drain_with_the_other_replica_nearly_full(fleet):
     settings = ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=2000)
     rules = AlertRules(fault_s=3.0, staleness_s=0, error_rate=0, rtt_p95_ms=0, server_load=0)  # only the fault rule
-    app = FleetConsoleApp(ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest",
-                          alert_rules=rules)
+    app = FleetConsoleApp(
+        ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0),
+        refresh_s=0.5,
+        operator="pytest",
+        alert_rules=rules,
+    )
     async with app.run_test(size=(150, 45)) as pilot:
         snap = app.current_snapshot
 
@@ -70,9 +96,20 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
         def robots():
             return {r.robot_id: r for r in snap().robots if r.robot_id in ROBOTS}
 
-        await until(pilot, lambda: len(robots()) == 4 and all(r.state is RobotState.STREAMING for r in robots().values()), 60,
-                    "four robots streaming", tick=True)
-        await until(pilot, lambda: sum(s.active_sessions for s in servers().values()) == 4, 30, "four sessions on two replicas", tick=True)
+        await until(
+            pilot,
+            lambda: len(robots()) == 4 and all(r.state is RobotState.STREAMING for r in robots().values()),
+            60,
+            "four robots streaming",
+            tick=True,
+        )
+        await until(
+            pilot,
+            lambda: sum(s.active_sessions for s in servers().values()) == 4,
+            30,
+            "four sessions on two replicas",
+            tick=True,
+        )
         # drain the fuller replica (whatever the placement): its robots fill the other, one is left waiting
         placed = {rep: {r.robot_id for r in robots().values() if r.replica == rep} for rep in REPLICAS}
         drained, spare = sorted(REPLICAS, key=lambda rep: -len(placed[rep]))
@@ -84,14 +121,23 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
         await pilot.press("d")
         await pilot.pause()
         await pilot.press("y")
-        await until(pilot, lambda: app.last_result[0].startswith(f"drain {drained}: ok"), 20, "drain acknowledged", tick=True)
+        await until(
+            pilot, lambda: app.last_result[0].startswith(f"drain {drained}: ok"), 20, "drain acknowledged", tick=True
+        )
         assert fleet["procs"][drained].wait(120) == 0
 
         # moved robots stream on the spare, which is full; exactly one robot waits and says why
         await until(pilot, lambda: servers()[drained].health == "gone", 30, f"{drained} gone", tick=True)
-        await until(pilot, lambda: servers()[spare].active_sessions == 3
-                    and sum(1 for r in robots().values() if r.replica == spare and r.state is RobotState.STREAMING) == 3, 90,
-                    f"{spare} full with three streaming robots", tick=True)
+        await until(
+            pilot,
+            lambda: (
+                servers()[spare].active_sessions == 3
+                and sum(1 for r in robots().values() if r.replica == spare and r.state is RobotState.STREAMING) == 3
+            ),
+            90,
+            f"{spare} full with three streaming robots",
+            tick=True,
+        )
         moved = {r.robot_id for r in robots().values() if r.replica == spare} - placed[spare]
         assert moved and moved <= placed[drained], f"robots moved from {drained} to {spare}: {moved}"
         await until(pilot, lambda: [r for r in robots().values() if r.waiting], 60, "a waiting robot", tick=True)
@@ -115,14 +161,29 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
 
         # the waiting robot's fault alert opens ...
         key = waiting[0].key
-        await until(pilot, lambda: ("fault", key) in {x.key for x in app.alerts.listing() if x.cleared_s is None}, 30, "fault alert open",
-                    tick=True)
+        await until(
+            pilot,
+            lambda: ("fault", key) in {x.key for x in app.alerts.listing() if x.cleared_s is None},
+            30,
+            "fault alert open",
+            tick=True,
+        )
         # ... and clears when a seat frees up: stop one robot on the spare; the waiting robot takes its place
         leaving = sorted(r.robot_id for r in robots().values() if r.replica == spare)[0]
         fleet["procs"][leaving].stop()
-        await until(pilot, lambda: robots()[waiting[0].robot_id].state is RobotState.STREAMING, 120, "the waiting robot streaming",
-                    tick=True)
-        await until(pilot, lambda: any(x.key == ("fault", key) and x.cleared_s is not None for x in app.alerts.listing()), 20,
-                    "fault alert cleared", tick=True)
+        await until(
+            pilot,
+            lambda: robots()[waiting[0].robot_id].state is RobotState.STREAMING,
+            120,
+            "the waiting robot streaming",
+            tick=True,
+        )
+        await until(
+            pilot,
+            lambda: any(x.key == ("fault", key) and x.cleared_s is not None for x in app.alerts.listing()),
+            20,
+            "fault alert cleared",
+            tick=True,
+        )
         events = [e.text for e in app.view.events if e.kind == "alert"]
         assert any(f"alert cleared: {waiting[0].robot_id} fault" in t for t in events)

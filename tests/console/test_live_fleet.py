@@ -35,17 +35,31 @@ def fleet(router, tmp_path_factory):
     model = save_tiny_act(tmp_path_factory.mktemp("console_act") / "act", seed=3)
     task = f"console pick {uuid.uuid4().hex[:6]}"
     health = free_port()
-    server = policy_server(model, task, router.endpoint, f"--replica_id={REPLICA}", health_port=health, max_seconds=400, wait=False)
+    server = policy_server(
+        model, task, router.endpoint, f"--replica_id={REPLICA}", health_port=health, max_seconds=400, wait=False
+    )
     rollout = None
     try:
         server.wait_for(SERVER_READY, timeout=150)
         rollout = Proc(
-            [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-             f"--policy.path={model}", f"--task={task}", "--duration=300", "--fps=30",
-             f"--inference.connect_endpoint={router.endpoint}", f"--inference.client_uuid={ROBOT}",
-             "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=120",
-             "--return_to_initial_position=false"],
-            name="rollout", max_seconds=400,
+            [
+                str(VENV_BIN / "lerobot-rollout"),
+                "--strategy.type=base",
+                "--inference.type=remote",
+                "--robot.type=sim_arm",
+                f"--policy.path={model}",
+                f"--task={task}",
+                "--duration=300",
+                "--fps=30",
+                f"--inference.connect_endpoint={router.endpoint}",
+                f"--inference.client_uuid={ROBOT}",
+                "--inference.request_timeout_s=2",
+                "--inference.reconnect_max_backoff_s=1",
+                "--inference.max_offline_s=120",
+                "--return_to_initial_position=false",
+            ],
+            name="rollout",
+            max_seconds=400,
         )
         rollout.wait_for("executing session_id=", timeout=150)
         yield {"router": router, "server": server, "rollout": rollout, "health": health}
@@ -100,15 +114,25 @@ def test_a_healthy_robot_opens_no_alert_with_the_default_rules(fleet):
     source = ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0)
     source.start(store)
     try:
+
         def robot():
             return next((r for r in store.snapshot().robots if r.robot_id == ROBOT), None)
 
-        wait_until(lambda: robot() is not None and robot().state is RobotState.STREAMING and len(robot().recent_staleness) >= 3, 30,
-                   message="the robot streaming with a few telemetry samples")
+        wait_until(
+            lambda: (
+                robot() is not None and robot().state is RobotState.STREAMING and len(robot().recent_staleness) >= 3
+            ),
+            30,
+            message="the robot streaming with a few telemetry samples",
+        )
         assert robot().max_action_age_s == 3.0
         book = AlertBook()
-        assert_never(lambda: [a.message for a in book.update(store.snapshot(), store.clock())[0] if a.name == ROBOT], 15, 0.5,
-                     "an alert on a healthy robot")
+        assert_never(
+            lambda: [a.message for a in book.update(store.snapshot(), store.clock())[0] if a.name == ROBOT],
+            15,
+            0.5,
+            "an alert on a healthy robot",
+        )
     finally:
         source.stop()
 
@@ -123,25 +147,58 @@ def test_console_in_a_real_terminal(fleet, tmp_path):
     assert tmux, "tmux is required for the end-to-end console check (apt-get install -y tmux)"
     name = f"fleet-{uuid.uuid4().hex[:8]}"
     sock = str(tmp_path / "tmux.sock")
-    subprocess.run([tmux, "-S", sock, "new-session", "-d", "-s", name, "-x", "160", "-y", "45",
-                    f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console --router {fleet['router'].endpoint} --read-only"], check=True, timeout=10)
+    subprocess.run(
+        [
+            tmux,
+            "-S",
+            sock,
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "160",
+            "-y",
+            "45",
+            f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console --router {fleet['router'].endpoint} --read-only",
+        ],
+        check=True,
+        timeout=10,
+    )
     try:
         screens = [""]
 
         def ready() -> bool:
-            screens[0] = subprocess.run([tmux, "-S", sock, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10).stdout
+            screens[0] = subprocess.run(
+                [tmux, "-S", sock, "capture-pane", "-p", "-t", name], capture_output=True, text=True, timeout=10
+            ).stdout
             return all(text in screens[0] for text in (ROBOT, REPLICA, " CONNECTED ", "STREAMING"))
 
         try:
-            wait_until(ready, timeout=40, interval=0.5, message="the robot STREAMING and the replica on a CONNECTED console")
+            wait_until(
+                ready, timeout=40, interval=0.5, message="the robot STREAMING and the replica on a CONNECTED console"
+            )
         except AssertionError as exc:
-            size = subprocess.run([tmux, "-S", sock, "display", "-p", "-t", name, "#{window_width}x#{window_height}"],
-                                  capture_output=True, text=True, timeout=10).stdout
+            size = subprocess.run(
+                [tmux, "-S", sock, "display", "-p", "-t", name, "#{window_width}x#{window_height}"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout
             raise AssertionError(f"{exc}\npane {size}{screens[0]}") from None
         assert "READ-ONLY" in screens[0] and "Drain server" not in screens[0]
         subprocess.run([tmux, "-S", sock, "send-keys", "-t", name, "q"], check=True, timeout=10)
-        wait_until(lambda: subprocess.run([tmux, "-S", sock, "has-session", "-t", name], capture_output=True, timeout=10).returncode != 0,
-                   timeout=15, interval=0.3, message="the console quitting on q")
+        wait_until(
+            lambda: (
+                subprocess.run(
+                    [tmux, "-S", sock, "has-session", "-t", name], capture_output=True, timeout=10
+                ).returncode
+                != 0
+            ),
+            timeout=15,
+            interval=0.3,
+            message="the console quitting on q",
+        )
     finally:
         subprocess.run([tmux, "-S", sock, "kill-server"], capture_output=True, timeout=10)
 
@@ -149,7 +206,9 @@ def test_console_in_a_real_terminal(fleet, tmp_path):
 @sync
 async def test_console_resets_a_robot_and_drains_the_server(fleet):
     settings = ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=2000)
-    app = FleetConsoleApp(ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest")
+    app = FleetConsoleApp(
+        ZenohSource(settings, status_period_s=1.0, scrape_period_s=1.0), refresh_s=0.5, operator="pytest"
+    )
     async with app.run_test(size=(150, 45)) as pilot:
         store = app.store
 
@@ -159,8 +218,20 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         def server():
             return store.snapshot().server(REPLICA)
 
-        await until(pilot, lambda: robot() is not None and robot().state is RobotState.STREAMING, 30, "robot streaming", tick=True)
-        await until(pilot, lambda: server() is not None and server().requests_per_s is not None, 30, "server metrics scraped", tick=True)
+        await until(
+            pilot,
+            lambda: robot() is not None and robot().state is RobotState.STREAMING,
+            30,
+            "robot streaming",
+            tick=True,
+        )
+        await until(
+            pilot,
+            lambda: server() is not None and server().requests_per_s is not None,
+            30,
+            "server metrics scraped",
+            tick=True,
+        )
         assert server().n_max is not None and server().active_sessions == 1
         assert store.snapshot().connection == "connected"
 
@@ -172,7 +243,9 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         await pilot.press("r")
         await pilot.pause()
         await pilot.press("y")
-        await until(pilot, lambda: app.last_result[0].startswith(f"reset {ROBOT}: ok"), 15, "reset acknowledged", tick=True)
+        await until(
+            pilot, lambda: app.last_result[0].startswith(f"reset {ROBOT}: ok"), 15, "reset acknowledged", tick=True
+        )
         assert f"episode now {ep + 1}" in app.last_result[0]
         await until(pilot, lambda: robot().episode_id == ep + 1, 10, "telemetry shows the new episode", tick=True)
 
@@ -184,7 +257,9 @@ async def test_console_resets_a_robot_and_drains_the_server(fleet):
         await pilot.pause()
         assert ROBOT in screen_text(app)  # the dialog names the session that will move
         await pilot.press("y")
-        await until(pilot, lambda: app.last_result[0].startswith(f"drain {REPLICA}: ok"), 15, "drain acknowledged", tick=True)
+        await until(
+            pilot, lambda: app.last_result[0].startswith(f"drain {REPLICA}: ok"), 15, "drain acknowledged", tick=True
+        )
         assert "1 session(s) affected" in app.last_result[0]
         assert fleet["server"].wait(60) == 0, fleet["server"].output()[-2000:]
         await until(pilot, lambda: server().health == "gone", 20, "server marked gone", tick=True)

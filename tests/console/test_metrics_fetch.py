@@ -69,20 +69,23 @@ def http_server(kind: str) -> Iterator[tuple[str, list[float]]]:
         srv.server_close()
 
 
-@pytest.mark.parametrize("url, ok", [
-    ("http://10.0.0.5:9100/metrics", True),
-    ("https://gpu-3.lab:8443/metrics", True),
-    ("http://10.0.0.5/metrics", False),  # no port
-    ("http://10.0.0.5:9100/admin", False),
-    ("http://10.0.0.5:9100/metrics/", False),
-    ("http://10.0.0.5:9100/metrics?x=1", False),
-    ("http://10.0.0.5:9100/metrics#f", False),
-    ("http://user:pw@10.0.0.5:9100/metrics", False),
-    ("file:///etc/passwd", False),
-    ("gopher://10.0.0.5:70/metrics", False),
-    ("http://10.0.0.5:99999/metrics", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "url, ok",
+    [
+        ("http://10.0.0.5:9100/metrics", True),
+        ("https://gpu-3.lab:8443/metrics", True),
+        ("http://10.0.0.5/metrics", False),  # no port
+        ("http://10.0.0.5:9100/admin", False),
+        ("http://10.0.0.5:9100/metrics/", False),
+        ("http://10.0.0.5:9100/metrics?x=1", False),
+        ("http://10.0.0.5:9100/metrics#f", False),
+        ("http://user:pw@10.0.0.5:9100/metrics", False),
+        ("file:///etc/passwd", False),
+        ("gopher://10.0.0.5:70/metrics", False),
+        ("http://10.0.0.5:99999/metrics", False),
+        ("", False),
+    ],
+)
 def test_metrics_url_shape(url, ok):
     host, port, why = check_metrics_url(url)
     assert (why == "") is ok, why
@@ -102,8 +105,12 @@ def test_a_replica_keeps_its_advertised_host_and_cannot_take_anothers():
 
 
 def test_fetch_is_bounded_in_bytes_and_time():
-    with httpx.Client() as client, http_server("healthy") as (ok_url, _), http_server("trickle") as (slow_url, _), \
-            http_server("huge") as (huge_url, _):
+    with (
+        httpx.Client() as client,
+        http_server("healthy") as (ok_url, _),
+        http_server("trickle") as (slow_url, _),
+        http_server("huge") as (huge_url, _),
+    ):
         values, err = fetch_metrics(client, ok_url + "/metrics")
         assert err == "" and values == {"requests_total": 42.0}
         t0 = time.monotonic()
@@ -120,11 +127,16 @@ def test_one_slow_server_never_delays_anothers_scrape():
     server is scraped every round, on time."""
     got: dict[str, list[tuple[float, str]]] = {"ok": [], "slow": [], "huge": []}
     targets = MetricsTargets()
-    with http_server("healthy") as (ok_url, ok_hits), http_server("trickle") as (slow_url, _), \
-            http_server("huge") as (huge_url, _):
+    with (
+        http_server("healthy") as (ok_url, ok_hits),
+        http_server("trickle") as (slow_url, _),
+        http_server("huge") as (huge_url, _),
+    ):
         for name, base in (("slow", slow_url), ("huge", huge_url), ("ok", ok_url)):
             assert targets.offer(name, base + "/metrics") == ""
-        scraper = Scraper(targets, lambda r, v, e: got[r].append((time.monotonic(), e)), deadline_s=1.5, max_bytes=500_000)
+        scraper = Scraper(
+            targets, lambda r, v, e: got[r].append((time.monotonic(), e)), deadline_s=1.5, max_bytes=500_000
+        )
         try:
             start = time.monotonic()
             rounds = 0
@@ -149,8 +161,11 @@ def test_one_slow_server_never_delays_anothers_scrape():
 def test_console_source_scrapes_healthy_servers_and_refuses_bad_urls(router, zenoh_client):
     keys = ServiceKeys.for_service("org/metrics-rules", "main", "scrape")
     s = zenoh_client()
-    with http_server("healthy") as (ok_url, ok_hits), http_server("trickle") as (slow_url, _), \
-            http_server("healthy") as (other_url, other_hits):
+    with (
+        http_server("healthy") as (ok_url, ok_hits),
+        http_server("trickle") as (slow_url, _),
+        http_server("healthy") as (other_url, other_hits),
+    ):
         servers = [
             FakeServer(s, keys, replica="m-ok", serve_obs=False, metrics_url=ok_url + "/metrics"),
             FakeServer(s, keys, replica="m-slow", serve_obs=False, metrics_url=slow_url + "/metrics"),
@@ -158,17 +173,26 @@ def test_console_source_scrapes_healthy_servers_and_refuses_bad_urls(router, zen
             FakeServer(s, keys, replica="m-moves", serve_obs=False, metrics_url=other_url + "/metrics"),
         ]
         store = FleetStore()
-        source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[router.endpoint], connect_timeout_ms=1000),
-                             status_period_s=0.3, scrape_period_s=0.3)
+        source = ZenohSource(
+            ZenohSettings(mode="client", connect_endpoints=[router.endpoint], connect_timeout_ms=1000),
+            status_period_s=0.3,
+            scrape_period_s=0.3,
+        )
         source.start(store)
         try:
-            wait_until(lambda: (r := store.snapshot().server("m-ok")) and r.requests_per_s is not None, timeout=15,
-                       message="m-ok scraped twice")
+            wait_until(
+                lambda: (r := store.snapshot().server("m-ok")) and r.requests_per_s is not None,
+                timeout=15,
+                message="m-ok scraped twice",
+            )
             moved_hits = wait_until(lambda: len(other_hits), timeout=10, message="m-moves scraped at its first host")
             # m-moves now names another host (same port): refused, and no longer fetched
             servers[3].metrics_url = other_url.replace("127.0.0.1", "localhost") + "/metrics"
-            wait_until(lambda: "advertised host" in store.snapshot().server("m-moves").metrics_error, timeout=10,
-                       message="the moved URL refused")
+            wait_until(
+                lambda: "advertised host" in store.snapshot().server("m-moves").metrics_error,
+                timeout=10,
+                message="the moved URL refused",
+            )
             n_ok = len(ok_hits)
             time.sleep(1.5)  # a fixed window to count m-ok's scrapes in (a rate, not a condition)
             assert len(ok_hits) >= n_ok + 3  # on time (every 0.3 s) while m-slow trickles

@@ -104,7 +104,13 @@ def test_server_rate_capacity_and_audit_tail():
     clock.advance(2.0)
     store.on_metrics("gpu-0", {"requests_total": 108.0, "errors_total": 1.0})
     for i in range(80):
-        store.on_audit(AuditLine(ts="t", session_id="s0", client_uuid="r0", seq_id=i, episode_id=0, queue_wait_ms=1, inference_ms=20), "gpu-0", NS)
+        store.on_audit(
+            AuditLine(
+                ts="t", session_id="s0", client_uuid="r0", seq_id=i, episode_id=0, queue_wait_ms=1, inference_ms=20
+            ),
+            "gpu-0",
+            NS,
+        )
     row = store.snapshot().server("gpu-0")
     assert row.requests_per_s == pytest.approx(4.0)
     assert row.health == "ok" and row.errors == 1.0

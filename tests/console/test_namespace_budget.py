@@ -37,13 +37,20 @@ def test_one_robot_in_many_namespaces_cannot_hide_the_robots_after_it(router, ze
     s = zenoh_client()
     tag = uuid.uuid4().hex[:6]
     store = FleetStore()
-    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[router.endpoint], connect_timeout_ms=1000,
-                                       retry_period_max_ms=300), status_period_s=0.3, scrape_period_s=0.5)
+    source = ZenohSource(
+        ZenohSettings(
+            mode="client", connect_endpoints=[router.endpoint], connect_timeout_ms=1000, retry_period_max_ms=300
+        ),
+        status_period_s=0.3,
+        scrape_period_s=0.5,
+    )
     source.start(store)
 
     def put(robot: str, model: str) -> None:
-        s.put(ServiceKeys.for_service(model, "main", "t").robot(robot, "telemetry"),
-              encode(RobotTelemetry(client_uuid=robot, state="STREAMING")))
+        s.put(
+            ServiceKeys.for_service(model, "main", "t").robot(robot, "telemetry"),
+            encode(RobotTelemetry(client_uuid=robot, state="STREAMING")),
+        )
 
     try:
         wait_until(lambda: store.snapshot().connection == "connected", timeout=15, message="connected")
@@ -62,17 +69,24 @@ def test_one_robot_in_many_namespaces_cannot_hide_the_robots_after_it(router, ze
         for i, robot in enumerate(late):  # robots that come after it, each in a namespace of its own
             put(robot, f"org/late-{tag}-{i}")
         wait_until(lambda: source.received >= base + n + len(late), timeout=20, message="every sample decoded")
-        wait_until(lambda: {r.robot_id for r in store.snapshot().robots} >= set(late), timeout=10,
-                   message="the robots after it shown")  # the decoder applies a batch's telemetry after counting it
+        wait_until(
+            lambda: {r.robot_id for r in store.snapshot().robots} >= set(late),
+            timeout=10,
+            message="the robots after it shown",
+        )  # the decoder applies a batch's telemetry after counting it
         snap = store.snapshot()
         assert len([r for r in snap.robots if r.robot_id == crowder]) == MAX_NAMESPACES_PER_ID
         assert source.admission.spilled[("robot", crowder)] == n - MAX_NAMESPACES_PER_ID
-        assert any(f"robot {crowder} is in more than {MAX_NAMESPACES_PER_ID} namespaces" in note for note in snap.notes), snap.notes
+        assert any(
+            f"robot {crowder} is in more than {MAX_NAMESPACES_PER_ID} namespaces" in note for note in snap.notes
+        ), snap.notes
         book = AlertBook()
         opened, _ = book.update(snap, store.clock())
         [alert] = [a for a in opened if a.rule == "namespaces"]
         assert (alert.name, alert.role, alert.target) == (crowder, "robot", f"robot:{crowder}")
-        assert alert.message.startswith(f"publishes in more than {MAX_NAMESPACES_PER_ID} namespaces: {n - MAX_NAMESPACES_PER_ID} sample(s)")
+        assert alert.message.startswith(
+            f"publishes in more than {MAX_NAMESPACES_PER_ID} namespaces: {n - MAX_NAMESPACES_PER_ID} sample(s)"
+        )
     finally:
         source.stop()
 

@@ -35,7 +35,9 @@ async def test_alert_opens_highlights_and_clears():
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         tel, ns = app.source.telemetry("arm-03")
-        assert ("staleness", next(r.key for r in app.store.snapshot().robots if r.robot_id == "arm-03")) in {a.key for a in app.alerts.listing()}
+        assert ("staleness", next(r.key for r in app.store.snapshot().robots if r.robot_id == "arm-03")) in {
+            a.key for a in app.alerts.listing()
+        }
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-03", "mark") == "!"
         assert "alerts  " in screen_text(app) and "open" in screen_text(app)
@@ -47,7 +49,9 @@ async def test_alert_opens_highlights_and_clears():
         assert cleared and cleared[0].rule == "staleness"
         assert robots.get_column_text("arm-03", "mark") == ""
         events = [e.text for e in app.view.events if e.kind == "alert"]
-        assert any("alert cleared: arm-03 staleness" in t for t in events) and any("alert opened: arm-03" in t for t in events)
+        assert any("alert cleared: arm-03 staleness" in t for t in events) and any(
+            "alert opened: arm-03" in t for t in events
+        )
         await pilot.press("exclamation_mark")
         await pilot.pause()
         assert isinstance(app.screen, AlertsScreen)
@@ -94,7 +98,9 @@ async def test_bulk_drain_one_confirmation_results_per_target():
         assert sorted(t for _, t in app.source.actions) == marked
         lines = app.last_result[0].splitlines()
         assert len(lines) == 3 and all(any(m in line for line in lines[1:]) for m in marked)
-        await _wait(pilot, lambda: sum(1 for e in app.view.events if e.kind == "drain" and "ok" in e.text) >= 2, "drain events")
+        await _wait(
+            pilot, lambda: sum(1 for e in app.view.events if e.kind == "drain" and "ok" in e.text) >= 2, "drain events"
+        )
 
 
 @sync
@@ -195,7 +201,9 @@ async def test_reading_exporting_and_folding_the_view_advance_nothing(tmp_path):
     """Only a tick builds a view and moves alerts: the getters, an export and a fold change no alert and
     write no event, even when the next tick would open alerts."""
     clock = ManualClock(1000.0)
-    app = FleetConsoleApp(FakeSource(clock), clock=clock, refresh_s=3600.0, export_dir=tmp_path)  # no timer tick in the test
+    app = FleetConsoleApp(
+        FakeSource(clock), clock=clock, refresh_s=3600.0, export_dir=tmp_path
+    )  # no timer tick in the test
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         clock.advance(15.0)  # DEAD/STALLED robots pass the 10 s fault threshold: the next tick opens fault alerts
@@ -203,11 +211,15 @@ async def test_reading_exporting_and_folding_the_view_advance_nothing(tmp_path):
         store_events = app.store.events()
         assert not any(a.rule == "fault" for a in alerts)
         assert app.current_snapshot() is app.current_snapshot() is view.fleet and app.view is view
-        await pilot.press("g", "z", "x", "e", "x")  # group, fold, export the fleet, the events screen, export the events
+        await pilot.press(
+            "g", "z", "x", "e", "x"
+        )  # group, fold, export the fleet, the events screen, export the events
         await _wait(pilot, lambda: "fleet-events-2.json" in app.last_result[0], "two exports")
         assert app.alerts.listing() == alerts and app.view.events == events and app.store.events() == store_events
         assert app.view.fleet is view.fleet and app.view.alerts is view.alerts and app.view.event_log is view.event_log
-        assert [e["text"] for e in json.loads((tmp_path / "fleet-events-2.json").read_text())["events"]] == [e.text for e in view.events]
+        assert [e["text"] for e in json.loads((tmp_path / "fleet-events-2.json").read_text())["events"]] == [
+            e.text for e in view.events
+        ]
         app.tick()  # the tick does it
         assert any(a.rule == "fault" and a.cleared_s is None for a in app.alerts.listing())
         assert any(e.text.startswith("alert opened: arm-07") for e in app.view.events)

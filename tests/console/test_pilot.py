@@ -20,8 +20,12 @@ def rid(key: str | None) -> str | None:
 
 async def _wait_result(pilot, prefix: str) -> str:
     """The action's final result line (not the 'waiting' one shown while it runs)."""
-    return await until(pilot, lambda: (text := pilot.app.last_result[0]).startswith(prefix) and "waiting" not in text and text,
-                       15, f"a result starting with {prefix!r}")
+    return await until(
+        pilot,
+        lambda: (text := pilot.app.last_result[0]).startswith(prefix) and "waiting" not in text and text,
+        15,
+        f"a result starting with {prefix!r}",
+    )
 
 
 @sync
@@ -137,7 +141,9 @@ async def test_wire_text_is_never_markup():
         await pilot.pause()
         robots = app.screen.query_one("#robots", KeyedTable)
         assert robots.get_column_text("arm-04", "outcome").startswith("[bold]bad_request[/bold]")
-        assert "[bold]bad_request[/" in robots.get_cell(robots.resolve("arm-04"), "line").plain  # rendered text, not markup
+        assert (
+            "[bold]bad_request[/" in robots.get_cell(robots.resolve("arm-04"), "line").plain
+        )  # rendered text, not markup
 
 
 @sync

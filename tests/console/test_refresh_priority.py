@@ -68,6 +68,7 @@ def test_pacer_collects_after_a_frame_only_once_the_period_passed():
     pacer = GcPacer(full_every_s=20.0, clock=lambda: now[0])
     pacer.start()
     try:
+
         class Cycle:
             def __init__(self) -> None:
                 self.me = self

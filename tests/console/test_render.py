@@ -69,8 +69,17 @@ def test_reconnecting_robot_that_still_names_its_old_session_waits_too():
     clock = ManualClock(1000.0)
     store = FleetStore(clock=clock)
     DrainScenario(clock).start(store)
-    store.on_telemetry(RobotTelemetry(client_uuid="demo-arm-4", state="RECONNECTING", replica="demo-a", session_id="s-old",
-                                      last_outcome="event:draining", seq=99), DEMO)
+    store.on_telemetry(
+        RobotTelemetry(
+            client_uuid="demo-arm-4",
+            state="RECONNECTING",
+            replica="demo-a",
+            session_id="s-old",
+            last_outcome="event:draining",
+            seq=99,
+        ),
+        DEMO,
+    )
     r = store.snapshot().robot(robot_key(DEMO, "demo-arm-4"))
     assert r.waiting == "waiting: no replica with room (demo-b 3/3, demo-a gone)"
 
@@ -111,8 +120,14 @@ def test_bulk_confirmation_lists_every_target():
         assert f"demo-arm-{i}" in body
     body = render.confirm_body("drain", ("demo-a", "demo-b"), snap).plain
     assert "demo-a" in body and "demo-b" in body and "has room" in body
-    text, ok = render.results_text("reset", [("a", True, "reset a: ok"), ("b", False, "reset b: FAILED — no robot answered")])
-    assert not ok and text.splitlines() == ["reset: 1 of 2 ok", "  reset a: ok", "  reset b: FAILED — no robot answered"]
+    text, ok = render.results_text(
+        "reset", [("a", True, "reset a: ok"), ("b", False, "reset b: FAILED — no robot answered")]
+    )
+    assert not ok and text.splitlines() == [
+        "reset: 1 of 2 ok",
+        "  reset a: ok",
+        "  reset b: FAILED — no robot answered",
+    ]
 
 
 def test_sort_any_column_is_total():
@@ -136,8 +151,20 @@ def test_robot_row_and_detail_show_network_time_and_an_unchecked_action_order():
     clock = ManualClock(1000.0)
     store = FleetStore(clock=clock)
     ns = ("org/act", "main", "pick")
-    store.on_telemetry(RobotTelemetry("robot-217", "STREAMING", rtt_p50_ms=120.0, rtt_p95_ms=300.0, network_ms_p50=25.0,
-                                      queue_wait_ms_p50=15.0, inference_ms_p50=80.0, action_order="unchecked", seq=1), ns)
+    store.on_telemetry(
+        RobotTelemetry(
+            "robot-217",
+            "STREAMING",
+            rtt_p50_ms=120.0,
+            rtt_p95_ms=300.0,
+            network_ms_p50=25.0,
+            queue_wait_ms_p50=15.0,
+            inference_ms_p50=80.0,
+            action_order="unchecked",
+            seq=1,
+        ),
+        ns,
+    )
     store.on_telemetry(RobotTelemetry("robot-218", "STREAMING", action_order="checked", seq=1), ns)
     snap = store.snapshot()
     cols = [k for k, _, _ in render.ROBOT_COLUMNS]
@@ -158,10 +185,16 @@ def test_rtc_cell_shows_the_delay_when_on_off_without_rtc_and_a_dash_before_a_se
     clock = ManualClock(1000.0)
     store = FleetStore(clock=clock)
     ns = ("org/pi0", "main", "fold")
-    store.on_telemetry(RobotTelemetry("arm-rtc", "STREAMING", session_id="s-1", replica="gpu-0", delay_steps=3, rtc="on", seq=1), ns)
-    store.on_telemetry(RobotTelemetry("arm-act", "STREAMING", session_id="s-2", replica="gpu-0", delay_steps=1, rtc="off", seq=1), ns)
+    store.on_telemetry(
+        RobotTelemetry("arm-rtc", "STREAMING", session_id="s-1", replica="gpu-0", delay_steps=3, rtc="on", seq=1), ns
+    )
+    store.on_telemetry(
+        RobotTelemetry("arm-act", "STREAMING", session_id="s-2", replica="gpu-0", delay_steps=1, rtc="off", seq=1), ns
+    )
     store.on_telemetry(RobotTelemetry("arm-new", "CONNECTING", seq=1), ns)
-    store.on_telemetry(RobotTelemetry("arm-odd", "STREAMING", session_id="s-3", rtc="\x1b[31mon", seq=1), ns)  # not a known value
+    store.on_telemetry(
+        RobotTelemetry("arm-odd", "STREAMING", session_id="s-3", rtc="\x1b[31mon", seq=1), ns
+    )  # not a known value
     snap = store.snapshot()
     cols = [k for k, _, _ in render.ROBOT_COLUMNS]
     width = {k: w for k, _, w in render.ROBOT_COLUMNS}["rtc"]
@@ -173,7 +206,9 @@ def test_rtc_cell_shows_the_delay_when_on_off_without_rtc_and_a_dash_before_a_se
     assert all(len(cell(x)) <= width for x in ("arm-rtc", "arm-act", "arm-new"))
     text = render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-rtc"))).plain
     assert "rtc on, inference delay 3 steps" in text
-    assert "rtc off (chunks are appended)" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-act"))).plain
+    assert (
+        "rtc off (chunks are appended)" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-act"))).plain
+    )
     assert "rtc —" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-new"))).plain
     from lerobot_fleet.sorting import ROBOT_SORT_KEYS, sort_rows
 

@@ -17,9 +17,19 @@ NS = Namespace("m", "main", "task")
 
 
 def status(replica: str, active: int, draining: bool = False) -> ServerStatus:
-    return ServerStatus(replica=replica, model=ModelInfo(repo_or_path="m", revision="main"), service="task", max_sessions=4,
-                        active_sessions=active, chunk_size=50, trained_fps=30.0, inference_ms_p50=20.0, warmed_up=True,
-                        draining=draining, sessions=[SessionInfo(session_id=f"s{i}", client_uuid=f"r{i}") for i in range(active)])
+    return ServerStatus(
+        replica=replica,
+        model=ModelInfo(repo_or_path="m", revision="main"),
+        service="task",
+        max_sessions=4,
+        active_sessions=active,
+        chunk_size=50,
+        trained_fps=30.0,
+        inference_ms_p50=20.0,
+        warmed_up=True,
+        draining=draining,
+        sessions=[SessionInfo(session_id=f"s{i}", client_uuid=f"r{i}") for i in range(active)],
+    )
 
 
 def test_a_restarted_replica_replaces_its_gone_row():

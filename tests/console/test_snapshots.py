@@ -89,7 +89,9 @@ def test_disconnected_router(snap_compare):
     async def before(pilot):
         store = pilot.app.store
         store.set_connection("connected")
-        for r in store.snapshot().robots:  # the router going away deletes every token we were watching (again for arm-09)
+        for (
+            r
+        ) in store.snapshot().robots:  # the router going away deletes every token we were watching (again for arm-09)
             store.on_robot_alive(r.robot_id, False, (r.model_id, r.revision, r.service))
         store.set_connection("disconnected")
         pilot.app.source.clock.advance(12.0)
@@ -181,7 +183,9 @@ def test_events_screen(snap_compare):
 
 def test_events_filtered(snap_compare):
     """The event filter: `sev:warn robot:arm-04` keeps arm-04's warnings and errors."""
-    assert snap_compare(make_app(), press=["e", "slash", *"sev:warn", "space", *"robot:arm-04", "enter"], terminal_size=SIZE)
+    assert snap_compare(
+        make_app(), press=["e", "slash", *"sev:warn", "space", *"robot:arm-04", "enter"], terminal_size=SIZE
+    )
 
 
 def test_grouped_by_server_with_a_fold(snap_compare):

@@ -66,8 +66,18 @@ def test_replay_jsonl(tmp_path):
     base = "@lerobot/m/main/t"
     events = [
         {"t": 0.0, "kind": "alive", "key": f"{base}/robot/r1/alive", "alive": True},
-        {"t": 0.1, "kind": "telemetry", "key": f"{base}/robot/r1/telemetry", "data": {"client_uuid": "r1", "state": "DEGRADED", "episode_id": 3}},
-        {"t": 0.2, "kind": "status", "key": f"{base}/server/gpu-0/status", "data": {"replica": "gpu-0", "max_sessions": 4, "active_sessions": 1, "warmed_up": True}},
+        {
+            "t": 0.1,
+            "kind": "telemetry",
+            "key": f"{base}/robot/r1/telemetry",
+            "data": {"client_uuid": "r1", "state": "DEGRADED", "episode_id": 3},
+        },
+        {
+            "t": 0.2,
+            "kind": "status",
+            "key": f"{base}/server/gpu-0/status",
+            "data": {"replica": "gpu-0", "max_sessions": 4, "active_sessions": 1, "warmed_up": True},
+        },
         {"t": 0.3, "kind": "telemetry", "key": f"{base}/robot/r2/telemetry", "data": {"client_uuid": "r2", "state": 7}},
     ]
     path = tmp_path / "fleet.jsonl"
@@ -100,10 +110,12 @@ def test_parse_metrics_reads_a_real_server_exposition_as_prometheus_client_does(
 
 
 def test_parse_metrics_odd_label_values_and_unreadable_lines():
-    text = ('# HELP lerobot_policy_server_requests_total x\n'
-            'lerobot_policy_server_requests_total{client="a} b \\"q\\""} 2.0\n'
-            'lerobot_policy_server_requests_total{client="c"} 3 1700000000000\n'
-            'lerobot_policy_server_active_sessions 4\n')
+    text = (
+        "# HELP lerobot_policy_server_requests_total x\n"
+        'lerobot_policy_server_requests_total{client="a} b \\"q\\""} 2.0\n'
+        'lerobot_policy_server_requests_total{client="c"} 3 1700000000000\n'
+        "lerobot_policy_server_active_sessions 4\n"
+    )
     assert parse_metrics(text) == {"requests_total": 5.0, "active_sessions": 4.0}
     import pytest
 

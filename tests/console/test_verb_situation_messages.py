@@ -18,7 +18,9 @@ def test_reset_of_a_robot_that_finished_does_not_blame_the_acl(tmp_path):
     gone = nobody_answered_hint(cert, "episode reset", "robot", "arm-1", present=False)
     assert "access control" not in gone and "arm-1 is not on the network" in gone and "status" in gone
     # the robot is there and did not answer: the access control may well have refused this certificate
-    assert "access control refused this certificate (CN=alice)" in nobody_answered_hint(cert, "episode reset", "robot", "arm-1", True)
+    assert "access control refused this certificate (CN=alice)" in nobody_answered_hint(
+        cert, "episode reset", "robot", "arm-1", True
+    )
     # cannot tell (a robot certificate sees no tokens): the ACL hint as before
     assert "CN=alice" in nobody_answered_hint(cert, "drain", "server", "gpu-0", None)
     assert nobody_answered_hint(None, "drain", "server", "gpu-0", None) == ""  # no certificate, no ACL

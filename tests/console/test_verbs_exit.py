@@ -45,18 +45,26 @@ def test_session_opened_after_stop_is_closed_by_its_thread(router, monkeypatch):
     source.start(FleetStore())
     assert source.stop() is False  # the session thread is still inside the connection attempt
     gate.set()
-    wait_until(lambda: opened and opened[0].is_closed(), 15, message="the session opened after stop() to be closed by its thread")
+    wait_until(
+        lambda: opened and opened[0].is_closed(),
+        15,
+        message="the session opened after stop() to be closed by its thread",
+    )
     assert source.session is None
 
 
 def test_status_against_no_router_exits_2_with_a_message():
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    out = subprocess.run([FLEET, "status", "--json", "--wait", "1", "--router", endpoint], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [FLEET, "status", "--json", "--wait", "1", "--router", endpoint], capture_output=True, text=True, timeout=60
+    )
     _no_crash(out)
     assert out.returncode == 2 and json.loads(out.stdout)["connection"] == "disconnected"
     assert "not connected" in out.stderr
     for verb in (["drain", "gpu-x"], ["reset", "robot-x"]):
-        out = subprocess.run([FLEET, *verb, "--router", endpoint, "--timeout", "1"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [FLEET, *verb, "--router", endpoint, "--timeout", "1"], capture_output=True, text=True, timeout=60
+        )
         _no_crash(out)
         assert out.returncode == 2 and "router" in out.stderr
 
@@ -95,18 +103,32 @@ def test_status_while_the_router_is_starting(delay):
 
 
 def test_drain_with_no_server_answering_exits_2(router):
-    out = subprocess.run([FLEET, "drain", "no-such-replica", "--router", router.endpoint, "--timeout", "1"], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [FLEET, "drain", "no-such-replica", "--router", router.endpoint, "--timeout", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _no_crash(out)
     assert out.returncode == 2 and "no server answered" in out.stdout
 
 
 def test_status_json_and_watch_carry_alerts(router):
     """`status --json` and each `--watch` line have `alerts` (here: a router with no fleet, so none)."""
-    out = subprocess.run([FLEET, "status", "--json", "--wait", "1", "--router", router.endpoint], capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [FLEET, "status", "--json", "--wait", "1", "--router", router.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _no_crash(out)
     assert out.returncode == 0 and json.loads(out.stdout)["alerts"] == []
-    out = subprocess.run([FLEET, "status", "--watch", "--count", "2", "--interval", "0.3", "--wait", "1", "--router", router.endpoint],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [FLEET, "status", "--watch", "--count", "2", "--interval", "0.3", "--wait", "1", "--router", router.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     _no_crash(out)
     lines = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(lines) == 2 and all(line["alerts"] == [] and line["connection"] == "connected" for line in lines)

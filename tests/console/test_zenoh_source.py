@@ -47,9 +47,19 @@ class FakeFleetPeer:
         while not self.stop.wait(0.2):  # the engine's telemetry period, scaled down
             seq += 1
             for rid in list(self.publishing):
-                self.robots[rid].publish_telemetry(RobotTelemetry(
-                    client_uuid=rid, state="STREAMING", replica=REPLICA, session_id=f"s-{rid}", episode_id=1,
-                    rtt_p50_ms=30.0, rtt_p95_ms=50.0, requests=10, seq=seq))
+                self.robots[rid].publish_telemetry(
+                    RobotTelemetry(
+                        client_uuid=rid,
+                        state="STREAMING",
+                        replica=REPLICA,
+                        session_id=f"s-{rid}",
+                        episode_id=1,
+                        rtt_p50_ms=30.0,
+                        rtt_p95_ms=50.0,
+                        requests=10,
+                        seq=seq,
+                    )
+                )
             self.server.audit("r-a", seq_id=seq, episode_id=1)
 
     def leave(self, rid: str) -> None:
@@ -70,9 +80,14 @@ class FakeFleetPeer:
 def rig(own_router, tmp_path):
     peer = FakeFleetPeer(own_router.endpoint)
     store = FleetStore()
-    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[own_router.endpoint], connect_timeout_ms=1000,
-                                       retry_period_max_ms=300), status_period_s=0.5, scrape_period_s=0.5,
-                         record_path=str(tmp_path / "rec.jsonl"))
+    source = ZenohSource(
+        ZenohSettings(
+            mode="client", connect_endpoints=[own_router.endpoint], connect_timeout_ms=1000, retry_period_max_ms=300
+        ),
+        status_period_s=0.5,
+        scrape_period_s=0.5,
+        record_path=str(tmp_path / "rec.jsonl"),
+    )
     source.start(store)
     yield own_router, peer, store, source
     source.stop()
@@ -82,8 +97,17 @@ def rig(own_router, tmp_path):
 @pytest.mark.slow
 def test_zenoh_source_end_to_end(rig, tmp_path):
     router, peer, store, source = rig
-    snap = wait_until(lambda: (s := store.snapshot()) and all(s.robot(r) and s.robot(r).seen_age_s is not None for r in ROBOTS)
-                      and s.server(REPLICA) and s.server(REPLICA).max_sessions and s, timeout=15, message="fleet")
+    snap = wait_until(
+        lambda: (
+            (s := store.snapshot())
+            and all(s.robot(r) and s.robot(r).seen_age_s is not None for r in ROBOTS)
+            and s.server(REPLICA)
+            and s.server(REPLICA).max_sessions
+            and s
+        ),
+        timeout=15,
+        message="fleet",
+    )
     assert snap.connection == "connected"
     a = snap.robot("r-a")
     assert a.state is RobotState.STREAMING and a.service == TASK and a.model_id and a.alive is True
@@ -94,7 +118,11 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
 
     # hostile bytes on a telemetry key: a note, no crash, the others keep flowing
     peer.s.put(KEYS.robot("r-x", "telemetry"), b"\xc1\xff not msgpack")
-    wait_until(lambda: any("bad telemetry" in n for n in store.snapshot().notes), timeout=15, message="a note about the bad sample")
+    wait_until(
+        lambda: any("bad telemetry" in n for n in store.snapshot().notes),
+        timeout=15,
+        message="a note about the bad sample",
+    )
     assert store.snapshot().robot("r-x") is None
 
     # a robot's token vanishes while we are connected: kept and marked GONE
@@ -102,12 +130,27 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
     wait_until(lambda: store.snapshot().robot("r-b").state is RobotState.GONE, timeout=15, message="r-b gone")
 
     # the drain verb, as a script would run it (no namespace given: wildcard)
-    out = subprocess.run([str(VENV_BIN / "lerobot-fleet"), "drain", REPLICA, "--json", "--router", router.endpoint, "--reason", "maintenance"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            str(VENV_BIN / "lerobot-fleet"),
+            "drain",
+            REPLICA,
+            "--json",
+            "--router",
+            router.endpoint,
+            "--reason",
+            "maintenance",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     ack = json.loads(out.stdout)
     assert ack["ok"] and ack["sessions"] == ["s-r-a", "s-r-b"]
-    assert peer.server.drains[-1].reason == "maintenance" and "lerobot-fleet drain" in peer.server.drains[-1].requested_by
+    assert (
+        peer.server.drains[-1].reason == "maintenance" and "lerobot-fleet drain" in peer.server.drains[-1].requested_by
+    )
     wait_until(lambda: store.snapshot().server(REPLICA).health == "draining", timeout=15, message="draining in status")
 
     # the source's own drain (what the console uses): the namespace learnt from the keys
@@ -117,13 +160,19 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
 
     # the router dies: disconnected, data age grows, robots are not declared gone
     # r-b must have left well before the outage (deletions just before one are blamed on the link)
-    assert_never(lambda: store.snapshot().robot("r-b").state is not RobotState.GONE, LINK_LOSS_MARGIN_S + 0.5,
-                 message="r-b coming back before the outage")
+    assert_never(
+        lambda: store.snapshot().robot("r-b").state is not RobotState.GONE,
+        LINK_LOSS_MARGIN_S + 0.5,
+        message="r-b coming back before the outage",
+    )
     router.kill()
     wait_until(lambda: store.snapshot().connection == "disconnected", timeout=15, message="disconnected")
     age1 = store.snapshot().data_age_s
-    assert_never(lambda: store.snapshot().robot("r-a").state is not RobotState.STREAMING, 1.5,
-                 message="r-a declared gone (or anything but STREAMING) while the console is blind")
+    assert_never(
+        lambda: store.snapshot().robot("r-a").state is not RobotState.STREAMING,
+        1.5,
+        message="r-a declared gone (or anything but STREAMING) while the console is blind",
+    )
     snap = store.snapshot()
     assert snap.data_age_s > age1 + 1.0
     assert snap.robot("r-b").state is RobotState.GONE  # it left before the outage
@@ -135,8 +184,11 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
     wait_until(lambda: (store.snapshot().data_age_s or 99) < 1.0, timeout=30, message="fresh data")
     wait_until(lambda: store.snapshot().robot("r-a").alive is True, timeout=30, message="r-a re-announced")
     # r-b was not re-announced: GONE again once the reconnect grace has passed, while r-a stays
-    wait_until(lambda: store.snapshot().robot("r-b").state is RobotState.GONE, timeout=RECONNECT_GRACE_S + 15,
-               message="r-b gone after the reconnect grace")
+    wait_until(
+        lambda: store.snapshot().robot("r-b").state is RobotState.GONE,
+        timeout=RECONNECT_GRACE_S + 15,
+        message="r-b gone after the reconnect grace",
+    )
     snap = store.snapshot()
     assert snap.robot("r-a").state is RobotState.STREAMING and snap.robot("r-a").alive is True
 
@@ -164,17 +216,41 @@ def test_status_replies_are_believed_only_for_the_replica_their_key_names(zenoh_
         return handle
 
     def status(replica: str) -> bytes:
-        return encode(ServerStatus(replica=replica, model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task"))
+        return encode(
+            ServerStatus(
+                replica=replica, model=ModelInfo(repo_or_path="org/consolidation", revision="main"), service="task"
+            )
+        )
 
     decls = [
         zenoh_client().declare_queryable(keys.server("rep-0", "status"), replier(status("rep-0"))),  # honest
         zenoh_client().declare_queryable(keys.server("rep-1", "status"), replier(status("rep-1"), on_wildcard=True)),
-        zenoh_client().declare_queryable(keys.server("rep-2", "status"), replier(status("rep-9"))),  # claims another replica
+        zenoh_client().declare_queryable(
+            keys.server("rep-2", "status"), replier(status("rep-9"))
+        ),  # claims another replica
     ]
     console = zenoh_client()
-    got = wait_until(lambda: (found := {s.replica: ns for s, ns in query_statuses(console, 2.0) if s.model.repo_or_path == "org/consolidation"})
-                     and found, timeout=15, message="the honest replica")
-    assert_never(lambda: set({s.replica for s, _ in query_statuses(console, 1.0) if s.model.repo_or_path == "org/consolidation"}) - {"rep-0"},
-                 1.0, message="a reply whose key does not vouch for its replica")
+    got = wait_until(
+        lambda: (
+            (
+                found := {
+                    s.replica: ns
+                    for s, ns in query_statuses(console, 2.0)
+                    if s.model.repo_or_path == "org/consolidation"
+                }
+            )
+            and found
+        ),
+        timeout=15,
+        message="the honest replica",
+    )
+    assert_never(
+        lambda: (
+            set({s.replica for s, _ in query_statuses(console, 1.0) if s.model.repo_or_path == "org/consolidation"})
+            - {"rep-0"}
+        ),
+        1.0,
+        message="a reply whose key does not vouch for its replica",
+    )
     assert set(got) == {"rep-0"} and got["rep-0"] == ("org/consolidation", "main", "task")
     assert decls

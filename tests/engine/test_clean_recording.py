@@ -42,8 +42,12 @@ def test_the_documented_sentry_recording_prints_only_the_documented_warnings(rou
     root = tmp_path / "rollout_sentry_demo"
     service = f"{task} {uuid.uuid4().hex[:4]}"  # this test's own namespace on the shared router
     server = policy_server(model, service, router.endpoint, max_seconds=240, ready_timeout=150)
-    argv = [w.replace("tcp/127.0.0.1:7447", router.endpoint).replace("/tmp/e2e/act", str(model))
-            .replace("/tmp/e2e/rollout_sentry_demo", str(root)) for w in sentry_command()[1:]]
+    argv = [
+        w.replace("tcp/127.0.0.1:7447", router.endpoint)
+        .replace("/tmp/e2e/act", str(model))
+        .replace("/tmp/e2e/rollout_sentry_demo", str(root))
+        for w in sentry_command()[1:]
+    ]
     argv = [w for w in argv if not w.startswith(("--duration=", "--task="))] + ["--duration=4", f"--task={service}"]
     rollout = Proc([str(VENV_BIN / "lerobot-rollout"), *argv], name="rollout", max_seconds=200)
     try:

@@ -33,11 +33,27 @@ def test_cli_rollout_executes_server_actions_and_survives_chaos(router, tmp_path
     save_tiny_act(model, seed=1)
     server = start_server(model, router.endpoint)
     rec = tmp_path / "cmds.jsonl"
-    rollout = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                    f"--robot.record_path={rec}", f"--policy.path={model}", "--task=pick", "--duration=120", "--fps=30",
-                    f"--inference.connect_endpoint={router.endpoint}", f"--inference.max_action_age_s={MAX_AGE}",
-                    "--inference.max_offline_s=60", "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1",
-                    "--return_to_initial_position=false"], name="rollout", max_seconds=200)
+    rollout = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--robot.record_path={rec}",
+            f"--policy.path={model}",
+            "--task=pick",
+            "--duration=120",
+            "--fps=30",
+            f"--inference.connect_endpoint={router.endpoint}",
+            f"--inference.max_action_age_s={MAX_AGE}",
+            "--inference.max_offline_s=60",
+            "--inference.request_timeout_s=2",
+            "--inference.reconnect_max_backoff_s=1",
+            "--return_to_initial_position=false",
+        ],
+        name="rollout",
+        max_seconds=200,
+    )
     try:
         rollout.wait_for("Session ", timeout=90)
         rollout.wait_for("executing session_id=", timeout=30)
@@ -47,8 +63,11 @@ def test_cli_rollout_executes_server_actions_and_survives_chaos(router, tmp_path
         server.signal_program(signal.SIGKILL)
         server.wait(10)
         rollout.wait_for("RECONNECTING", timeout=30)
-        assert_never(lambda: rollout.popen.poll() is not None, 2.0, message="the rollout exiting while its server is down")
+        assert_never(
+            lambda: rollout.popen.poll() is not None, 2.0, message="the rollout exiting while its server is down"
+        )
         server = start_server(model, router.endpoint)
+
         # Resumed = actions of a second session reached the motors (a STREAMING line alone could be a
         # STALLED -> STREAMING recovery inside the first session on a loaded box).
         def sessions() -> set[str]:

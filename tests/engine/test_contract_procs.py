@@ -16,10 +16,24 @@ pytestmark = pytest.mark.slow
 
 
 def rollout(model: Path, endpoint: str, rec: Path, *extra: str) -> Proc:
-    return Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                 f"--robot.record_path={rec}", f"--policy.path={model}", "--task=pick", "--duration=60", "--fps=30",
-                 f"--inference.connect_endpoint={endpoint}", "--return_to_initial_position=false", *extra],
-                name="rollout", max_seconds=150)
+    return Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--robot.record_path={rec}",
+            f"--policy.path={model}",
+            "--task=pick",
+            "--duration=60",
+            "--fps=30",
+            f"--inference.connect_endpoint={endpoint}",
+            "--return_to_initial_position=false",
+            *extra,
+        ],
+        name="rollout",
+        max_seconds=150,
+    )
 
 
 def executed(rec: Path) -> list[dict]:
@@ -50,13 +64,25 @@ def test_peer_mode_without_a_router(tmp_path):
     model = save_tiny_act(tmp_path / "act")
     port = free_port()
     endpoint = f"tcp/127.0.0.1:{port}"
-    server = Proc([tool("lerobot-policy-server"), f"--model.repo_or_path={model}", "--default_task=pick", "--health_port=0",
-                   "--zenoh.mode=peer", f"--zenoh.listen_endpoints=[{endpoint}]"], name="server", max_seconds=180)
+    server = Proc(
+        [
+            tool("lerobot-policy-server"),
+            f"--model.repo_or_path={model}",
+            "--default_task=pick",
+            "--health_port=0",
+            "--zenoh.mode=peer",
+            f"--zenoh.listen_endpoints=[{endpoint}]",
+        ],
+        name="server",
+        max_seconds=180,
+    )
     rec = tmp_path / "cmds.jsonl"
     robot = None
     try:
         up = server.wait_for("Policy server up", timeout=120)
-        assert f"zenoh=peer listen={endpoint}" in up and "connect=" not in up  # no loopback router endpoint in peer mode
+        assert (
+            f"zenoh=peer listen={endpoint}" in up and "connect=" not in up
+        )  # no loopback router endpoint in peer mode
         assert "healthz=off metrics=off" in up
         robot = rollout(model, endpoint, rec, "--inference.zenoh_mode=peer")
         robot.wait_for("Session ", timeout=90)

@@ -32,27 +32,47 @@ from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 NAMES = [f"j{i}.pos" for i in range(6)]
-HW = {"observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
-      "observation.images.front": {"dtype": "image", "shape": (96, 128, 3), "names": ["height", "width", "channels"]}}
+HW = {
+    "observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
+    "observation.images.front": {"dtype": "image", "shape": (96, 128, 3), "names": ["height", "width", "channels"]},
+}
 FRAME = np.random.default_rng(0).integers(0, 255, (96, 128, 3), dtype=np.uint8)
 
 
 def _server(router, task: str, *, shm: bool = True, direct_link: bool = True) -> PolicyServer:
     backend = StubBackend(0.0, NAMES, chunk_size=10, image_keys=("observation.images.front",))
-    return PolicyServer(Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0, direct_link=direct_link,
-                                 replica_id=f"rep-{uuid.uuid4().hex[:6]}",
-                                 zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=shm)),
-                        backend=backend, progress=lambda t: None).start()
+    return PolicyServer(
+        Manifest(
+            model=ModelSpec(repo_or_path="stub"),
+            default_task=task,
+            health_port=0,
+            direct_link=direct_link,
+            replica_id=f"rep-{uuid.uuid4().hex[:6]}",
+            zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=shm),
+        ),
+        backend=backend,
+        progress=lambda t: None,
+    ).start()
 
 
 def _engine(router, task: str, *, shm: bool = True, direct: bool = True) -> RemoteInferenceEngine:
     robot = f"r{uuid.uuid4().hex[:8]}"
-    cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, client_uuid=robot, rtc=RTCConfig(enabled=False),
-                                request_timeout_s=5.0, buffer_time_s=0.2, direct_on_same_host=direct,
-                                reconnect_initial_backoff_s=0.1, reconnect_max_backoff_s=0.5, handshake_jitter_s=0.0)
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=router.endpoint,
+        client_uuid=robot,
+        rtc=RTCConfig(enabled=False),
+        request_timeout_s=5.0,
+        buffer_time_s=0.2,
+        direct_on_same_host=direct,
+        reconnect_initial_backoff_s=0.1,
+        reconnect_max_backoff_s=0.5,
+        handshake_jitter_s=0.0,
+    )
     keys = ServiceKeys.for_service("stub", cfg.service_revision, task)
     link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=shm), keys, robot, direct=direct)
-    return RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link)
+    return RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link
+    )
 
 
 def _tick(e: RemoteInferenceEngine) -> None:
@@ -158,11 +178,15 @@ def test_a_router_restart_under_a_direct_robot(own_router):
         assert e.transport.direct and server.registry.get(e.client_uuid).via_direct
 
 
-@pytest.mark.parametrize(("robot_direct", "server_direct", "robot_shm"), [
-    (False, True, True),   # the robot was told to keep the router (--inference.direct_on_same_host=false)
-    (True, False, True),   # the server offers no listener (direct_link: false in its manifest)
-    (True, True, False),   # the robot's link is not shared memory: as if on another host
-], ids=["robot-off", "server-off", "other-host"])
+@pytest.mark.parametrize(
+    ("robot_direct", "server_direct", "robot_shm"),
+    [
+        (False, True, True),  # the robot was told to keep the router (--inference.direct_on_same_host=false)
+        (True, False, True),  # the server offers no listener (direct_link: false in its manifest)
+        (True, True, False),  # the robot's link is not shared memory: as if on another host
+    ],
+    ids=["robot-off", "server-off", "other-host"],
+)
 def test_any_other_case_goes_through_the_router(router, zenoh_client, robot_direct, server_direct, robot_shm):
     task = f"direct {uuid.uuid4().hex[:6]}"
     server = _server(router, task, direct_link=server_direct)
@@ -176,7 +200,13 @@ def test_any_other_case_goes_through_the_router(router, zenoh_client, robot_dire
 
 
 def test_a_robot_dials_only_loopback_endpoints_from_an_ack():
-    offered = ["tcp/10.0.0.5:7447", "tcp/127.0.0.1:7500", "udp/127.0.0.1:1", "tcp/127.0.0.1:7501;x", "tcp/127.0.0.1:7502"]
+    offered = [
+        "tcp/10.0.0.5:7447",
+        "tcp/127.0.0.1:7500",
+        "udp/127.0.0.1:1",
+        "tcp/127.0.0.1:7501;x",
+        "tcp/127.0.0.1:7502",
+    ]
     assert direct_endpoints(offered) == ["tcp/127.0.0.1:7500"]  # only the first MAX_DIRECT_ENDPOINTS are looked at
     assert direct_endpoints([None, 7, "tcp/127.0.0.1:7500"]) == ["tcp/127.0.0.1:7500"]
     assert direct_endpoints("tcp/127.0.0.1:7500") == []  # not a list
@@ -187,7 +217,10 @@ def test_no_direct_link_under_tls():
     """A fleet with certificates has the router's access control, which must see every message."""
     assert eligible(ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]))
     assert not eligible(ZenohSettings(mode="client", connect_endpoints=["tls/127.0.0.1:7447"]))
-    plain, tls = ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]), ZenohSettings(mode="client", connect_endpoints=["tls/r:7447"])
+    plain, tls = (
+        ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:7447"]),
+        ZenohSettings(mode="client", connect_endpoints=["tls/r:7447"]),
+    )
     keys = ServiceKeys.for_service("stub", "main", "t")
     assert ZenohLink(plain, keys, "r1").direct_allowed
     assert not ZenohLink(tls, keys, "r1").direct_allowed

@@ -40,10 +40,18 @@ def rig(router, zenoh_client, request):
     engines = []
 
     def make(**kw):
-        cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, rtc=RTCConfig(enabled=False), request_timeout_s=1.0,
-                                    reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=0.5, **kw)
+        cfg = RemoteInferenceConfig(
+            connect_endpoint=router.endpoint,
+            rtc=RTCConfig(enabled=False),
+            request_timeout_s=1.0,
+            reconnect_initial_backoff_s=0.2,
+            reconnect_max_backoff_s=0.5,
+            **kw,
+        )
         shutdown = threading.Event()
-        e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="task", fps=30, model_id=model, shutdown_event=shutdown)
+        e = RemoteInferenceEngine(
+            cfg, hw_features=HW, ordered_action_keys=NAMES, task="task", fps=30, model_id=model, shutdown_event=shutdown
+        )
         e.shutdown = shutdown
         e.reset()
         e.start()
@@ -77,7 +85,9 @@ def test_streams_chunks_and_stamps_provenance(rig):
     assert server.obs_seen[0][1].episode_start is True
     assert all(float(a[0]) >= 1.0 for a in got)  # every executed action came from a server chunk (seq >= 1)
     assert e.telemetry().last_outcome == "ok"  # how the last request ended, not the link state
-    assert e.telemetry().max_action_age_s == e.cfg.max_action_age_s > 0  # its hard bound, for the console's staleness alert
+    assert (
+        e.telemetry().max_action_age_s == e.cfg.max_action_age_s > 0
+    )  # its hard bound, for the console's staleness alert
 
 
 @pytest.mark.parametrize("mode", ["nan", "wrong_shape"])
@@ -136,7 +146,13 @@ def test_operator_episode_reset_via_queryable(rig, zenoh_client):
     drive(e, 0.3)
     ep = e.episode_id
     op = zenoh_client()
-    replies = list(op.get(e.keys.robot(e.client_uuid, "episode_reset"), payload=encode(EpisodeResetCommand(reason="test")), timeout=3.0))
+    replies = list(
+        op.get(
+            e.keys.robot(e.client_uuid, "episode_reset"),
+            payload=encode(EpisodeResetCommand(reason="test")),
+            timeout=3.0,
+        )
+    )
     ack = decode(EpisodeResetAck, replies[0].ok.payload.to_bytes())
     assert ack.ok and ack.episode_id == ep + 1 == e.episode_id
     assert wait(lambda: server.resets >= 1)

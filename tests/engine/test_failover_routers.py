@@ -37,23 +37,44 @@ def test_losing_the_first_router_keeps_the_session_through_the_second(tmp_path):
     keys = ServiceKeys.for_service("failover-model", "main", "task")
     srv_session = open_session(ZenohSettings(mode="client", connect_endpoints=[b.endpoint]))
     server = FakeServer(srv_session, keys)
-    cfg = RemoteInferenceConfig(connect_endpoints=[a.endpoint, b.endpoint], rtc=RTCConfig(enabled=False), request_timeout_s=1.0,
-                                failover_grace_s=3.0, reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=0.5)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="task", fps=30, model_id="failover-model",
-                              shutdown_event=threading.Event())
+    cfg = RemoteInferenceConfig(
+        connect_endpoints=[a.endpoint, b.endpoint],
+        rtc=RTCConfig(enabled=False),
+        request_timeout_s=1.0,
+        failover_grace_s=3.0,
+        reconnect_initial_backoff_s=0.2,
+        reconnect_max_backoff_s=0.5,
+    )
+    e = RemoteInferenceEngine(
+        cfg,
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="task",
+        fps=30,
+        model_id="failover-model",
+        shutdown_event=threading.Event(),
+    )
     drv = None
     try:
         e.reset()
         e.start()
         e.resume()
         drv = ControlLoop(e, observe=lambda: {n: 1.0 for n in NAMES})
-        wait_until(lambda: e.state is LinkState.STREAMING and len(drv.executed) > 10, 30, message="streaming through router A")
+        wait_until(
+            lambda: e.state is LinkState.STREAMING and len(drv.executed) > 10, 30, message="streaming through router A"
+        )
         session, epoch, lost = e.session_id, e.session_epoch, e.counters["server_token_lost"]
         a.kill()
         wait_until(lambda: e.counters["server_token_lost"] > lost, 15, message="the robot noticed its router went away")
         executed = len(drv.executed)
-        wait_until(lambda: e.state is LinkState.STREAMING and len(drv.executed) > executed + 10, 30, message="streaming again through B")
-        assert (e.session_id, e.session_epoch) == (session, epoch), "a new session was opened although the server stayed reachable"
+        wait_until(
+            lambda: e.state is LinkState.STREAMING and len(drv.executed) > executed + 10,
+            30,
+            message="streaming again through B",
+        )
+        assert (e.session_id, e.session_epoch) == (session, epoch), (
+            "a new session was opened although the server stayed reachable"
+        )
         assert not e.failed
     finally:
         if drv is not None:

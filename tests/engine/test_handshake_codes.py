@@ -12,7 +12,9 @@ from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus, Session
 
 
 def status(replica: str, *, draining: bool = False, active: int = 0) -> ServerStatus:
-    return ServerStatus(replica=replica, model=ModelInfo(fingerprint="fp"), max_sessions=2, active_sessions=active, draining=draining)
+    return ServerStatus(
+        replica=replica, model=ModelInfo(fingerprint="fp"), max_sessions=2, active_sessions=active, draining=draining
+    )
 
 
 def refusing(code: str, message: str = ""):
@@ -23,7 +25,12 @@ def test_all_replicas_full_is_refused_with_server_full_as_the_last_reason():
     with pytest.raises(HandshakeError) as info:
         pick([status("a"), status("b")], refusing("server_full", "server full: 2/2 sessions active"))
     exc = info.value
-    assert (exc.code, exc.last, exc.refusal, exc.fatal) == (Refusal.REFUSED, Refusal.SERVER_FULL, Refusal.SERVER_FULL, False)
+    assert (exc.code, exc.last, exc.refusal, exc.fatal) == (
+        Refusal.REFUSED,
+        Refusal.SERVER_FULL,
+        Refusal.SERVER_FULL,
+        False,
+    )
 
 
 def test_a_full_ack_without_the_words_still_says_server_full_by_code():
@@ -42,7 +49,12 @@ def test_a_contract_refusal_is_fatal_and_typed():
     with pytest.raises(HandshakeError) as info:
         pick([status("a"), status("b")], refusing("camera_mismatch", "camera mismatch: ..."))
     exc = info.value
-    assert exc.fatal and exc.code is Refusal.CAMERA_MISMATCH and exc.last is None and exc.refusal is Refusal.CAMERA_MISMATCH
+    assert (
+        exc.fatal
+        and exc.code is Refusal.CAMERA_MISMATCH
+        and exc.last is None
+        and exc.refusal is Refusal.CAMERA_MISMATCH
+    )
 
 
 def test_unknown_codes_and_silence_leave_no_last_reason():
@@ -57,7 +69,9 @@ def test_unknown_codes_and_silence_leave_no_last_reason():
 def test_startup_advice_follows_the_code():
     req = SessionOpen(client_uuid="r", action_names=[], model_id="m", revision="main", service="t")
     never = lambda timeout: pytest.fail("services are listed only when no server answered")  # noqa: E731
-    full = HandshakeError("replica a: server full: 2/2 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL)
+    full = HandshakeError(
+        "replica a: server full: 2/2 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL
+    )
     assert str(handshake_failed(never, req, full)).endswith(f". To fix: {contract_advice(Refusal.SERVER_FULL)}")
     draining = HandshakeError("replica a is draining", fatal=False, code=Refusal.REFUSED, last=Refusal.DRAINING)
     assert str(handshake_failed(never, req, draining)).endswith(f". To fix: {contract_advice(Refusal.DRAINING)}")
@@ -83,9 +97,19 @@ def test_a_drain_rehandshake_tries_the_last_discovery_before_asking_every_replic
     from lerobot_policy_remote.engine import handshake
 
     asked: list[str] = []
-    monkeypatch.setattr(handshake, "discover", lambda *a, **k: pytest.fail("discovered although a known replica had room"))
-    monkeypatch.setattr(handshake, "ask_session", lambda z, keys, replica, req, t: asked.append(replica) or _ok(replica))
-    opened = handshake.open_session(None, None, SessionOpen(client_uuid="r1", action_names=["a"]), 1.0, known=[status("b"), status("gone", draining=True)])
+    monkeypatch.setattr(
+        handshake, "discover", lambda *a, **k: pytest.fail("discovered although a known replica had room")
+    )
+    monkeypatch.setattr(
+        handshake, "ask_session", lambda z, keys, replica, req, t: asked.append(replica) or _ok(replica)
+    )
+    opened = handshake.open_session(
+        None,
+        None,
+        SessionOpen(client_uuid="r1", action_names=["a"]),
+        1.0,
+        known=[status("b"), status("gone", draining=True)],
+    )
     assert opened.status.replica == "b" and asked == ["b"]
 
 
@@ -98,10 +122,16 @@ def test_known_replicas_that_refuse_fall_back_to_a_fresh_discovery(monkeypatch):
 
     def ask(z, keys, replica, req, t):
         asked.append(replica)
-        return _ok(replica) if replica == "c" else SessionAck(ok=False, code="server_full", active_sessions=2, max_sessions=2)
+        return (
+            _ok(replica)
+            if replica == "c"
+            else SessionAck(ok=False, code="server_full", active_sessions=2, max_sessions=2)
+        )
 
     monkeypatch.setattr(handshake, "ask_session", ask)
     seen: list[ServerStatus] = []
-    opened = handshake.open_session(None, None, SessionOpen(client_uuid="r1", action_names=["a"]), 1.0, known=[status("b")], seen=seen)
+    opened = handshake.open_session(
+        None, None, SessionOpen(client_uuid="r1", action_names=["a"]), 1.0, known=[status("b")], seen=seen
+    )
     assert opened.status.replica == "c" and asked[0] == "b" and "c" in asked
     assert [s.replica for s in seen] == ["b", "c"]  # remembered for the next drain

@@ -28,8 +28,10 @@ def test_certificate_without_client_uuid_makes_the_cn_the_robot_id(pki):
 
 def test_client_uuid_that_differs_from_the_cn_is_a_problem_naming_both(pki):
     ident = identity.resolve("arm-02", str(pki / "arm-01.crt"))
-    assert ident.problem.startswith(f"--inference.client_uuid=arm-02 but the certificate --inference.tls_cert={pki / 'arm-01.crt'} "
-                                    "is issued to CN=arm-01")
+    assert ident.problem.startswith(
+        f"--inference.client_uuid=arm-02 but the certificate --inference.tls_cert={pki / 'arm-01.crt'} "
+        "is issued to CN=arm-01"
+    )
     assert "Drop --inference.client_uuid" in ident.problem
     assert identity.resolve("arm-01", str(pki / "arm-01.crt")).problem == ""
 
@@ -47,7 +49,9 @@ def test_timeouts_without_a_chunk_under_mtls_point_at_the_certificate():
     assert why.startswith("replica rep-1 never answered this robot's 3 observation(s) (2 request timeouts)")
     assert "robot id arm-01 (from --inference.client_uuid)" in why and "ACL refused: CN=" in why
     assert "check the server's log" in startup.nothing_executed(c, "", "arm-01", "random", False, "rep-1")
-    assert startup.nothing_executed(c, "contract mismatch", "a", "flag", False, "").startswith("remote inference went DEAD")
+    assert startup.nothing_executed(c, "contract mismatch", "a", "flag", False, "").startswith(
+        "remote inference went DEAD"
+    )
 
 
 def test_a_rollout_that_executed_nothing_exits_1_with_the_reason(monkeypatch, capsys):
@@ -58,6 +62,8 @@ def test_a_rollout_that_executed_nothing_exits_1_with_the_reason(monkeypatch, ca
     with pytest.raises(SystemExit) as ended:
         script.rollout()
     assert ended.value.code == 1
-    assert "lerobot-rollout: the robot executed no remote action: replica rep-1 never answered" in capsys.readouterr().err
+    assert (
+        "lerobot-rollout: the robot executed no remote action: replica rep-1 never answered" in capsys.readouterr().err
+    )
     monkeypatch.setattr(hook, "_built", [types.SimpleNamespace(executed_count=5)])
     assert script.rollout() is None  # a robot that executed something ends as lerobot says

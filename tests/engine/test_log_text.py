@@ -24,7 +24,9 @@ HOSTILE = "boom\x1b[2J\x1b]0;owned\x07\x9b31m\u202e\r\n2026-01-01 INFO forged li
 def test_a_servers_event_text_is_logged_printable(caplog):
     link = MemoryLink()
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1, jpeg_quality=0)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link
+    )
     e.start(worker=False)
     e.resume()
     e.notify_observation({n: 1.0 for n in NAMES})

@@ -56,7 +56,7 @@ def test_fresh_count_bisects_only_while_stamps_are_oldest_first():
     q = StampedActionQueue(RTCConfig(enabled=False))
 
     def brute(now: float) -> int:
-        return sum(1 for t in q.src[q.last_index:] if now - t <= 3.0)
+        return sum(1 for t in q.src[q.last_index :] if now - t <= 3.0)
 
     q.merge_stamped(chunk(4, 0), chunk(4, 0), 0, None, src_t=10.0, meta=META)
     q.merge_stamped(chunk(4, 10), chunk(4, 10), 0, None, src_t=12.0, meta=META)
@@ -126,21 +126,24 @@ def _feed(e: RemoteInferenceEngine, rows: np.ndarray, src_t: float) -> None:
 ZEROS3 = [0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize("fallback, names, obs, first_tick, dry, after_reset", [
-    # hold: never sends anything of its own
-    ("hold", VEL, None, None, None, None),
-    ("hold", POS, None, None, None, None),
-    # repeat_last: the last action of THIS episode, so nothing before the first chunk and after a reset
-    ("repeat_last", POS, None, None, [7.0, 7.0], None),
-    # zero on a velocity base: 0 from the first tick of every episode (a slow first request never keeps a velocity)
-    ("zero", VEL, None, ZEROS3, ZEROS3, ZEROS3),
-    # zero on a mixed robot: velocities 0, positions hold (measured before the first command, then the last command)
-    ("zero", ["arm.pos", "x.vel"], {"arm.pos": 5.0, "x.vel": 0.3}, [5.0, 0.0], [7.0, 0.0], [5.0, 0.0]),
-    # ... and a position it cannot know: no partial command
-    ("zero", ["arm.pos", "x.vel"], None, None, [7.0, 0.0], None),
-    # zero on a position-only robot holds like hold (and warns at start)
-    ("zero", POS, None, None, None, None),
-])
+@pytest.mark.parametrize(
+    "fallback, names, obs, first_tick, dry, after_reset",
+    [
+        # hold: never sends anything of its own
+        ("hold", VEL, None, None, None, None),
+        ("hold", POS, None, None, None, None),
+        # repeat_last: the last action of THIS episode, so nothing before the first chunk and after a reset
+        ("repeat_last", POS, None, None, [7.0, 7.0], None),
+        # zero on a velocity base: 0 from the first tick of every episode (a slow first request never keeps a velocity)
+        ("zero", VEL, None, ZEROS3, ZEROS3, ZEROS3),
+        # zero on a mixed robot: velocities 0, positions hold (measured before the first command, then the last command)
+        ("zero", ["arm.pos", "x.vel"], {"arm.pos": 5.0, "x.vel": 0.3}, [5.0, 0.0], [7.0, 0.0], [5.0, 0.0]),
+        # ... and a position it cannot know: no partial command
+        ("zero", ["arm.pos", "x.vel"], None, None, [7.0, 0.0], None),
+        # zero on a position-only robot holds like hold (and warns at start)
+        ("zero", POS, None, None, None, None),
+    ],
+)
 def test_each_fallback_across_an_episode_reset(fallback, names, obs, first_tick, dry, after_reset):
     import time
 
@@ -184,7 +187,9 @@ def test_get_action_never_returns_stale_actions():
 def test_reset_bumps_episode_and_a_late_chunk_of_the_old_episode_is_dropped():
     link = MemoryLink()  # silent server: the test answers by hand
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=10.0)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", transport=link)
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=POS, task="t", fps=30, model_id="m", transport=link
+    )
     e.start(worker=False)
     e.resume()
     e.notify_observation({"a.pos": 1.0, "b.pos": 2.0})

@@ -34,7 +34,9 @@ def ramp(header: Header, _obs) -> np.ndarray:
 
 def engine(link: MemoryLink, **kw) -> RemoteInferenceEngine:
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, **kw})
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link
+    )
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)
@@ -48,7 +50,11 @@ def test_memory_link_records_what_the_robot_publishes_and_collects_once():
     assert link.opened and link.bound == "mem-1" and e.session_id == link.session_id() != ""
     e.step()
     header, obs = link.requests[0]
-    assert header.msg_type is MsgType.OBS and header.seq_id == 1 and obs.state["observation.state"].tolist() == [1.0, 1.0, 1.0]
+    assert (
+        header.msg_type is MsgType.OBS
+        and header.seq_id == 1
+        and obs.state["observation.state"].tolist() == [1.0, 1.0, 1.0]
+    )
     assert link.receive() != [] and link.receive() == []  # each arrival is collected exactly once
     assert link.telemetry and link.telemetry[-1].client_uuid == e.client_uuid
     e.stop()
@@ -100,7 +106,10 @@ def test_unsafe_replies_are_never_executed(fault):
     elif fault == "bad_echo":
         link.reply(req, good, mono_echo=req.client_mono_ns + 1)
     elif fault == "garbage":
-        link.deliver(b"\xc1\xff not msgpack", Header(SCHEMA_VERSION, MsgType.CHUNK, req.seq_id, req.episode_id, 0, req.session_epoch).pack())
+        link.deliver(
+            b"\xc1\xff not msgpack",
+            Header(SCHEMA_VERSION, MsgType.CHUNK, req.seq_id, req.episode_id, 0, req.session_epoch).pack(),
+        )
     else:
         link.deliver(b"", None)
     e.step()
@@ -169,7 +178,9 @@ def test_unknown_session_event_reconnects_at_once():
 def test_contract_refusal_at_start_fails_before_the_robot_moves():
     link = MemoryLink(MemoryReplica("a", refuse="action_mismatch"))
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False))
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link
+    )
     with pytest.raises(RuntimeError, match="action_mismatch"):
         e.start(worker=False)
     assert link.closed
@@ -258,8 +269,13 @@ def test_a_step_without_handshake_leaves_the_move_to_the_next_step():
 
 
 def two_routers(link: MemoryLink, grace: float) -> RemoteInferenceEngine:
-    return engine(link, connect_endpoints=["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"], failover_grace_s=grace,
-                  reconnect_initial_backoff_s=30.0, reconnect_max_backoff_s=30.0)
+    return engine(
+        link,
+        connect_endpoints=["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"],
+        failover_grace_s=grace,
+        reconnect_initial_backoff_s=30.0,
+        reconnect_max_backoff_s=30.0,
+    )
 
 
 def test_with_several_routers_a_token_back_within_the_grace_keeps_the_session():
@@ -306,8 +322,15 @@ def test_control_loop_executes_and_counts_the_invariants():
     from lerobot_policy_remote.testing.control_loop import ControlLoop
 
     link = MemoryLink(respond=ramp)
-    e = RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1), hw_features=HW,
-                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link)
+    e = RemoteInferenceEngine(
+        RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1),
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="t",
+        fps=30,
+        model_id="m",
+        transport=link,
+    )
     e.start()
     e.resume()
     loop = ControlLoop(e, observe=lambda: OBS, fps=60)
@@ -409,8 +432,16 @@ def test_a_slow_link_sends_an_rtc_delay_capped_at_the_horizon_and_chunk(horizon,
     ticks = iter(range(0, 10**12, 2_000_000_000))  # every reading of the request clock is 2 s after the last
     link = MemoryLink(MemoryReplica("mem-1", rtc=True, chunk_size=chunk_size), respond=ramp)
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=True, execution_horizon=horizon), buffer_time_s=5.0)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m",
-                              transport=link, request_clock_ns=lambda: next(ticks))
+    e = RemoteInferenceEngine(
+        cfg,
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="t",
+        fps=30,
+        model_id="m",
+        transport=link,
+        request_clock_ns=lambda: next(ticks),
+    )
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)

@@ -60,7 +60,9 @@ def observations(n: int, camera: bool = True) -> list[dict]:
     rng = np.random.default_rng(7)
     out = []
     for _ in range(n):
-        obs: dict = {k: float(v) for k, v in zip(SIM_ARM_ACTIONS, rng.normal([0, -30, 40, 20, 0, 25], 5.0), strict=True)}
+        obs: dict = {
+            k: float(v) for k, v in zip(SIM_ARM_ACTIONS, rng.normal([0, -30, 40, 20, 0, 25], 5.0), strict=True)
+        }
         img = rng.integers(0, 256, size=(*CAM, 3), dtype=np.uint8)
         if camera:
             obs["front"] = img
@@ -159,9 +161,14 @@ def test_remote_merged_queue_equals_local_rtc_engine(router, tmp_path, monkeypat
     """Byte-identical queues, executed actions and drain, with and without a camera."""
     path = save_rtc_toy(tmp_path / "toy", cameras={"front": CAM} if camera else {}, relative_actions=relative)
     task = f"pick {uuid.uuid4().hex[:6]}"
-    manifest = Manifest(model=ModelSpec(repo_or_path=str(path)), default_task=task, health_port=0, warmup_inferences=1,
-                        rtc=RtcSpec(enabled=True, execution_horizon=H),
-                        zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]))
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path=str(path)),
+        default_task=task,
+        health_port=0,
+        warmup_inferences=1,
+        rtc=RtcSpec(enabled=True, execution_horizon=H),
+        zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]),
+    )
     server = PolicyServer(manifest, progress=lambda t: None).start()
     rtc_cfg = RTCConfig(enabled=True, execution_horizon=H)
     feats = OBS_FEATURES if camera else {k: v for k, v in OBS_FEATURES.items() if k != "front"}
@@ -172,10 +179,26 @@ def test_remote_merged_queue_equals_local_rtc_engine(router, tmp_path, monkeypat
         relative_steps = [s for s in local.pre.steps if isinstance(s, RelativeActionsProcessorStep) and s.enabled]
         assert relative_steps, "the toy pipeline lost its relative step"  # what lerobot's engine re-anchors with
     # Exact parity is a float32 property: float16 replies (bounded by reply_max_error) are checked in test_reply_size.py.
-    cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, rtc=RTCConfig(enabled=True, execution_horizon=H), jpeg_quality=0,
-                                reply_dtype="float32", max_action_age_s=600.0, request_timeout_s=30.0, max_offline_s=600.0, buffer_time_s=600.0)
-    remote = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=list(SIM_ARM_ACTIONS), task=task, fps=FPS,
-                                   model_id=str(path), policy_type="rtc_toy", request_clock_ns=clock.monotonic_ns)
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=router.endpoint,
+        rtc=RTCConfig(enabled=True, execution_horizon=H),
+        jpeg_quality=0,
+        reply_dtype="float32",
+        max_action_age_s=600.0,
+        request_timeout_s=30.0,
+        max_offline_s=600.0,
+        buffer_time_s=600.0,
+    )
+    remote = RemoteInferenceEngine(
+        cfg,
+        hw_features=hw,
+        ordered_action_keys=list(SIM_ARM_ACTIONS),
+        task=task,
+        fps=FPS,
+        model_id=str(path),
+        policy_type="rtc_toy",
+        request_clock_ns=clock.monotonic_ns,
+    )
     try:
         remote.start(worker=False)
         assert remote.rtc_active, "server did not activate RTC for this session"

@@ -25,13 +25,18 @@ HW = {"observation.state": {"dtype": "float32", "shape": (3,), "names": NAMES}}
 
 
 def status(replica: str, active: int, seats: int = 6, *, draining: bool = False, load: float = 0.0) -> ServerStatus:
-    return ServerStatus(replica=replica, max_sessions=seats, active_sessions=active, draining=draining, load=load, warmed_up=True)
+    return ServerStatus(
+        replica=replica, max_sessions=seats, active_sessions=active, draining=draining, load=load, warmed_up=True
+    )
 
 
 def test_full_and_draining_replicas_are_never_tried_first():
     rng = random.Random(7)
     for _ in range(200):
-        order = [s.replica for s in rank([status("full", 6), status("drain", 0, draining=True), status("a", 5), status("b", 2)], rng)]
+        order = [
+            s.replica
+            for s in rank([status("full", 6), status("drain", 0, draining=True), status("a", 5), status("b", 2)], rng)
+        ]
         assert order[2:] == ["full", "drain"], order
         assert set(order[:2]) == {"a", "b"}
 
@@ -60,8 +65,15 @@ def test_many_replicas_favour_free_seats():
 
 def _start_fleet(n: int, replicas: tuple[MemoryReplica, ...]) -> list[RemoteInferenceEngine]:
     engines = [
-        RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=False), client_uuid=f"arm-{i}"), hw_features=HW,
-                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=MemoryLink(*replicas))
+        RemoteInferenceEngine(
+            RemoteInferenceConfig(rtc=RTCConfig(enabled=False), client_uuid=f"arm-{i}"),
+            hw_features=HW,
+            ordered_action_keys=NAMES,
+            task="t",
+            fps=30,
+            model_id="m",
+            transport=MemoryLink(*replicas),
+        )
         for i in range(n)
     ]
     barrier = threading.Barrier(n)

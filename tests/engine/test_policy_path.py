@@ -18,15 +18,28 @@ from lerobot_policy_remote.engine.startup import PREFIX, RemoteStartupError, pol
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc
 
 HINT = "(LOG_LEVEL=DEBUG prints the traceback; `lerobot-fleet doctor` checks the whole setup)"
-SAME = "the robot reads only its config.json (no weights): pass the checkpoint directory or hub repo id the server serves"
+SAME = (
+    "the robot reads only its config.json (no weights): pass the checkpoint directory or hub repo id the server serves"
+)
 LAUNCH_TO_EXIT_S = 20.0  # lerobot's own imports take 9-15 s of it on a loaded 2-core machine
 
 
 def run(path: str) -> tuple[int, list[str], float]:
     t0 = time.monotonic()
-    p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-              f"--policy.path={path}", "--task=pick up the cube", "--duration=5", "--inference.connect_endpoint=tcp/127.0.0.1:1"],
-             name="rollout", max_seconds=120)
+    p = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--policy.path={path}",
+            "--task=pick up the cube",
+            "--duration=5",
+            "--inference.connect_endpoint=tcp/127.0.0.1:1",
+        ],
+        name="rollout",
+        max_seconds=120,
+    )
     rc = p.wait(110)
     took = time.monotonic() - t0
     p.wait_for("(LOG_LEVEL=DEBUG", timeout=10)  # the reader has seen the end of the output
@@ -37,9 +50,12 @@ def run(path: str) -> tuple[int, list[str], float]:
 def test_a_path_that_does_not_exist_is_one_line(tmp_path):
     rc, lines, took = run(str(tmp_path / "no_such_ckpt"))
     assert rc == 1
-    assert lines == [f"lerobot-rollout: {PREFIX}--policy.path={tmp_path / 'no_such_ckpt'}: no directory {tmp_path / 'no_such_ckpt'} on "
-                     f"this machine, and it is not a hub repo id like 'org/name'; {SAME} (its model.repo_or_path; "
-                     "`lerobot-fleet status` lists what the router offers)", HINT], lines
+    assert lines == [
+        f"lerobot-rollout: {PREFIX}--policy.path={tmp_path / 'no_such_ckpt'}: no directory {tmp_path / 'no_such_ckpt'} on "
+        f"this machine, and it is not a hub repo id like 'org/name'; {SAME} (its model.repo_or_path; "
+        "`lerobot-fleet status` lists what the router offers)",
+        HINT,
+    ], lines
     assert took <= LAUNCH_TO_EXIT_S, f"{took:.1f}s from launch to exit"
 
 
@@ -47,7 +63,10 @@ def test_a_path_that_does_not_exist_is_one_line(tmp_path):
 def test_a_directory_without_config_json_is_one_line(tmp_path):
     rc, lines, took = run(str(tmp_path))
     assert rc == 1 and len(lines) == 2 and lines[1] == HINT, lines
-    assert f"--policy.path={tmp_path}: {tmp_path} is a directory without config.json: point it at the pretrained_model" in lines[0]
+    assert (
+        f"--policy.path={tmp_path}: {tmp_path} is a directory without config.json: point it at the pretrained_model"
+        in lines[0]
+    )
     assert took <= LAUNCH_TO_EXIT_S, f"{took:.1f}s from launch to exit"
 
 
@@ -63,12 +82,27 @@ class RepositoryNotFoundError(OSError):
     pass
 
 
-@pytest.mark.parametrize("path, exc, words", [
-    ("/no/ckpt", HFValidationError("Repo id must be in the form"), "no directory /no/ckpt on this machine, and it is not a hub repo id"),
-    ("org/model_typo", LocalEntryNotFoundError("cannot find the requested files"), "could not be fetched from the hub (no network"),
-    ("org/model_typo", RepositoryNotFoundError("404"), "the hub has no config.json for org/model_typo"),
-    ("org/model", ValueError("bad type in config.json\nmore"), "lerobot could not read the policy config at org/model (ValueError: bad type"),
-])
+@pytest.mark.parametrize(
+    "path, exc, words",
+    [
+        (
+            "/no/ckpt",
+            HFValidationError("Repo id must be in the form"),
+            "no directory /no/ckpt on this machine, and it is not a hub repo id",
+        ),
+        (
+            "org/model_typo",
+            LocalEntryNotFoundError("cannot find the requested files"),
+            "could not be fetched from the hub (no network",
+        ),
+        ("org/model_typo", RepositoryNotFoundError("404"), "the hub has no config.json for org/model_typo"),
+        (
+            "org/model",
+            ValueError("bad type in config.json\nmore"),
+            "lerobot could not read the policy config at org/model (ValueError: bad type",
+        ),
+    ],
+)
 def test_each_kind_of_failure_has_its_words(path, exc, words):
     msg = str(policy_path_failed(path, exc))
     assert msg.startswith(f"{PREFIX}--policy.path={path}: ") and words in msg and SAME in msg and "\n" not in msg
@@ -77,7 +111,9 @@ def test_each_kind_of_failure_has_its_words(path, exc, words):
 def test_the_file_case_names_the_directory(tmp_path):
     f = tmp_path / "config.json"
     f.write_text("{}")
-    assert f"{f} is a file: pass the directory that holds the policy's config.json" in str(policy_path_failed(str(f), OSError()))
+    assert f"{f} is a file: pass the directory that holds the policy's config.json" in str(
+        policy_path_failed(str(f), OSError())
+    )
 
 
 def test_the_wrapper_turns_only_a_config_failure_into_the_message(tmp_path):

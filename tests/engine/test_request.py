@@ -24,7 +24,11 @@ def test_observation_splits_state_and_images_under_canonical_keys():
     assert list(msg.state) == ["observation.state"]
     assert msg.state["observation.state"].dtype == np.float32
     assert msg.state["observation.state"].tolist() == [1.0, 2.0, 3.0]
-    assert list(msg.images) == ["observation.images.front"] and msg.images["observation.images.front"].shape == (4, 6, 3)
+    assert list(msg.images) == ["observation.images.front"] and msg.images["observation.images.front"].shape == (
+        4,
+        6,
+        3,
+    )
     assert (msg.task, msg.inference_delay_steps, msg.episode_start) == ("pick", 3, True)
     assert msg.prefix_model is None and msg.prefix_robot is None
     back = decode_observation(encode_observation(msg, jpeg_quality=0))  # what the server decodes
@@ -42,9 +46,20 @@ def test_rtc_prefix_is_the_head_of_the_leftover_in_both_spaces():
 
 
 def test_session_open_describes_features_rtc_and_contract():
-    req = request.session_open(client_uuid="r1", action_names=JOINTS, hw_features=HW, model_id="m", revision="main", service="pick",
-                               policy_type="act", fps=30.0, task="pick", rtc=RTCConfig(enabled=True, execution_horizon=8),
-                               tags={"site": "lab"}, expect_fingerprint="fp")
+    req = request.session_open(
+        client_uuid="r1",
+        action_names=JOINTS,
+        hw_features=HW,
+        model_id="m",
+        revision="main",
+        service="pick",
+        policy_type="act",
+        fps=30.0,
+        task="pick",
+        rtc=RTCConfig(enabled=True, execution_horizon=8),
+        tags={"site": "lab"},
+        expect_fingerprint="fp",
+    )
     kinds = {f.name: (f.kind, f.shape) for f in req.features}
     assert kinds == {"observation.state": ("state", [3]), "observation.images.front": ("image", [4, 6, 3])}
     assert req.rtc.enabled and req.rtc.execution_horizon == 8 and req.rtc.prefix_attention_schedule == "LINEAR"

@@ -32,7 +32,13 @@ def scene(h: int, w: int, seed: int) -> np.ndarray:
     for _ in range(12):
         c = tuple(int(v) for v in rng.integers(0, 255, 3))
         cv2.circle(img, (int(rng.integers(0, w)), int(rng.integers(0, h))), int(rng.integers(h // 20, h // 5)), c, -1)
-        cv2.rectangle(img, (int(rng.integers(0, w)), int(rng.integers(0, h))), (int(rng.integers(0, w)), int(rng.integers(0, h))), c, -1)
+        cv2.rectangle(
+            img,
+            (int(rng.integers(0, w)), int(rng.integers(0, h))),
+            (int(rng.integers(0, w)), int(rng.integers(0, h))),
+            c,
+            -1,
+        )
     img = cv2.GaussianBlur(img, (0, 0), 1.0)
     return np.clip(img + rng.normal(0, 3, img.shape), 0, 255).astype(np.uint8)
 
@@ -44,7 +50,9 @@ def backend(tmp_path_factory: pytest.TempPathFactory):
     from lerobot_policy_remote.testing.policies import save_tiny_act
 
     ckpt = save_tiny_act(tmp_path_factory.mktemp("act120"), cameras={"front": (120, 160)})
-    return LerobotBackend(Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="t", health_port=0), progress=lambda t: None)
+    return LerobotBackend(
+        Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="t", health_port=0), progress=lambda t: None
+    )
 
 
 def _chunk(backend, state: np.ndarray, img: np.ndarray) -> np.ndarray:
@@ -67,15 +75,25 @@ def test_robot_side_resize_matches_server_side_resize(backend, camera):
         assert small.nbytes * 16 <= frame.nbytes * (1.5 if camera[1] == 720 else 1.0)  # 16x fewer pixels for 480x640
         server_side, robot_side = _chunk(backend, state, frame), _chunk(backend, state, small)
         worst = max(worst, float(np.abs(server_side - robot_side).max()))
-        nearest_other = min(nearest_other, float(np.abs(server_side - _chunk(backend, state, scene(*camera, seed + 100))).max()))
+        nearest_other = min(
+            nearest_other, float(np.abs(server_side - _chunk(backend, state, scene(*camera, seed + 100))).max())
+        )
     assert worst <= PARITY_ATOL, f"robot-side resize differs from the server's by {worst:.3f} (tolerance {PARITY_ATOL})"
-    assert nearest_other > 3 * PARITY_ATOL, f"the model barely sees the image ({nearest_other:.3f}): the parity check would prove nothing"
+    assert nearest_other > 3 * PARITY_ATOL, (
+        f"the model barely sees the image ({nearest_other:.3f}): the parity check would prove nothing"
+    )
 
 
 def test_resize_only_shrinks_and_leaves_other_cameras():
-    big, tiny, other = np.zeros((480, 640, 3), np.uint8), np.zeros((60, 80, 3), np.uint8), np.zeros((480, 640, 3), np.uint8)
-    out = resize_for_model({CAM: big, "observation.images.wrist": other, "observation.images.low": tiny},
-                           {CAM: (120, 160), "observation.images.low": (120, 160)})
+    big, tiny, other = (
+        np.zeros((480, 640, 3), np.uint8),
+        np.zeros((60, 80, 3), np.uint8),
+        np.zeros((480, 640, 3), np.uint8),
+    )
+    out = resize_for_model(
+        {CAM: big, "observation.images.wrist": other, "observation.images.low": tiny},
+        {CAM: (120, 160), "observation.images.low": (120, 160)},
+    )
     assert out[CAM].shape == (120, 160, 3)
     assert out["observation.images.wrist"] is other  # the model told us nothing about it
     assert out["observation.images.low"] is tiny  # already smaller than trained: the server upsamples, fewer bytes sent

@@ -20,8 +20,10 @@ from lerobot_policy_remote.testing.memory_link import MemoryLink, MemoryReplica
 from lerobot_policy_remote.wire.header import Header, MsgType
 
 NAMES = [f"j{i}.pos" for i in range(3)]
-HW = {"observation.state": {"dtype": "float32", "shape": (3,), "names": NAMES},
-      "observation.images.front": {"dtype": "image", "shape": (8, 8, 3), "names": ["height", "width", "channels"]}}
+HW = {
+    "observation.state": {"dtype": "float32", "shape": (3,), "names": NAMES},
+    "observation.images.front": {"dtype": "image", "shape": (8, 8, 3), "names": ["height", "width", "channels"]},
+}
 OBS = {**{n: 1.0 for n in NAMES}, "front": np.zeros((8, 8, 3), np.uint8)}
 RENAME = {"observation.images.front": "observation.images.top"}
 
@@ -29,8 +31,17 @@ RENAME = {"observation.images.front": "observation.images.top"}
 def engine(link: MemoryLink, clock=None, **kw) -> RemoteInferenceEngine:
     cfg = RemoteInferenceConfig(**{"rtc": RTCConfig(enabled=False), "buffer_time_s": 0.1, "jpeg_quality": 0, **kw})
     extra = {"request_clock_ns": clock} if clock else {}
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link,
-                              rename_map=RENAME, **extra)
+    e = RemoteInferenceEngine(
+        cfg,
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="t",
+        fps=30,
+        model_id="m",
+        transport=link,
+        rename_map=RENAME,
+        **extra,
+    )
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)
@@ -74,7 +85,9 @@ def test_the_robot_speaks_the_negotiated_schema_and_refuses_chunks_of_another(mo
     e.step()
     h, _ = link.requests[-1]
     assert h.schema_version == 2, "requests carry the negotiated version, not the robot's own constant"
-    link.reply(h, np.ones((10, 3)), header=Header(1, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch))
+    link.reply(
+        h, np.ones((10, 3)), header=Header(1, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
+    )
     e.step()
     assert e.counters["schema_mismatch"] == 1 and e.counters["chunks"] == 0
     e.step()  # the refused chunk failed the request: a new one goes out
@@ -86,9 +99,15 @@ def test_the_robot_speaks_the_negotiated_schema_and_refuses_chunks_of_another(mo
 
 
 def test_an_ack_in_a_version_the_robot_does_not_speak_is_fatal():
-    e = RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=False), connect_timeout_s=1), hw_features=HW,
-                              ordered_action_keys=NAMES, task="t", fps=30, model_id="m",
-                              transport=MemoryLink(MemoryReplica("mem-1", schema_version=7)))
+    e = RemoteInferenceEngine(
+        RemoteInferenceConfig(rtc=RTCConfig(enabled=False), connect_timeout_s=1),
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="t",
+        fps=30,
+        model_id="m",
+        transport=MemoryLink(MemoryReplica("mem-1", schema_version=7)),
+    )
     with pytest.raises(Exception, match="schema version 7"):
         e.start(worker=False)
 
@@ -98,6 +117,7 @@ def test_a_late_reply_to_the_latest_request_is_merged_an_older_one_is_dropped():
     e = engine(link, request_timeout_s=0.05)
     e.step()
     first, _ = link.requests[-1]
+
     def timed_out() -> bool:  # the request's own timeout passed: this test is about what happens after it
         return e.requests.age(time.monotonic()) > 0.05
 
@@ -163,12 +183,21 @@ def test_a_clean_run_against_a_policy_without_rtc_warns_only_about_the_action_or
     e.stop()
 
 
-@pytest.mark.parametrize(("replica_rtc", "robot_rtc", "expected"), [(True, True, "on"), (False, True, "off"), (True, False, "off")])
+@pytest.mark.parametrize(
+    ("replica_rtc", "robot_rtc", "expected"), [(True, True, "on"), (False, True, "off"), (True, False, "off")]
+)
 def test_telemetry_says_whether_the_session_runs_rtc(replica_rtc, robot_rtc, expected):
     """`rtc` is the session's own verdict: on only when the server offers RTC and the robot wants it; "" before a session."""
     link = MemoryLink(MemoryReplica("mem-1", rtc=replica_rtc))
-    fresh = RemoteInferenceEngine(RemoteInferenceConfig(rtc=RTCConfig(enabled=robot_rtc)), hw_features=HW, ordered_action_keys=NAMES,
-                                  task="t", fps=30, model_id="m", transport=link)
+    fresh = RemoteInferenceEngine(
+        RemoteInferenceConfig(rtc=RTCConfig(enabled=robot_rtc)),
+        hw_features=HW,
+        ordered_action_keys=NAMES,
+        task="t",
+        fps=30,
+        model_id="m",
+        transport=link,
+    )
     assert fresh.telemetry().rtc == ""
     e = engine(link, rtc=RTCConfig(enabled=robot_rtc))
     assert (e.rtc_active, e.telemetry().rtc) == (expected == "on", expected)

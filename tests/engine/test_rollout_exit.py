@@ -34,7 +34,7 @@ from lerobot_policy_remote.zenoh_config import ZenohSettings
 NORMAL_EXIT_S = 10.0
 LEAKED_EXIT_S = getattr(hook, "EXIT_GRACE_S", 10.0) + 8.0
 
-LEAK = '''
+LEAK = """
 import os
 if os.environ.get("LEAK_ZENOH_ROUTER"):
     import zenoh
@@ -44,7 +44,7 @@ if os.environ.get("LEAK_ZENOH_ROUTER"):
     _c.insert_json5("connect/endpoints", '["%s"]' % os.environ["LEAK_ZENOH_ROUTER"])
     _leaked = zenoh.open(_c)
     _sub = _leaked.declare_subscriber("leak/**", lambda sample: None)  # a callback thread that is not a daemon
-'''
+"""
 
 
 def rollout_exit(router, tmp_path: Path, env: dict[str, str] | None = None) -> tuple[float, int, str]:
@@ -52,10 +52,23 @@ def rollout_exit(router, tmp_path: Path, env: dict[str, str] | None = None) -> t
     task = f"exit {os.urandom(3).hex()}"
     model = save_tiny_act(tmp_path / "act", cameras={"front": (96, 128)})
     server = policy_server(model, task, router.endpoint, max_seconds=240, ready_timeout=150)
-    p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-              f"--policy.path={model}", f"--task={task}", "--duration=4", "--fps=30",
-              f"--inference.connect_endpoint={router.endpoint}", "--return_to_initial_position=false"],
-             name="rollout", env=env, max_seconds=240)
+    p = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--policy.path={model}",
+            f"--task={task}",
+            "--duration=4",
+            "--fps=30",
+            f"--inference.connect_endpoint={router.endpoint}",
+            "--return_to_initial_position=false",
+        ],
+        name="rollout",
+        env=env,
+        max_seconds=240,
+    )
     try:
         p.wait_for("Rollout finished", timeout=180)
         t0 = time.monotonic()
@@ -82,7 +95,10 @@ def test_a_session_left_open_cannot_keep_a_finished_rollout_alive(router, tmp_pa
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(LEAK)
-    env = {"LEAK_ZENOH_ROUTER": router.endpoint, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    env = {
+        "LEAK_ZENOH_ROUTER": router.endpoint,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
     took, rc, out = rollout_exit(router, tmp_path, env)
     assert rc == 0, out[-3000:]
     assert took <= LEAKED_EXIT_S, f"{took:.1f}s from 'Rollout finished' to exit"
@@ -94,8 +110,14 @@ def test_a_closed_link_opens_and_binds_nothing(router):
     task = f"t{uuid.uuid4().hex[:6]}"
     names = ["j0.pos", "j1.pos"]
     settings = ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=True)
-    manifest = Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0, direct_link=True,
-                        replica_id=f"rep-{uuid.uuid4().hex[:6]}", zenoh=settings)
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path="stub"),
+        default_task=task,
+        health_port=0,
+        direct_link=True,
+        replica_id=f"rep-{uuid.uuid4().hex[:6]}",
+        zenoh=settings,
+    )
     server = PolicyServer(manifest, backend=StubBackend(0.0, names, chunk_size=4), progress=lambda t: None).start()
     link = ZenohLink(settings, ServiceKeys.for_service("stub", "main", task), "r1")
     try:

@@ -33,21 +33,40 @@ pytestmark = pytest.mark.slow
 
 NAMES = [f"j{i}.pos" for i in range(6)]
 CAMS = ("front", "wrist")
-HW = {"observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
-      **{f"observation.images.{c}": {"dtype": "image", "shape": (96, 128, 3), "names": ["height", "width", "channels"]}
-         for c in CAMS}}
+HW = {
+    "observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
+    **{
+        f"observation.images.{c}": {"dtype": "image", "shape": (96, 128, 3), "names": ["height", "width", "channels"]}
+        for c in CAMS
+    },
+}
 
 
-def _run(router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same_host: bool) -> tuple[RemoteInferenceEngine, set[str]]:
+def _run(
+    router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same_host: bool
+) -> tuple[RemoteInferenceEngine, set[str]]:
     """Serve, connect one robot, collect the codecs of the frames it sends until 3 chunks came back."""
     task = f"same host {uuid.uuid4().hex[:6]}"
     backend = StubBackend(0.0, NAMES, chunk_size=10, image_keys=tuple(f"observation.images.{c}" for c in CAMS))
-    server = PolicyServer(Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0,
-                                   zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=server_shm)),
-                          backend=backend, progress=lambda t: None).start()
+    server = PolicyServer(
+        Manifest(
+            model=ModelSpec(repo_or_path="stub"),
+            default_task=task,
+            health_port=0,
+            zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint], shared_memory=server_shm),
+        ),
+        backend=backend,
+        progress=lambda t: None,
+    ).start()
     robot = f"r{uuid.uuid4().hex[:8]}"
-    cfg = RemoteInferenceConfig(connect_endpoint=router.endpoint, client_uuid=robot, rtc=RTCConfig(enabled=False),
-                                raw_frames_on_same_host=raw_on_same_host, request_timeout_s=5.0, buffer_time_s=0.2)
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=router.endpoint,
+        client_uuid=robot,
+        rtc=RTCConfig(enabled=False),
+        raw_frames_on_same_host=raw_on_same_host,
+        request_timeout_s=5.0,
+        buffer_time_s=0.2,
+    )
     keys = ServiceKeys.for_service("stub", cfg.service_revision, task)
     # The router path (direct=False): the spy reads the frames on the router; test_direct_link.py covers the other.
     link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=robot_shm), keys, robot, direct=False)
@@ -65,7 +84,9 @@ def _run(router, zenoh_client, *, robot_shm: bool, server_shm: bool, raw_on_same
                 three_seen.set()
 
     spy = zenoh_client().declare_subscriber(keys.obs("*", robot), on_obs)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link)
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link
+    )
     frame = np.random.default_rng(0).integers(0, 255, (96, 128, 3), dtype=np.uint8)
     try:
         e.reset()
@@ -92,13 +113,19 @@ def test_a_robot_on_the_servers_host_sends_raw_frames_over_shared_memory(router,
     assert codecs == {"raw"}
 
 
-@pytest.mark.parametrize(("robot_shm", "server_shm", "raw_on_same_host"), [
-    (False, True, True),   # the robot's link is not shared memory: as if across a network
-    (True, False, True),   # the server's link is not: its frames would cross a network to reach it
-    (True, True, False),   # same host, but the operator asked for JPEG
-], ids=["robot-link-not-shm", "server-link-not-shm", "raw-off"])
+@pytest.mark.parametrize(
+    ("robot_shm", "server_shm", "raw_on_same_host"),
+    [
+        (False, True, True),  # the robot's link is not shared memory: as if across a network
+        (True, False, True),  # the server's link is not: its frames would cross a network to reach it
+        (True, True, False),  # same host, but the operator asked for JPEG
+    ],
+    ids=["robot-link-not-shm", "server-link-not-shm", "raw-off"],
+)
 def test_any_other_path_keeps_jpeg(router, zenoh_client, robot_shm, server_shm, raw_on_same_host):
-    e, codecs = _run(router, zenoh_client, robot_shm=robot_shm, server_shm=server_shm, raw_on_same_host=raw_on_same_host)
+    e, codecs = _run(
+        router, zenoh_client, robot_shm=robot_shm, server_shm=server_shm, raw_on_same_host=raw_on_same_host
+    )
     assert e.session.same_host == (robot_shm and server_shm)
     assert e.frame_quality == e.cfg.jpeg_quality == 90
     assert codecs == {"jpeg"}

@@ -16,5 +16,7 @@ def test_reconnect_failure_after_a_session_says_the_servers_are_gone():
     assert "gpu-0" in text and "drained" in text and "retrying" in text
     # before any session the namespace/endpoint advice stays (a first connection may well be misconfigured)
     assert "namespace does not match" in reconnect_failure(exc, "")
-    other = HandshakeError("server full: 2/2 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL)
+    other = HandshakeError(
+        "server full: 2/2 sessions active", fatal=False, code=Refusal.REFUSED, last=Refusal.SERVER_FULL
+    )
     assert reconnect_failure(other, "gpu-0") == str(other)

@@ -34,9 +34,17 @@ from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 NAMES = [f"j{i}.pos" for i in range(6)]
-HW = {"observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
-      **{f"observation.images.{cam}": {"dtype": "image", "shape": (480, 640, 3), "names": ["height", "width", "channels"]}
-         for cam in ("front", "wrist")}}
+HW = {
+    "observation.state": {"dtype": "float32", "shape": (6,), "names": NAMES},
+    **{
+        f"observation.images.{cam}": {
+            "dtype": "image",
+            "shape": (480, 640, 3),
+            "names": ["height", "width", "channels"],
+        }
+        for cam in ("front", "wrist")
+    },
+}
 RATE_BPS, ONE_WAY_S = 20e6, 0.020
 
 
@@ -122,20 +130,42 @@ class ShapedRelay:
 @pytest.mark.slow
 def test_raw_frames_at_20mbit_40ms_deliver_every_request(router):
     task = f"raw {uuid.uuid4().hex[:6]}"
-    backend = StubBackend(0.02, NAMES, chunk_size=30, image_keys=("observation.images.front", "observation.images.wrist"))
-    server = PolicyServer(Manifest(model=ModelSpec(repo_or_path="stub"), default_task=task, health_port=0,
-                                   zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint])),
-                          backend=backend, progress=lambda t: None).start()
+    backend = StubBackend(
+        0.02, NAMES, chunk_size=30, image_keys=("observation.images.front", "observation.images.wrist")
+    )
+    server = PolicyServer(
+        Manifest(
+            model=ModelSpec(repo_or_path="stub"),
+            default_task=task,
+            health_port=0,
+            zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]),
+        ),
+        backend=backend,
+        progress=lambda t: None,
+    ).start()
     host, port = router.endpoint.split("/", 1)[1].rsplit(":", 1)
     relay = ShapedRelay((host, int(port)), RATE_BPS, ONE_WAY_S)
     robot = f"raw{uuid.uuid4().hex[:8]}"
-    cfg = RemoteInferenceConfig(connect_endpoint=f"tcp/127.0.0.1:{relay.port}", client_uuid=robot, rtc=RTCConfig(enabled=False),
-                                jpeg_quality=0, resize_on_robot=False, request_timeout_s=5.0, buffer_time_s=10.0, max_action_age_s=30.0)
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=f"tcp/127.0.0.1:{relay.port}",
+        client_uuid=robot,
+        rtc=RTCConfig(enabled=False),
+        jpeg_quality=0,
+        resize_on_robot=False,
+        request_timeout_s=5.0,
+        buffer_time_s=10.0,
+        max_action_age_s=30.0,
+    )
     # shared memory off on the robot, as across a real network: with it on, zenoh passes each frame through /dev/shm
     # and only a descriptor crosses the relay, so the link would not be tested at all
-    link = ZenohLink(dataclasses.replace(cfg.zenoh_settings(), shared_memory=False),
-                     ServiceKeys.for_service("stub", cfg.service_revision, task), robot)
-    e = RemoteInferenceEngine(cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link)
+    link = ZenohLink(
+        dataclasses.replace(cfg.zenoh_settings(), shared_memory=False),
+        ServiceKeys.for_service("stub", cfg.service_revision, task),
+        robot,
+    )
+    e = RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task=task, fps=30, model_id="stub", transport=link
+    )
     frame = np.random.default_rng(0).integers(0, 255, (480, 640, 3), dtype=np.uint8)
     try:
         e.reset()

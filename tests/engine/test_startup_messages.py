@@ -18,13 +18,32 @@ pytestmark = pytest.mark.slow
 TASK = "pick up the cube"
 
 
-def rollout(model: Path, endpoint: str, task: str, robot: str = "sim_arm", env: dict[str, str] | None = None,
-            took: list[float] | None = None) -> tuple[int, str]:
+def rollout(
+    model: Path,
+    endpoint: str,
+    task: str,
+    robot: str = "sim_arm",
+    env: dict[str, str] | None = None,
+    took: list[float] | None = None,
+) -> tuple[int, str]:
     """Default connect timeout and return-to-start (a start mistake is reported within 3 s of the engine's
     start, not after the 10 s connect timeout and a drive back to the start pose). `took` gets those seconds."""
-    p = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", f"--robot.type={robot}",
-              f"--policy.path={model}", f"--task={task}", "--duration=20", "--fps=30", f"--inference.connect_endpoint={endpoint}"],
-             name="rollout", env=env, max_seconds=200)
+    p = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            f"--robot.type={robot}",
+            f"--policy.path={model}",
+            f"--task={task}",
+            "--duration=20",
+            "--fps=30",
+            f"--inference.connect_endpoint={endpoint}",
+        ],
+        name="rollout",
+        env=env,
+        max_seconds=200,
+    )
     p.wait_for("Starting inference engine", timeout=150)
     t0 = time.monotonic()
     p.wait_for("lerobot-rollout: ", timeout=60)
@@ -49,7 +68,9 @@ def model(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def server(model, own_router):
-    p = policy_server(model, TASK, own_router.endpoint, "--max_sessions=2", "--replica_id=cube-1", max_seconds=300, ready_timeout=120)
+    p = policy_server(
+        model, TASK, own_router.endpoint, "--max_sessions=2", "--replica_id=cube-1", max_seconds=300, ready_timeout=120
+    )
     yield p
     p.stop()
 
@@ -63,7 +84,8 @@ def test_router_down_is_one_message_at_the_end_at_once(model):
     assert lines[0] == (
         f"lerobot-rollout: Remote inference could not start: nothing listens at {endpoint} (connection refused): start the "
         f"router there (lerobot-fleet router --listen {endpoint}) or fix --inference.connect_endpoint. "
-        f"Check with: lerobot-fleet doctor --router {endpoint}")
+        f"Check with: lerobot-fleet doctor --router {endpoint}"
+    )
     assert took[0] < 3.0, f"a refused port took {took[0]:.1f}s to report"
     assert "Returning robot to initial position" not in out  # it never moved
     assert lines[1:] == ["(LOG_LEVEL=DEBUG prints the traceback; `lerobot-fleet doctor` checks the whole setup)"]
@@ -93,10 +115,13 @@ def test_robot_that_does_not_fit_the_policy_gets_the_contract_advice(model, own_
     rc, out = rollout(model, own_router.endpoint, TASK, robot="sim_base")
     assert rc != 0
     first = advice(out)[0]
-    assert first.startswith("lerobot-rollout: Remote inference could not start: session refused by replica cube-1 (action_mismatch): ")
+    assert first.startswith(
+        "lerobot-rollout: Remote inference could not start: session refused by replica cube-1 (action_mismatch): "
+    )
     assert "the policy outputs 6 actions, the robot has 3 (['x.vel', 'y.vel', 'theta.vel'])" in first
     assert first.endswith(
         ". To fix: run the robot type the policy was trained on (same joints, same order), or serve a policy trained for "
         "this robot; if only the order differs, set action_feature_names in the server manifest to the training "
-        "dataset's action names")
+        "dataset's action names"
+    )
     assert "Traceback" not in out

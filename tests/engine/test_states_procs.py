@@ -28,13 +28,36 @@ def test_healthy_run_is_never_degraded_and_sigstop_is_degraded_then_stalled(rout
     task = f"pick {uuid.uuid4().hex[:6]}"
     for chunk in (50, 100):
         model = save_tiny_act(tmp_path / f"act{chunk}", cameras={"front": (96, 128)}, chunk_size=chunk)
-        server = policy_server(model, task, router.endpoint, "--zenoh.lease_ms=10000", "--warmup_inferences=1", name=f"server{chunk}",
-                               max_seconds=240, ready_timeout=120)
-        rollout = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                        f"--policy.path={model}", f"--task={task}", "--duration=120", "--fps=30",
-                        f"--inference.connect_endpoint={router.endpoint}", f"--inference.degraded_after_s={DEGRADED_AFTER}",
-                        f"--inference.buffer_time_s={BUFFER}", "--inference.request_timeout_s=20", "--inference.max_action_age_s=5",
-                        "--return_to_initial_position=false"], name=f"rollout{chunk}", max_seconds=200)
+        server = policy_server(
+            model,
+            task,
+            router.endpoint,
+            "--zenoh.lease_ms=10000",
+            "--warmup_inferences=1",
+            name=f"server{chunk}",
+            max_seconds=240,
+            ready_timeout=120,
+        )
+        rollout = Proc(
+            [
+                str(VENV_BIN / "lerobot-rollout"),
+                "--strategy.type=base",
+                "--inference.type=remote",
+                "--robot.type=sim_arm",
+                f"--policy.path={model}",
+                f"--task={task}",
+                "--duration=120",
+                "--fps=30",
+                f"--inference.connect_endpoint={router.endpoint}",
+                f"--inference.degraded_after_s={DEGRADED_AFTER}",
+                f"--inference.buffer_time_s={BUFFER}",
+                "--inference.request_timeout_s=20",
+                "--inference.max_action_age_s=5",
+                "--return_to_initial_position=false",
+            ],
+            name=f"rollout{chunk}",
+            max_seconds=200,
+        )
         try:
             rollout.wait_for("Link state: STREAMING", timeout=90)
             t_healthy = time.monotonic()

@@ -11,17 +11,51 @@ from lerobot_policy_remote.engine.telemetry import EngineSnapshot, EngineStats, 
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.messages import RobotTelemetry
 
-STATS = EngineStats(requests=120, superseded=3, errors=2, fallback_count=5, rtt_p50_ms=31.5, rtt_p95_ms=48.0, delay_steps=2)
-SNAP = EngineSnapshot(client_uuid="arm-01", state=LinkState.DEGRADED, state_age_s=1.25, model_id="org/act", service="pick",
-                      session_id="s-9", replica="gpu-0", episode_id=4, staleness_s=0.08, queue_s=0.9, last_outcome="timeout",
-                      fps=30.0, seq=17, max_action_age_s=3.0, rtc="on")
+STATS = EngineStats(
+    requests=120, superseded=3, errors=2, fallback_count=5, rtt_p50_ms=31.5, rtt_p95_ms=48.0, delay_steps=2
+)
+SNAP = EngineSnapshot(
+    client_uuid="arm-01",
+    state=LinkState.DEGRADED,
+    state_age_s=1.25,
+    model_id="org/act",
+    service="pick",
+    session_id="s-9",
+    replica="gpu-0",
+    episode_id=4,
+    staleness_s=0.08,
+    queue_s=0.9,
+    last_outcome="timeout",
+    fps=30.0,
+    seq=17,
+    max_action_age_s=3.0,
+    rtc="on",
+)
 
 
 def test_every_field_comes_from_the_stats_or_the_snapshot():
     assert robot_telemetry(STATS, SNAP) == RobotTelemetry(
-        client_uuid="arm-01", state="DEGRADED", model_id="org/act", service="pick", session_id="s-9", replica="gpu-0",
-        episode_id=4, staleness_s=0.08, queue_s=0.9, rtt_p50_ms=31.5, rtt_p95_ms=48.0, delay_steps=2, fallback_count=5,
-        requests=120, superseded=3, errors=2, last_outcome="timeout", state_age_s=1.25, fps=30.0, seq=17, max_action_age_s=3.0,
+        client_uuid="arm-01",
+        state="DEGRADED",
+        model_id="org/act",
+        service="pick",
+        session_id="s-9",
+        replica="gpu-0",
+        episode_id=4,
+        staleness_s=0.08,
+        queue_s=0.9,
+        rtt_p50_ms=31.5,
+        rtt_p95_ms=48.0,
+        delay_steps=2,
+        fallback_count=5,
+        requests=120,
+        superseded=3,
+        errors=2,
+        last_outcome="timeout",
+        state_age_s=1.25,
+        fps=30.0,
+        seq=17,
+        max_action_age_s=3.0,
         rtc="on",
     )
 
@@ -33,7 +67,9 @@ def test_a_dead_robot_reports_why_instead_of_its_last_outcome():
 
 
 def test_a_fresh_engine_reports_zeros_and_encodes():
-    t = robot_telemetry(EngineStats(), EngineSnapshot(client_uuid="arm-02", state=LinkState.CONNECTING, state_age_s=0.0))
+    t = robot_telemetry(
+        EngineStats(), EngineSnapshot(client_uuid="arm-02", state=LinkState.CONNECTING, state_age_s=0.0)
+    )
     assert (t.state, t.requests, t.errors, t.rtt_p50_ms, t.last_outcome, t.rtc) == ("CONNECTING", 0, 0, 0.0, "", "")
     assert decode(RobotTelemetry, encode(t)) == t
     assert type(t.state) is str  # the wire carries the state's value, not the enum

@@ -67,7 +67,9 @@ def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_
         return time.monotonic() + skew[0]
 
     monkeypatch.setattr(remote, "time", types.SimpleNamespace(monotonic=monotonic))
-    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), telemetry_period_s=0.5, telemetry_max_period_s=8.0, max_action_age_s=3.0)
+    cfg = RemoteInferenceConfig(
+        rtc=RTCConfig(enabled=False), telemetry_period_s=0.5, telemetry_max_period_s=8.0, max_action_age_s=3.0
+    )
     e = RemoteInferenceEngine(cfg, hw_features={}, ordered_action_keys=["a.pos"], task="t", fps=30, model_id="m")
     sent = _Sent()
     e.transport = sent  # type: ignore[assignment]

@@ -34,7 +34,9 @@ def test_answers_only_the_request_in_flight_of_this_session_and_episode():
 
 def test_a_good_chunk_has_no_problem():
     assert chunk_problem(chunk(), session_id="s", action_dim=3, outstanding=OUT) == ""
-    assert chunk_problem(chunk(seq_id_echo=0, client_mono_ns_echo=0), session_id="s", action_dim=3, outstanding=OUT) == ""
+    assert (
+        chunk_problem(chunk(seq_id_echo=0, client_mono_ns_echo=0), session_id="s", action_dim=3, outstanding=OUT) == ""
+    )
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,10 @@ SECONDS = 30
 
 def tiny_env() -> dict[str, str]:
     path = os.environ.get("PYTHONPATH", "")
-    return {"PYTHONPATH": f"{tiny_pi.SITE_DIR}{os.pathsep}{path}" if path else str(tiny_pi.SITE_DIR), "HF_HUB_OFFLINE": "1"}
+    return {
+        "PYTHONPATH": f"{tiny_pi.SITE_DIR}{os.pathsep}{path}" if path else str(tiny_pi.SITE_DIR),
+        "HF_HUB_OFFLINE": "1",
+    }
 
 
 def executed(rec: Path) -> list[dict]:
@@ -49,10 +52,23 @@ def test_a_vla_served_with_rtc_streams_to_the_sim_arm_with_no_failed_request(rou
     model = SAVERS[kind](tmp_path / kind)
     server = policy_server(model, TASK, router.endpoint, "--rtc.enabled=true", max_seconds=240, ready_timeout=150)
     rec = tmp_path / "cmds.jsonl"
-    robot = Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                  f"--robot.record_path={rec}", f"--policy.path={model}", f"--task={TASK}", f"--duration={SECONDS}", "--fps=30",
-                  f"--inference.connect_endpoint={router.endpoint}", "--return_to_initial_position=false"],
-                 name="rollout", max_seconds=SECONDS + 150)
+    robot = Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--robot.record_path={rec}",
+            f"--policy.path={model}",
+            f"--task={TASK}",
+            f"--duration={SECONDS}",
+            "--fps=30",
+            f"--inference.connect_endpoint={router.endpoint}",
+            "--return_to_initial_position=false",
+        ],
+        name="rollout",
+        max_seconds=SECONDS + 150,
+    )
     try:
         opened = robot.wait_for("Session ", timeout=120)
         assert "rtc=True" in opened
@@ -61,7 +77,9 @@ def test_a_vla_served_with_rtc_streams_to_the_sim_arm_with_no_failed_request(rou
         robot.stop()
         server.stop()
     outcomes = audit_outcomes(server.output())
-    assert outcomes.get("ok", 0) >= SECONDS and set(outcomes) == {"ok"}, outcomes  # every request served (a 30-step chunk: ~2/s)
+    assert outcomes.get("ok", 0) >= SECONDS and set(outcomes) == {"ok"}, (
+        outcomes
+    )  # every request served (a 30-step chunk: ~2/s)
     actions = executed(rec)
     assert len(actions) >= SECONDS * 30 * 0.5  # the arm moved on the policy's actions most of the time
     assert "delay=" in robot.output()  # chunks were merged the RTC way (inference delay, trimmed prefix)

@@ -10,8 +10,16 @@ from lerobot_fleet.pki import init_ca, issue
 
 from lerobot_policy_remote.testing.procs import Router
 
-NAMES = {"router-a": "router", "router-b": "router", "arm-a": "robot", "arm-b": "robot", "arm-c": "robot",
-         "rep-1": "server", "alice": "operator", "wall": "viewer"}
+NAMES = {
+    "router-a": "router",
+    "router-b": "router",
+    "arm-a": "robot",
+    "arm-b": "robot",
+    "arm-c": "robot",
+    "rep-1": "server",
+    "alice": "operator",
+    "wall": "viewer",
+}
 
 
 ROGUE_SERVICE = "rogue service"  # the only namespace server certificate `rogue` may serve in
@@ -35,8 +43,16 @@ def make_pki(d: Path) -> Path:
 
 
 def acl_router(pki: Path, name: str = "router-a", connect: list[str] | None = None) -> Router:
-    extra = ["--tls-cert", str(pki / f"{name}.crt"), "--tls-key", str(pki / f"{name}.key"), "--tls-ca", str(pki / "ca.crt"),
-             "--inventory", str(pki / "inventory.yaml")]
+    extra = [
+        "--tls-cert",
+        str(pki / f"{name}.crt"),
+        "--tls-key",
+        str(pki / f"{name}.key"),
+        "--tls-ca",
+        str(pki / "ca.crt"),
+        "--inventory",
+        str(pki / "inventory.yaml"),
+    ]
     for ep in connect or []:
         extra += ["--connect", ep]
     r = Router(extra=extra)
@@ -46,14 +62,27 @@ def acl_router(pki: Path, name: str = "router-a", connect: list[str] | None = No
 
 def fleet_tls(pki: Path, name: str) -> list[str]:
     """`lerobot-fleet` TLS flags for certificate NAME."""
-    return ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / f"{name}.crt"), "--tls-key", str(pki / f"{name}.key")]
+    return [
+        "--tls-ca",
+        str(pki / "ca.crt"),
+        "--tls-cert",
+        str(pki / f"{name}.crt"),
+        "--tls-key",
+        str(pki / f"{name}.key"),
+    ]
 
 
 def server_tls(pki: Path, name: str) -> list[str]:
-    return [f"--zenoh.tls_root_ca_certificate={pki / 'ca.crt'}", f"--zenoh.tls_connect_certificate={pki / f'{name}.crt'}",
-            f"--zenoh.tls_connect_private_key={pki / f'{name}.key'}"]
+    return [
+        f"--zenoh.tls_root_ca_certificate={pki / 'ca.crt'}",
+        f"--zenoh.tls_connect_certificate={pki / f'{name}.crt'}",
+        f"--zenoh.tls_connect_private_key={pki / f'{name}.key'}",
+    ]
 
 
 def robot_tls(pki: Path, name: str) -> list[str]:
-    return [f"--inference.tls_ca={pki / 'ca.crt'}", f"--inference.tls_cert={pki / f'{name}.crt'}",
-            f"--inference.tls_key={pki / f'{name}.key'}"]
+    return [
+        f"--inference.tls_ca={pki / 'ca.crt'}",
+        f"--inference.tls_cert={pki / f'{name}.crt'}",
+        f"--inference.tls_key={pki / f'{name}.key'}",
+    ]

@@ -23,7 +23,14 @@ from lerobot_policy_remote.wire import ServiceKeys
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.codes import EventKind
 from lerobot_policy_remote.wire.header import Header, MsgType
-from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, EventMsg, ResetAck, ResetRequest, SessionAck, SessionOpen
+from lerobot_policy_remote.wire.messages import (
+    SCHEMA_VERSION,
+    EventMsg,
+    ResetAck,
+    ResetRequest,
+    SessionAck,
+    SessionOpen,
+)
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 pytestmark = pytest.mark.slow
@@ -39,19 +46,46 @@ def fleet(tmp_path_factory):
     health = free_port()
     server = rollout = None
     try:
-        server = policy_server(model, task, router.endpoint, "--replica_id=rep-1", *server_tls(pki, "rep-1"), health_port=health,
-                               max_seconds=500, ready_timeout=200)
+        server = policy_server(
+            model,
+            task,
+            router.endpoint,
+            "--replica_id=rep-1",
+            *server_tls(pki, "rep-1"),
+            health_port=health,
+            max_seconds=500,
+            ready_timeout=200,
+        )
         rollout = Proc(
-            [str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-             f"--policy.path={model}", f"--task={task}", "--duration=400", "--fps=30",
-             f"--inference.connect_endpoint={router.endpoint}", "--inference.client_uuid=arm-b", *robot_tls(pki, "arm-b"),
-             "--inference.request_timeout_s=2", "--inference.reconnect_max_backoff_s=1", "--inference.max_offline_s=120",
-             "--return_to_initial_position=false"],
-            name="rollout", max_seconds=500,
+            [
+                str(VENV_BIN / "lerobot-rollout"),
+                "--strategy.type=base",
+                "--inference.type=remote",
+                "--robot.type=sim_arm",
+                f"--policy.path={model}",
+                f"--task={task}",
+                "--duration=400",
+                "--fps=30",
+                f"--inference.connect_endpoint={router.endpoint}",
+                "--inference.client_uuid=arm-b",
+                *robot_tls(pki, "arm-b"),
+                "--inference.request_timeout_s=2",
+                "--inference.reconnect_max_backoff_s=1",
+                "--inference.max_offline_s=120",
+                "--return_to_initial_position=false",
+            ],
+            name="rollout",
+            max_seconds=500,
         )
         rollout.wait_for("executing session_id=", timeout=200)
-        yield {"pki": pki, "router": router, "server": server, "rollout": rollout, "health": health,
-               "keys": ServiceKeys.for_service(str(model), "main", task)}
+        yield {
+            "pki": pki,
+            "router": router,
+            "server": server,
+            "rollout": rollout,
+            "health": health,
+            "keys": ServiceKeys.for_service(str(model), "main", task),
+        }
     finally:
         for p in (rollout, server):
             if p is not None:
@@ -60,8 +94,12 @@ def fleet(tmp_path_factory):
 
 
 def fleet_cmd(fleet, cert: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([FLEET, *args, "--router", fleet["router"].endpoint, *fleet_tls(fleet["pki"], cert)],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [FLEET, *args, "--router", fleet["router"].endpoint, *fleet_tls(fleet["pki"], cert)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def status(fleet, cert: str) -> dict:
@@ -82,9 +120,16 @@ def metrics(fleet) -> dict[str, float]:
 
 def session_as(fleet, cert: str):
     pki = fleet["pki"]
-    return open_session(ZenohSettings(mode="client", connect_endpoints=[fleet["router"].endpoint], connect_timeout_ms=3000,
-                                      tls_root_ca_certificate=str(pki / "ca.crt"), tls_connect_certificate=str(pki / f"{cert}.crt"),
-                                      tls_connect_private_key=str(pki / f"{cert}.key")))
+    return open_session(
+        ZenohSettings(
+            mode="client",
+            connect_endpoints=[fleet["router"].endpoint],
+            connect_timeout_ms=3000,
+            tls_root_ca_certificate=str(pki / "ca.crt"),
+            tls_connect_certificate=str(pki / f"{cert}.crt"),
+            tls_connect_private_key=str(pki / f"{cert}.key"),
+        )
+    )
 
 
 def router_log(fleet) -> str:
@@ -104,8 +149,11 @@ def logged(fleet, line: str, timeout: float = 10.0) -> bool:
 def labelled(fleet, name: str, label: str) -> float:
     """One labelled sample of the server's /metrics (0 when absent)."""
     text = httpx.get(f"http://127.0.0.1:{fleet['health']}/metrics", timeout=5).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(f"lerobot_policy_server_{name}{{")
-               and f'"{label}"' in line)
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(f"lerobot_policy_server_{name}{{") and f'"{label}"' in line
+    )
 
 
 def b_session(fleet) -> str:
@@ -117,15 +165,21 @@ def b_keeps_streaming(fleet, session_id: str, more: int = 15) -> None:
     """arm-b executes `more` further chunks, still under `session_id`: the attack never reached it."""
     out = fleet["rollout"].output
     before = out().count("executing session_id=")
-    wait_until(lambda: out().count("executing session_id=") >= before + more, timeout=30,
-               message=f"arm-b executing {more} more chunks after the attack")
+    wait_until(
+        lambda: out().count("executing session_id=") >= before + more,
+        timeout=30,
+        message=f"arm-b executing {more} more chunks after the attack",
+    )
     assert b_session(fleet) == session_id, "arm-b's session was replaced"
 
 
 def test_normal_path_streams_under_the_acl_with_no_refusal(fleet):
     before = fleet["rollout"].output().count("executing session_id=")
-    wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 20, timeout=30,
-               message="the robot executing 20 more chunks under the ACL")
+    wait_until(
+        lambda: fleet["rollout"].output().count("executing session_id=") >= before + 20,
+        timeout=30,
+        message="the robot executing 20 more chunks under the ACL",
+    )
     snap = status(fleet, "wall")
     robot = next(r for r in snap["robots"] if r["robot_id"] == "arm-b")
     assert robot["state"] in ("STREAMING", "DEGRADED") and robot["replica"] == "rep-1"
@@ -186,7 +240,9 @@ def test_robot_a_cannot_drain_nor_reset_b(fleet):
 
 def test_viewer_reads_status_but_cannot_drain(fleet):
     snap = status(fleet, "wall")
-    assert any(r["robot_id"] == "arm-b" for r in snap["robots"]) and any(s["replica"] == "rep-1" for s in snap["servers"])
+    assert any(r["robot_id"] == "arm-b" for r in snap["robots"]) and any(
+        s["replica"] == "rep-1" for s in snap["servers"]
+    )
     drain = fleet_cmd(fleet, "wall", "drain", "rep-1", "--timeout", "2")
     assert drain.returncode == 2 and "CN=wall" in drain.stdout
     assert status(fleet, "wall")["servers"][0]["health"] == "ok"
@@ -206,7 +262,11 @@ def test_unknown_common_name_gets_nothing(fleet):
 
 
 def _open_for(client: str, fleet) -> bytes:
-    return encode(SessionOpen(client_uuid=client, action_names=["j0"], model_id=fleet["keys"].model, service=fleet["keys"].service))
+    return encode(
+        SessionOpen(
+            client_uuid=client, action_names=["j0"], model_id=fleet["keys"].model, service=fleet["keys"].service
+        )
+    )
 
 
 def test_robot_a_cannot_open_or_replace_b_session(fleet):
@@ -214,12 +274,19 @@ def test_robot_a_cannot_open_or_replace_b_session(fleet):
     keys, sid = fleet["keys"], b_session(fleet)
     a = session_as(fleet, "arm-a")
     try:
-        replies = [r for r in a.get(keys.session("rep-1", "arm-b"), payload=_open_for("arm-b", fleet), timeout=2) if r.ok is not None]
+        replies = [
+            r
+            for r in a.get(keys.session("rep-1", "arm-b"), payload=_open_for("arm-b", fleet), timeout=2)
+            if r.ok is not None
+        ]
         assert replies == []  # the router never forwards it: B's session key is B's alone
         assert logged(fleet, f"ACL refused: CN=arm-a query (ingress) on {keys.session('rep-1', 'arm-b')}")
         # on its own key, naming B in the body: the server answers (positive control: the query did get through) and refuses
-        acks = [decode(SessionAck, r.ok.payload.to_bytes())
-                for r in a.get(keys.session("rep-1", "arm-a"), payload=_open_for("arm-b", fleet), timeout=5) if r.ok is not None]
+        acks = [
+            decode(SessionAck, r.ok.payload.to_bytes())
+            for r in a.get(keys.session("rep-1", "arm-a"), payload=_open_for("arm-b", fleet), timeout=5)
+            if r.ok is not None
+        ]
         assert len(acks) == 1 and not acks[0].ok and acks[0].code == "identity_mismatch", acks
         assert "arm-a" in acks[0].message and "arm-b" in acks[0].message
     finally:
@@ -235,7 +302,9 @@ def test_made_up_ids_cannot_fill_the_replica(fleet):
     try:
         for i in range(20):
             ghost = f"ghost-{i}"
-            assert [r for r in a.get(keys.session("rep-1", ghost), payload=_open_for(ghost, fleet), timeout=0.5) if r.ok] == []
+            assert [
+                r for r in a.get(keys.session("rep-1", ghost), payload=_open_for(ghost, fleet), timeout=0.5) if r.ok
+            ] == []
     finally:
         a.close()
     after = status(fleet, "wall")["servers"][0]
@@ -251,8 +320,11 @@ def test_robot_a_cannot_reset_b_episode_even_knowing_its_session_id(fleet):
     try:
         req = encode(ResetRequest(sid, ep_before + 1))
         assert [r for r in a.get(keys.reset("rep-1", "arm-b"), payload=req, timeout=2) if r.ok is not None] == []
-        acks = [decode(ResetAck, r.ok.payload.to_bytes()) for r in a.get(keys.reset("rep-1", "arm-a"), payload=req, timeout=5)
-                if r.ok is not None]
+        acks = [
+            decode(ResetAck, r.ok.payload.to_bytes())
+            for r in a.get(keys.reset("rep-1", "arm-a"), payload=req, timeout=5)
+            if r.ok is not None
+        ]
         assert len(acks) == 1 and not acks[0].ok and "unknown session" in acks[0].message
     finally:
         a.close()
@@ -266,7 +338,9 @@ def test_status_replies_do_not_hand_out_session_ids(fleet):
     sid = b_session(fleet)
     a = session_as(fleet, "arm-a")
     try:
-        raw = b"".join(r.ok.payload.to_bytes() for r in a.get(fleet["keys"].server("*", "status"), timeout=3) if r.ok is not None)
+        raw = b"".join(
+            r.ok.payload.to_bytes() for r in a.get(fleet["keys"].server("*", "status"), timeout=3) if r.ok is not None
+        )
     finally:
         a.close()
     assert sid[:8].encode() in raw and sid.encode() not in raw  # a name to tell sessions apart, never the id that acts
@@ -281,15 +355,26 @@ def test_a_rogue_server_cannot_drain_the_fleet_nor_answer_outside_its_namespace(
     decls = []
     try:
         for k in (keys, own):
-            decls.append(rogue.declare_queryable(k.server("rogue", "status"), lambda q: q.reply(str(q.key_expr), b"rogue-status")))
+            decls.append(
+                rogue.declare_queryable(
+                    k.server("rogue", "status"), lambda q: q.reply(str(q.key_expr), b"rogue-status")
+                )
+            )
             decls.append(rogue.liveliness().declare_token(k.server("rogue", "alive")))
-        wait_until(lambda: [r for r in wall.get(own.server("rogue", "status"), timeout=1) if r.ok is not None] != [], timeout=10,
-                   message="the rogue server answering in its own namespace")
+        wait_until(
+            lambda: [r for r in wall.get(own.server("rogue", "status"), timeout=1) if r.ok is not None] != [],
+            timeout=10,
+            message="the rogue server answering in its own namespace",
+        )
         assert [r for r in wall.get(keys.server("rogue", "status"), timeout=1.5) if r.ok is not None] == []
         assert [r for r in wall.liveliness().get(keys.server("rogue", "alive"), timeout=1.5) if r.ok is not None] == []
         header = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, 1).pack()
         for _ in range(10):
-            rogue.put(keys.robot("arm-b", "action"), encode(EventMsg(EventKind.DRAINING, "come to me", session_id=sid)), attachment=header)
+            rogue.put(
+                keys.robot("arm-b", "action"),
+                encode(EventMsg(EventKind.DRAINING, "come to me", session_id=sid)),
+                attachment=header,
+            )
         b_keeps_streaming(fleet, sid)
         assert "draining" not in fleet["rollout"].output().lower()
         assert logged(fleet, f"ACL refused: CN=rogue put (ingress) on {keys.robot('arm-b', 'action')}")
@@ -306,18 +391,25 @@ def test_only_an_operator_may_cordon(fleet):
     hears them), an operator's cordons the replica (its robot keeps streaming) and uncordons it."""
     for who in ("arm-a", "wall"):
         refused = fleet_cmd(fleet, who, "cordon", "rep-1", "--timeout", "2")
-        assert refused.returncode == 2 and f"access control refused this certificate (CN={who}) to send cordon" in refused.stdout, \
-            refused.stdout + refused.stderr
+        assert (
+            refused.returncode == 2
+            and f"access control refused this certificate (CN={who}) to send cordon" in refused.stdout
+        ), refused.stdout + refused.stderr
         assert logged(fleet, f"ACL refused: CN={who} query (ingress) on @lerobot/*/*/*/server/rep-1/cordon")
     assert next(s for s in status(fleet, "wall")["servers"] if s["replica"] == "rep-1")["health"] == "ok"
     cordon = fleet_cmd(fleet, "alice", "cordon", "rep-1", "--json")
     assert cordon.returncode == 0 and json.loads(cordon.stdout)["cordoned"] is True, cordon.stdout + cordon.stderr
     assert next(s for s in status(fleet, "wall")["servers"] if s["replica"] == "rep-1")["health"] == "cordoned"
     before = fleet["rollout"].output().count("executing session_id=")
-    wait_until(lambda: fleet["rollout"].output().count("executing session_id=") >= before + 5, timeout=30,
-               message="arm-b streaming on the cordoned replica")
+    wait_until(
+        lambda: fleet["rollout"].output().count("executing session_id=") >= before + 5,
+        timeout=30,
+        message="arm-b streaming on the cordoned replica",
+    )
     uncordon = fleet_cmd(fleet, "alice", "uncordon", "rep-1", "--json")
-    assert uncordon.returncode == 0 and json.loads(uncordon.stdout)["cordoned"] is False, uncordon.stdout + uncordon.stderr
+    assert uncordon.returncode == 0 and json.loads(uncordon.stdout)["cordoned"] is False, (
+        uncordon.stdout + uncordon.stderr
+    )
 
 
 def test_operator_resets_and_drains(fleet):

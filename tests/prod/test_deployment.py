@@ -53,8 +53,10 @@ def exported_robot_metric_names() -> set[str]:
     from lerobot_policy_remote.wire.messages import RobotTelemetry
 
     c = RobotTelemetryCollector()
-    c.add(ServiceKeys.for_service("m", "main", "t").robot("r1", "telemetry"),
-          encode(RobotTelemetry("r1", "STREAMING", action_order="checked")))
+    c.add(
+        ServiceKeys.for_service("m", "main", "t").robot("r1", "telemetry"),
+        encode(RobotTelemetry("r1", "STREAMING", action_order="checked")),
+    )
     return {m.group(0) for m in ROBOT_METRIC.finditer(ExporterMetrics(c).render().decode())}
 
 
@@ -91,7 +93,9 @@ def test_policy_servers_drain_before_they_are_killed(replica):
         assert c[probe]["httpGet"]["path"] == "/healthz"
     assert pod["spec"]["terminationGracePeriodSeconds"] > cfg["drain_timeout_s"]
     live = c["livenessProbe"]
-    assert live["periodSeconds"] * live["failureThreshold"] > cfg["drain_timeout_s"], "liveness would kill a draining replica"
+    assert live["periodSeconds"] * live["failureThreshold"] > cfg["drain_timeout_s"], (
+        "liveness would kill a draining replica"
+    )
     assert cfg["health_host"] == "0.0.0.0"
     ann = pod["metadata"]["annotations"]
     assert ann["prometheus.io/scrape"] == "true" and int(ann["prometheus.io/port"]) == cfg["health_port"]
@@ -117,7 +121,11 @@ def test_each_policy_server_pod_sees_only_its_own_key():
 def test_the_fleet_image_default_is_mtls_with_the_inventory():
     text = (ROOT / "manifests" / "docker" / "Dockerfile.fleet").read_text()
     cmd = next(line for line in text.splitlines() if line.startswith("CMD"))
-    assert "tls/0.0.0.0:7447" in cmd and "--inventory" in text.split("CMD", 1)[1] and "tcp/0.0.0.0" not in text.split("CMD", 1)[1]
+    assert (
+        "tls/0.0.0.0:7447" in cmd
+        and "--inventory" in text.split("CMD", 1)[1]
+        and "tcp/0.0.0.0" not in text.split("CMD", 1)[1]
+    )
 
 
 def test_server_config_map_is_a_valid_server_manifest(tmp_path):
@@ -125,7 +133,9 @@ def test_server_config_map_is_a_valid_server_manifest(tmp_path):
     cfg.write_text(find("ConfigMap", "policy-server")["data"]["server.yaml"])
     ca = tmp_path / "ca.crt"
     ca.write_text("x")
-    m = parse_manifest(["--manifest", str(cfg), f"--zenoh.tls_root_ca_certificate={ca}", "--replica_id=policy-server-0"])
+    m = parse_manifest(
+        ["--manifest", str(cfg), f"--zenoh.tls_root_ca_certificate={ca}", "--replica_id=policy-server-0"]
+    )
     assert len(m.zenoh.connect_endpoints) == 2 and all(e.startswith("tls/") for e in m.zenoh.connect_endpoints)
 
 
@@ -138,7 +148,11 @@ def test_secrets_cover_every_mount():
                     assert v["secret"]["secretName"] in secrets
 
 
-@pytest.mark.parametrize("dockerfile", [p for p in sorted((ROOT / "manifests" / "docker").glob("Dockerfile.*")) if p.suffix != ".dockerignore"], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "dockerfile",
+    [p for p in sorted((ROOT / "manifests" / "docker").glob("Dockerfile.*")) if p.suffix != ".dockerignore"],
+    ids=lambda p: p.name,
+)
 def test_dockerfile_lint(dockerfile):
     res = subprocess.run([str(VENV_BIN / "hadolint"), str(dockerfile)], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -181,5 +195,11 @@ def test_dashboard_panels_query_real_metrics():
     for key in ("staleness_seconds", "state", "rtt_seconds", "network_seconds"):  # the robots' panels
         assert f"lerobot_robot_{key}" in used
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
-    for key in ("active_sessions", "server_load", "errors_total", "queue_wait_seconds_bucket", "inference_seconds_bucket"):
+    for key in (
+        "active_sessions",
+        "server_load",
+        "errors_total",
+        "queue_wait_seconds_bucket",
+        "inference_seconds_bucket",
+    ):
         assert f"lerobot_policy_server_{key}" in used

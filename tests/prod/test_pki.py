@@ -21,7 +21,23 @@ def _cert(path) -> x509.Certificate:
 def test_init_and_issue(tmp_path, capsys):
     d = tmp_path / "pki"
     assert main(["pki", "init", str(d)]) == 0
-    assert main(["pki", "issue", str(d), "router-a", "--role", "router", "--host", "router-a.fleet.svc", "--host", "10.0.0.7"]) == 0
+    assert (
+        main(
+            [
+                "pki",
+                "issue",
+                str(d),
+                "router-a",
+                "--role",
+                "router",
+                "--host",
+                "router-a.fleet.svc",
+                "--host",
+                "10.0.0.7",
+            ]
+        )
+        == 0
+    )
     assert main(["pki", "issue", str(d), "arm-01", "--role", "robot"]) == 0
     assert main(["pki", "issue", str(d), "alice", "--role", "operator"]) == 0
     out = capsys.readouterr().out
@@ -38,18 +54,27 @@ def test_init_and_issue(tmp_path, capsys):
     assert router.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "router-a"
     san = router.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert set(san.get_values_for_type(x509.DNSName)) == {"localhost", "router-a.fleet.svc"}
-    assert set(san.get_values_for_type(x509.IPAddress)) == {ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("10.0.0.7")}
+    assert set(san.get_values_for_type(x509.IPAddress)) == {
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("10.0.0.7"),
+    }
     eku = router.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     assert set(eku) == {ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
 
     robot = _cert(d / "arm-01.crt")
-    assert list(robot.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert list(robot.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH
+    ]
     assert robot.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is False
     assert robot.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign is False
     robot.verify_directly_issued_by(ca)  # raises if the signature or issuer is wrong
 
     inv = load_inventory(d / "inventory.yaml")
-    assert {(m.name, m.role) for m in inv.members} == {("router-a", "router"), ("arm-01", "robot"), ("alice", "operator")}
+    assert {(m.name, m.role) for m in inv.members} == {
+        ("router-a", "router"),
+        ("arm-01", "robot"),
+        ("alice", "operator"),
+    }
     assert inv.get("router-a").hosts == ("router-a.fleet.svc", "10.0.0.7")
 
 
@@ -57,8 +82,12 @@ def test_openssl_agrees_the_chain_is_valid(tmp_path):
     d = tmp_path / "pki"
     main(["pki", "init", str(d)])
     main(["pki", "issue", str(d), "rep-1", "--role", "server", "--namespace", "model=lab/act,service=pick"])
-    res = subprocess.run(["openssl", "verify", "-CAfile", str(d / "ca.crt"), "-purpose", "sslclient", str(d / "rep-1.crt")],
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        ["openssl", "verify", "-CAfile", str(d / "ca.crt"), "-purpose", "sslclient", str(d / "rep-1.crt")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -92,8 +121,26 @@ def test_a_server_certificate_names_its_namespaces(tmp_path, capsys):
     assert main(["pki", "issue", str(d), "gpu-0", "--role", "server"]) == 2
     assert "--namespace model=MODEL,service=SERVICE" in capsys.readouterr().err
     assert not (d / "gpu-0.crt").exists()
-    assert main(["pki", "issue", str(d), "gpu-0", "--role", "server", "--namespace", "model=lab/act,service=pick up the cube",
-                 "--namespace", "model=lab/act,revision=v2,service=place"]) == 0
+    assert (
+        main(
+            [
+                "pki",
+                "issue",
+                str(d),
+                "gpu-0",
+                "--role",
+                "server",
+                "--namespace",
+                "model=lab/act,service=pick up the cube",
+                "--namespace",
+                "model=lab/act,revision=v2,service=place",
+            ]
+        )
+        == 0
+    )
     grants = load_inventory(d / "inventory.yaml").get("gpu-0").namespaces
-    assert [(g.model, g.revision, g.service) for g in grants] == [("lab/act", "*", "pick up the cube"), ("lab/act", "v2", "place")]
+    assert [(g.model, g.revision, g.service) for g in grants] == [
+        ("lab/act", "*", "pick up the cube"),
+        ("lab/act", "v2", "place"),
+    ]
     assert main(["pki", "issue", str(d), "gpu-1", "--role", "server", "--namespace", "bogus"]) == 2

@@ -21,19 +21,25 @@ from lerobot_policy_remote.testing.procs import Proc, free_port, tool
 
 def issue_all(d: Path, model: Path | str, task: str, router_host: str | None = None) -> dict[str, str]:
     """The `use:` line (without `use: `) printed for each name, from the real `lerobot-fleet pki` CLI."""
+
     def run(*args: str) -> str:
-        out = subprocess.run([tool("lerobot-fleet"), "pki", *args], capture_output=True, text=True, timeout=60, cwd=d.parent)
+        out = subprocess.run(
+            [tool("lerobot-fleet"), "pki", *args], capture_output=True, text=True, timeout=60, cwd=d.parent
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         return out.stdout
 
     run("init", d.name)
     hints = {}
     router = ["--host", router_host] if router_host else []
-    for name, extra in (("router-a", ["--role", "router", *router]),
-                        ("gpu-0", ["--role", "server", "--namespace", f"model={model},service={task}"]),
-                        ("arm-01", ["--role", "robot"]), ("alice", ["--role", "operator"])):
+    for name, extra in (
+        ("router-a", ["--role", "router", *router]),
+        ("gpu-0", ["--role", "server", "--namespace", f"model={model},service={task}"]),
+        ("arm-01", ["--role", "robot"]),
+        ("alice", ["--role", "operator"]),
+    ):
         lines = run("issue", d.name, name, *extra).splitlines()
-        hints[name] = next(x for x in lines if x.startswith("use: "))[len("use: "):]
+        hints[name] = next(x for x in lines if x.startswith("use: "))[len("use: ") :]
         hints[f"{name} note"] = "\n".join(x for x in lines if x.startswith("note: "))
     return hints
 
@@ -60,7 +66,9 @@ def test_the_printed_commands_run(tmp_path):
     port = str(free_port())
 
     def argv(name: str, *extra: str) -> list[str]:
-        words = shlex.split(hints[name].replace(":7447", f":{port}").replace("--robot.type=ROBOT", "--robot.type=sim_arm"))
+        words = shlex.split(
+            hints[name].replace(":7447", f":{port}").replace("--robot.type=ROBOT", "--robot.type=sim_arm")
+        )
         return [tool(words[0]), *words[1:], *extra]
 
     procs: list[Proc] = []
@@ -71,14 +79,19 @@ def test_the_printed_commands_run(tmp_path):
         server = Proc(argv("gpu-0", f"--health_port={free_port()}"), name="server", max_seconds=300, cwd=tmp_path)
         procs.append(server)
         assert "replica=gpu-0 " in server.wait_for("Policy server up", timeout=200)
-        robot = Proc(argv("arm-01", "--duration=4", "--fps=30", "--return_to_initial_position=false"), name="robot",
-                     max_seconds=200, cwd=tmp_path)
+        robot = Proc(
+            argv("arm-01", "--duration=4", "--fps=30", "--return_to_initial_position=false"),
+            name="robot",
+            max_seconds=200,
+            cwd=tmp_path,
+        )
         procs.append(robot)
         assert robot.wait(180) == 0, robot.tail(40)
         assert "executing session_id=" in robot.output()
         words = argv("alice")
-        status = subprocess.run([tool("lerobot-fleet"), "status", *words[2:]], capture_output=True, text=True, timeout=60,
-                                cwd=tmp_path)
+        status = subprocess.run(
+            [tool("lerobot-fleet"), "status", *words[2:]], capture_output=True, text=True, timeout=60, cwd=tmp_path
+        )
         assert status.returncode == 0 and "gpu-0" in status.stdout, status.stdout + status.stderr
     finally:
         for p in reversed(procs):

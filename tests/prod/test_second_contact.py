@@ -33,8 +33,15 @@ def fleet(tmp_path_factory):
     router = acl_router(pki).start()
     server = None
     try:
-        server = policy_server(model, task, router.endpoint, "--replica_id=rep-1", *server_tls(pki, "rep-1"),
-                               max_seconds=500, ready_timeout=200)
+        server = policy_server(
+            model,
+            task,
+            router.endpoint,
+            "--replica_id=rep-1",
+            *server_tls(pki, "rep-1"),
+            max_seconds=500,
+            ready_timeout=200,
+        )
         yield {"pki": pki, "router": router, "server": server, "model": model, "task": task}
     finally:
         if server is not None:
@@ -43,10 +50,23 @@ def fleet(tmp_path_factory):
 
 
 def rollout(fleet, *extra: str, duration: float = 3) -> Proc:
-    return Proc([str(VENV_BIN / "lerobot-rollout"), "--strategy.type=base", "--inference.type=remote", "--robot.type=sim_arm",
-                 f"--policy.path={fleet['model']}", f"--task={fleet['task']}", f"--duration={duration}", "--fps=30",
-                 f"--inference.connect_endpoint={fleet['router'].endpoint}", "--return_to_initial_position=false", *extra],
-                name="rollout", max_seconds=200)
+    return Proc(
+        [
+            str(VENV_BIN / "lerobot-rollout"),
+            "--strategy.type=base",
+            "--inference.type=remote",
+            "--robot.type=sim_arm",
+            f"--policy.path={fleet['model']}",
+            f"--task={fleet['task']}",
+            f"--duration={duration}",
+            "--fps=30",
+            f"--inference.connect_endpoint={fleet['router'].endpoint}",
+            "--return_to_initial_position=false",
+            *extra,
+        ],
+        name="rollout",
+        max_seconds=200,
+    )
 
 
 def finish(p: Proc) -> tuple[int, str]:
@@ -93,7 +113,10 @@ def test_missing_client_certificate_is_named_within_3s(fleet):
     rc, out, took = failed_fast(rollout(fleet, f"--inference.tls_ca={pki / 'ca.crt'}"))
     msg = last_message(out)
     assert rc != 0
-    assert "requires a client certificate (mTLS) and none was given: pass --inference.tls_cert and --inference.tls_key" in msg
+    assert (
+        "requires a client certificate (mTLS) and none was given: pass --inference.tls_cert and --inference.tls_key"
+        in msg
+    )
     assert "Start the router" not in msg and ".rs:" not in msg
     assert took < 3.0, f"took {took:.1f}s"
 
@@ -107,8 +130,11 @@ def test_certificate_from_another_ca_is_named(fleet):
     other.mkdir(exist_ok=True)
     init_ca(other)
     issue(other, "arm-z", "robot")
-    bad = [f"--inference.tls_ca={pki / 'ca.crt'}", f"--inference.tls_cert={other / 'arm-z.crt'}",
-           f"--inference.tls_key={other / 'arm-z.key'}"]
+    bad = [
+        f"--inference.tls_ca={pki / 'ca.crt'}",
+        f"--inference.tls_cert={other / 'arm-z.crt'}",
+        f"--inference.tls_key={other / 'arm-z.key'}",
+    ]
     rc, out, took = failed_fast(rollout(fleet, *bad))
     msg = last_message(out)
     assert rc != 0
@@ -124,10 +150,13 @@ def test_unknown_cn_is_told_and_the_router_log_names_it(fleet):
     assert rc != 0
     assert "CN=mallory" in msg and "inventory" in msg, msg
     assert took < 12.0  # an empty router is waited for (its server may still be loading): the connect timeout
+
     def refusals() -> list[str]:
         return [x for x in fleet["router"].proc.output().splitlines() if x.startswith("ACL refused:")]
 
-    wait_until(lambda: any("CN=mallory" in x for x in refusals()), timeout=15, message="the router's refusal line for mallory")
+    wait_until(
+        lambda: any("CN=mallory" in x for x in refusals()), timeout=15, message="the router's refusal line for mallory"
+    )
     assert any(x.startswith("ACL refused: CN=mallory is in no role of the inventory") for x in refusals()), refusals()
     assert not [x for x in refusals() if "zid=" in x], refusals()
 
@@ -135,9 +164,19 @@ def test_unknown_cn_is_told_and_the_router_log_names_it(fleet):
 def test_server_without_client_certificate_says_so_before_loading(fleet, tmp_path):
     """Finding 3: the server checks the router before it loads the model and names its own flag."""
     pki = fleet["pki"]
-    p = Proc([str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={fleet['model']}", "--default_task=pick up the cube",
-              f"--zenoh.connect_endpoints=[{fleet['router'].endpoint}]", f"--zenoh.tls_root_ca_certificate={pki / 'ca.crt'}",
-              "--health_port=0", "--replica_id=rep-2"], name="server-nocert", max_seconds=120)
+    p = Proc(
+        [
+            str(VENV_BIN / "lerobot-policy-server"),
+            f"--model.repo_or_path={fleet['model']}",
+            "--default_task=pick up the cube",
+            f"--zenoh.connect_endpoints=[{fleet['router'].endpoint}]",
+            f"--zenoh.tls_root_ca_certificate={pki / 'ca.crt'}",
+            "--health_port=0",
+            "--replica_id=rep-2",
+        ],
+        name="server-nocert",
+        max_seconds=120,
+    )
     rc = p.wait(110)
     out = p.output()
     assert rc == 2, out
@@ -150,8 +189,12 @@ def test_server_without_client_certificate_says_so_before_loading(fleet, tmp_pat
 def test_status_without_client_certificate_names_it(fleet):
     """Finding 3: `status` says which certificate is missing, with its flags, exit 2."""
     pki = fleet["pki"]
-    res = subprocess.run([FLEET, "status", "--router", fleet["router"].endpoint, "--tls-ca", str(pki / "ca.crt"), "--wait", "0.5"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [FLEET, "status", "--router", fleet["router"].endpoint, "--tls-ca", str(pki / "ca.crt"), "--wait", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode == 2
     assert "requires a client certificate" in res.stderr and "--tls-cert" in res.stderr, res.stderr
     assert "Unable to connect" not in res.stderr
@@ -160,9 +203,21 @@ def test_status_without_client_certificate_names_it(fleet):
 def test_doctor_with_an_operator_certificate_skips_what_an_operator_may_not_do(fleet):
     """Finding 2: an operator may not open sessions: doctor says so and does not blame the server."""
     pki = fleet["pki"]
-    res = subprocess.run([FLEET, "doctor", "--router", fleet["router"].endpoint, *fleet_tls(pki, "alice"),
-                          f"--policy.path={fleet['model']}", "--robot.type=sim_arm", f"--task={fleet['task']}"],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [
+            FLEET,
+            "doctor",
+            "--router",
+            fleet["router"].endpoint,
+            *fleet_tls(pki, "alice"),
+            f"--policy.path={fleet['model']}",
+            "--robot.type=sim_arm",
+            f"--task={fleet['task']}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     out = res.stdout
     assert "check the server's log" not in out, out
     assert re.search(r"SKIP\s+capabilities\s+.*CN=alice.*operator", out), out

@@ -37,8 +37,15 @@ def fleet(tmp_path_factory):
 
 def server(fleet, cert: str, *extra: str) -> tuple[Proc, int]:
     health = free_port()
-    argv = [tool("lerobot-policy-server"), f"--model.repo_or_path={fleet['model']}", f"--default_task={fleet['task']}",
-            f"--zenoh.connect_endpoints=[{fleet['router'].endpoint}]", f"--health_port={health}", *server_tls(fleet["pki"], cert), *extra]
+    argv = [
+        tool("lerobot-policy-server"),
+        f"--model.repo_or_path={fleet['model']}",
+        f"--default_task={fleet['task']}",
+        f"--zenoh.connect_endpoints=[{fleet['router'].endpoint}]",
+        f"--health_port={health}",
+        *server_tls(fleet["pki"], cert),
+        *extra,
+    ]
     return Proc(argv, name=f"server-{cert}", max_seconds=240), health
 
 
@@ -76,7 +83,10 @@ def test_a_server_with_a_robot_certificate_exits_2_naming_the_fix(fleet):
     assert "CN=arm-a (a robot certificate)" in line
     assert f"namespace 'model={fleet['model']},service={fleet['task']}'" in line
     assert "Only a server certificate may serve" in line
-    assert f"lerobot-fleet pki issue DIR NAME --role server --namespace 'model={fleet['model']},service={fleet['task']}'" in line
+    assert (
+        f"lerobot-fleet pki issue DIR NAME --role server --namespace 'model={fleet['model']},service={fleet['task']}'"
+        in line
+    )
     assert "Policy server up" not in out and "Traceback" not in out
     assert took <= LAUNCH_TO_EXIT_S, f"the refusal took {took:.1f}s from launch"
 
@@ -91,8 +101,10 @@ def test_a_server_outside_its_namespace_exits_2_naming_the_fix(fleet):
     assert rc == 2, out[-3000:]
     assert "CN=rogue (a server certificate) may not serve" in line
     assert "replica rogue," in line  # the replica id is the certificate's CN when --replica_id is not given
-    assert (f"lerobot-fleet pki issue DIR rogue --role server --namespace 'model={fleet['model']},service={fleet['task']}'"
-            in line)
+    assert (
+        f"lerobot-fleet pki issue DIR rogue --role server --namespace 'model={fleet['model']},service={fleet['task']}'"
+        in line
+    )
     assert "then restart the router with the updated DIR/inventory.yaml" in line
     assert "Policy server up" not in out
     assert took <= LAUNCH_TO_EXIT_S, f"the refusal took {took:.1f}s from launch"

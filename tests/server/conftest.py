@@ -43,7 +43,11 @@ def make_manifest(router: Any, path: str, **kw: Any) -> Manifest:
     kw.setdefault("health_port", free_port())
     kw.setdefault("warmup_inferences", 1)
     kw.setdefault("session_grace_s", 1.0)
-    return Manifest(model=ModelSpec(repo_or_path=str(path)), zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]), **kw)
+    return Manifest(
+        model=ModelSpec(repo_or_path=str(path)),
+        zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]),
+        **kw,
+    )
 
 
 @pytest.fixture

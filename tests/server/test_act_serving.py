@@ -25,8 +25,10 @@ from lerobot_policy_remote.wire.messages import EventMsg, FeatureSpec, SessionOp
 def server(router, act_rel_ckpt):
     from lerobot_policy_remote.server.service import PolicyServer
 
-    s = PolicyServer(make_manifest(router, act_rel_ckpt, max_sessions=8, action_feature_names=list(SIM_ARM_ACTION_NAMES)),
-                     progress=lambda t: None).start()
+    s = PolicyServer(
+        make_manifest(router, act_rel_ckpt, max_sessions=8, action_feature_names=list(SIM_ARM_ACTION_NAMES)),
+        progress=lambda t: None,
+    ).start()
     yield s
     s.stop()
 
@@ -42,9 +44,12 @@ def reference(act_rel_ckpt):
     pre, post = make_pre_post_processors(cfg, pretrained_path=str(act_rel_ckpt))
 
     def run(state: np.ndarray, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        batch = {"observation.state": torch.tensor(state, dtype=torch.float32)[None],
-                 "observation.images.front": torch.from_numpy(image.copy()).permute(2, 0, 1).float()[None] / 255.0,
-                 "task": [""], "robot_type": ""}
+        batch = {
+            "observation.state": torch.tensor(state, dtype=torch.float32)[None],
+            "observation.images.front": torch.from_numpy(image.copy()).permute(2, 0, 1).float()[None] / 255.0,
+            "task": [""],
+            "robot_type": "",
+        }
         with torch.inference_mode():
             chunk = policy.predict_action_chunk(pre(batch))
             return chunk[0].numpy().copy(), post(chunk)[0].numpy().copy()
@@ -82,7 +87,11 @@ def test_status_reports_capabilities_and_metrics_url(server, zenoh_client):
     assert st.replica == server.replica and st.warmed_up and not st.draining
     assert st.model.policy_type == "act" and len(st.model.fingerprint) == 64
     assert st.serving_mode == "shared" and st.max_sessions == 8
-    assert st.action_names == SIM_ARM_ACTION_NAMES and st.image_features == ["observation.images.front"] and st.state_dim == 6
+    assert (
+        st.action_names == SIM_ARM_ACTION_NAMES
+        and st.image_features == ["observation.images.front"]
+        and st.state_dim == 6
+    )
     assert st.metrics_url == f"http://127.0.0.1:{server.health_port}/metrics"
 
 
@@ -91,8 +100,16 @@ def test_status_reports_capabilities_and_metrics_url(server, zenoh_client):
     [
         (dict(action_names=list(reversed(SIM_ARM_ACTION_NAMES))), "action_mismatch", "Action name/order mismatch"),
         (dict(action_names=SIM_ARM_ACTION_NAMES[:5]), "action_mismatch", "Action name/order mismatch"),
-        (dict(features=[FeatureSpec("observation.state", "state", [6]), FeatureSpec("observation.images.wrist", "image", [96, 128, 3])]),
-         "camera_mismatch", "observation.images.front"),
+        (
+            dict(
+                features=[
+                    FeatureSpec("observation.state", "state", [6]),
+                    FeatureSpec("observation.images.wrist", "image", [96, 128, 3]),
+                ]
+            ),
+            "camera_mismatch",
+            "observation.images.front",
+        ),
         (dict(features=default_features(state_dim=7)), "state_dim_mismatch", "size 6"),
         (dict(schema_min=2, schema_max=3), "schema_mismatch", "schema"),
         (dict(expect_fingerprint="0" * 64), "model_mismatch", "different checkpoint"),
@@ -106,7 +123,10 @@ def test_capability_matrix_rejections(server, zenoh_client, kwargs, code, words)
 
 def test_capability_matrix_accepts_with_warnings(server, zenoh_client):
     r = new_robot(zenoh_client, server)
-    feats = [FeatureSpec("observation.state", "state", [6]), FeatureSpec("observation.images.front", "image", [480, 480, 3])]
+    feats = [
+        FeatureSpec("observation.state", "state", [6]),
+        FeatureSpec("observation.images.front", "image", [480, 480, 3]),
+    ]
     ack = r.open(server.replica, features=feats, rtc=True, fps=15.0, expect_fingerprint=server.caps.fingerprint)
     assert ack.ok and ack.session_id and ack.action_names == SIM_ARM_ACTION_NAMES
     assert not ack.rtc_active and not ack.supports_rtc  # RTC downgraded: said by the ack's fields, not a warning
@@ -255,7 +275,11 @@ def test_corrupt_jpeg_is_refused_counted_and_the_next_observation_served(server,
     bad_robot, other = new_robot(zenoh_client, server, "badjpeg"), new_robot(zenoh_client, server, "other")
     assert bad_robot.open(server.replica).ok and other.open(server.replica).ok
     img = np.random.default_rng(5).integers(0, 255, (96, 128, 3), dtype=np.uint8)
-    payload = bytearray(encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img})))
+    payload = bytearray(
+        encode_observation(
+            ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img})
+        )
+    )
     start = payload.index(b"\xff\xd8")
     payload[start + 700 : start + 1400] = b"\xff" * 700
     before = errors_counted(server, "malformed")

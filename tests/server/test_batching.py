@@ -28,7 +28,9 @@ ROBOT_ATOL = 2e-4
 def _backend(ckpt):
     from lerobot_policy_remote.server.backend import LerobotBackend
 
-    return LerobotBackend(Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="t", health_port=0), progress=lambda t: None)
+    return LerobotBackend(
+        Manifest(model=ModelSpec(repo_or_path=str(ckpt)), default_task="t", health_port=0), progress=lambda t: None
+    )
 
 
 def _fleet_obs(rng: np.random.Generator, n: int) -> list[ObservationMsg]:
@@ -36,8 +38,13 @@ def _fleet_obs(rng: np.random.Generator, n: int) -> list[ObservationMsg]:
     out = []
     for i in range(n):
         hw = (120, 160) if i == 2 else (96, 128)
-        out.append(ObservationMsg({"observation.state": rng.uniform(-80, 80, 6).astype(np.float32)},
-                                  {"observation.images.front": rng.integers(0, 255, (*hw, 3), dtype=np.uint8)}, task=f"task {i}"))
+        out.append(
+            ObservationMsg(
+                {"observation.state": rng.uniform(-80, 80, 6).astype(np.float32)},
+                {"observation.images.front": rng.integers(0, 255, (*hw, 3), dtype=np.uint8)},
+                task=f"task {i}",
+            )
+        )
     return out
 
 
@@ -58,8 +65,12 @@ def test_batched_pass_equals_each_robots_unbatched_chunk(act_rel_ckpt):
 
 def test_server_serves_five_robots_in_one_pass_each_with_its_own_chunk(server_factory, robots, act_rel_ckpt):
     """Through the real router: one forward pass of 5, every chunk equal to that robot's unbatched chunk."""
-    server = server_factory(str(act_rel_ckpt), max_sessions=8, action_feature_names=list(SIM_ARM_ACTION_NAMES),
-                            batching=BatchingSpec(max_batch=5, max_wait_ms=1000.0))
+    server = server_factory(
+        str(act_rel_ckpt),
+        max_sessions=8,
+        action_feature_names=list(SIM_ARM_ACTION_NAMES),
+        batching=BatchingSpec(max_batch=5, max_wait_ms=1000.0),
+    )
     reference = _backend(act_rel_ckpt)
     fleet = robots(server, 5)
     for r in fleet:
@@ -74,13 +85,18 @@ def test_server_serves_five_robots_in_one_pass_each_with_its_own_chunk(server_fa
     # One pass of 5 unless the shared box delayed a robot's send past the 1 s window; 4+ in one pass either way.
     assert status.max_batch == 5 and max(b for b, _ in server.worker.stats.recent()) >= 4 and status.chunks_per_s > 0
     for st, img, chunk in zip(states, images, chunks, strict=True):
-        want_model, want_robot = reference.infer(reference.new_session_state(),
-                                                 ObservationMsg({"observation.state": st}, {"observation.images.front": img}), None)
+        want_model, want_robot = reference.infer(
+            reference.new_session_state(),
+            ObservationMsg({"observation.state": st}, {"observation.images.front": img}),
+            None,
+        )
         assert np.abs(chunk.chunk_model - want_model).max() <= MODEL_ATOL
         assert np.abs(chunk.chunk_robot - want_robot).max() <= ROBOT_ATOL
     text = urllib.request.urlopen(f"http://127.0.0.1:{server.health_port}/metrics", timeout=5).read().decode()
     passes = len(server.worker.stats.recent())
-    assert 'lerobot_policy_server_batch_size_bucket{le="3.0"} ' + f"{passes - 1}.0" in text  # all but the big pass below 4
+    assert (
+        'lerobot_policy_server_batch_size_bucket{le="3.0"} ' + f"{passes - 1}.0" in text
+    )  # all but the big pass below 4
     assert f"lerobot_policy_server_batch_size_count {passes}.0" in text
     assert f"lerobot_policy_server_batch_inference_seconds_count {passes}.0" in text
 
@@ -112,8 +128,9 @@ def test_batching_is_fair_and_newest_wins(server_factory, robots):
     """6 saturating robots, batches of up to 4: equal service; a flooding robot is superseded, never batched twice."""
     n, a, b = 6, 0.02, 0.005
     backend = RecordingStub(a, SIM_ARM_ACTION_NAMES, per_robot_s=b)
-    server = server_factory("stub", backend=backend, max_sessions=n,
-                            batching=BatchingSpec(max_batch=4, max_wait_ms=0.0))
+    server = server_factory(
+        "stub", backend=backend, max_sessions=n, batching=BatchingSpec(max_batch=4, max_wait_ms=0.0)
+    )
     fleet = robots(server, n)
     for r in fleet:
         assert r.open(server.replica).ok
@@ -131,17 +148,25 @@ def test_batching_is_fair_and_newest_wins(server_factory, robots):
 
 
 def test_exclusive_policies_are_never_batched(server_factory):
-    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, serving_mode="exclusive", per_robot_s=0.001),
-                            batching=BatchingSpec(max_batch=8))
+    server = server_factory(
+        "stub",
+        backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, serving_mode="exclusive", per_robot_s=0.001),
+        batching=BatchingSpec(max_batch=8),
+    )
     assert server.batch_limit == 1 and server.status().max_batch == 1
 
 
 def test_batching_fields_parse_from_cli_and_validate():
-    m = parse_manifest(["--model.repo_or_path=x", "--default_task=t", "--batching.max_batch=8", "--batching.max_wait_ms=5"])
+    m = parse_manifest(
+        ["--model.repo_or_path=x", "--default_task=t", "--batching.max_batch=8", "--batching.max_wait_ms=5"]
+    )
     assert (m.batching.max_batch, m.batching.max_wait_ms) == (8, 5.0)
     m.validate()
     default = parse_manifest(["--model.repo_or_path=x", "--default_task=t"]).batching
-    assert default.max_batch is None and (default.limit(True), default.limit(False)) == (8, 1)  # default: batch when the policy can
+    assert default.max_batch is None and (default.limit(True), default.limit(False)) == (
+        8,
+        1,
+    )  # default: batch when the policy can
     m.batching.max_batch = 0
     with pytest.raises(ManifestError, match="batching.max_batch"):
         m.validate()
@@ -150,8 +175,12 @@ def test_batching_fields_parse_from_cli_and_validate():
 def test_default_window_fills_passes_of_saturating_robots(server_factory, robots):
     """8 saturating robots, batches of up to 8, no max_wait_ms: the derived window keeps passes full (no half-batches)."""
     n = 8
-    server = server_factory("stub", backend=StubBackend(0.03, SIM_ARM_ACTION_NAMES, per_robot_s=0.002), max_sessions=n,
-                            batching=BatchingSpec(max_batch=n))
+    server = server_factory(
+        "stub",
+        backend=StubBackend(0.03, SIM_ARM_ACTION_NAMES, per_robot_s=0.002),
+        max_sessions=n,
+        batching=BatchingSpec(max_batch=n),
+    )
     fleet = robots(server, n)
     for r in fleet:
         assert r.open(server.replica).ok

@@ -40,12 +40,15 @@ def test_cli_manifest_overrides_sigterm_drain_finishes_in_flight(router, zenoh_c
     port = free_port()
     manifest = tmp_path / "server.yaml"
     manifest.write_text(
-        f"model:\n  repo_or_path: {slow_diffusion}\n  revision: main\ndefault_task: \"{task}\"\nmax_sessions: 3\n"
+        f'model:\n  repo_or_path: {slow_diffusion}\n  revision: main\ndefault_task: "{task}"\nmax_sessions: 3\n'
         f"warmup_inferences: 1\nhealth_port: {port}\nreplica_id: cli-replica\nzenoh:\n  mode: client\n"
-        f"  connect_endpoints: [\"{router.endpoint}\"]\n"
+        f'  connect_endpoints: ["{router.endpoint}"]\n'
     )
-    proc = Proc([str(VENV_BIN / "lerobot-policy-server"), "--manifest", str(manifest), "--trained_fps=25"],
-                name="policy-server", max_seconds=180)
+    proc = Proc(
+        [str(VENV_BIN / "lerobot-policy-server"), "--manifest", str(manifest), "--trained_fps=25"],
+        name="policy-server",
+        max_seconds=180,
+    )
     try:
         up = proc.wait_for("Policy server up:", timeout=120)
         keys = ServiceKeys.for_service(str(slow_diffusion), "main", task)
@@ -74,8 +77,11 @@ def test_cli_manifest_overrides_sigterm_drain_finishes_in_flight(router, zenoh_c
 
 @pytest.mark.slow
 def test_cli_bad_manifest_says_what_to_fix(router):
-    proc = Proc([str(VENV_BIN / "lerobot-policy-server"), "--default_task=x", f"--zenoh.connect_endpoints=[{router.endpoint}]"],
-                name="bad-server", max_seconds=60)
+    proc = Proc(
+        [str(VENV_BIN / "lerobot-policy-server"), "--default_task=x", f"--zenoh.connect_endpoints=[{router.endpoint}]"],
+        name="bad-server",
+        max_seconds=60,
+    )
     assert proc.wait(60) == 2
     assert "model.repo_or_path is empty" in proc.output()
 
@@ -88,9 +94,13 @@ def test_drain_query_flips_health_and_refuses_sessions(server_factory, robots, z
     assert opened.ok and any("set action_feature_names in the server manifest" in w for w in opened.warnings)
     assert _health(server.health_port) == 200
     z = zenoh_client()
-    alive = [rp.ok.key_expr for rp in z.liveliness().get(server.keys.server(server.replica, "alive"), timeout=2.0) if rp.ok]
+    alive = [
+        rp.ok.key_expr for rp in z.liveliness().get(server.keys.server(server.replica, "alive"), timeout=2.0) if rp.ok
+    ]
     assert alive
-    [rp] = list(z.get(server.keys.server(server.replica, "drain"), payload=encode(DrainRequest("test", "pytest")), timeout=5.0))
+    [rp] = list(
+        z.get(server.keys.server(server.replica, "drain"), payload=encode(DrainRequest("test", "pytest")), timeout=5.0)
+    )
     ack = decode(DrainAck, rp.ok.payload.to_bytes())
     assert ack.ok and ack.sessions
     _, ev = a.wait_for(lambda h, body: isinstance(body, EventMsg), 10)

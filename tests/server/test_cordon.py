@@ -46,7 +46,13 @@ def test_the_cordon_query_answers_with_the_state_and_the_sessions_that_stay():
 
 
 def _cordon(z, server, on: bool) -> CordonAck:
-    [reply] = list(z.get(server.keys.server(server.replica, "cordon"), payload=encode(CordonRequest(on, "test", "pytest")), timeout=5.0))
+    [reply] = list(
+        z.get(
+            server.keys.server(server.replica, "cordon"),
+            payload=encode(CordonRequest(on, "test", "pytest")),
+            timeout=5.0,
+        )
+    )
     return decode(CordonAck, reply.ok.payload.to_bytes())
 
 

@@ -22,7 +22,9 @@ HEADER = Header(1, MsgType.OBS, 1, 0, 0, 1).pack()
 
 def _payload(seed: int = 0) -> bytes:
     img = np.random.default_rng(seed).integers(0, 255, (96, 128, 3), dtype=np.uint8)
-    return encode_observation(ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img}))
+    return encode_observation(
+        ObservationMsg({"observation.state": np.zeros(6, np.float32)}, {"observation.images.front": img})
+    )
 
 
 class CountingDecode:
@@ -44,7 +46,9 @@ def test_pool_decodes_off_the_worker_and_the_worker_reuses_it() -> None:
         wait_until(lambda: mail.decoded is not None, timeout=5, interval=0.002, message="the pool's decode")
         obs = take_decoded(mail, decode)  # the "worker" (this thread) gets the pool's result
         assert obs.images["observation.images.front"].shape == (96, 128, 3)
-        assert decode.threads and decode.threads[0].startswith("obs-decode-") and len(decode.threads) == 1  # decoded once
+        assert (
+            decode.threads and decode.threads[0].startswith("obs-decode-") and len(decode.threads) == 1
+        )  # decoded once
         assert mail.decoded_by is not None and mail.decoded_by.startswith("obs-decode-")
     finally:
         pool.stop()
@@ -87,7 +91,10 @@ def test_malformed_jpeg_is_stored_and_refused_by_the_worker_others_unaffected() 
 def test_bad_header_oversize_and_stale_mail_are_left_to_the_worker() -> None:
     decode = CountingDecode()
     limit = 10_000
-    for mail in (Mail(_payload(), b"short", time.perf_counter()), Mail(b"", HEADER, time.perf_counter(), size=limit + 1)):
+    for mail in (
+        Mail(_payload(), b"short", time.perf_counter()),
+        Mail(b"", HEADER, time.perf_counter(), size=limit + 1),
+    ):
         decode_mail(mail, decode, limit)
         assert mail.decoded is None
     box = Mailbox()
@@ -163,8 +170,11 @@ def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory
     from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
     from lerobot_policy_remote.wire.data import ActionChunkMsg
 
-    server = server_factory("stub", backend=StubBackend(0.01, SIM_ARM_ACTION_NAMES, per_robot_s=0.001),
-                            batching=BatchingSpec(max_batch=2, max_wait_ms=500.0))
+    server = server_factory(
+        "stub",
+        backend=StubBackend(0.01, SIM_ARM_ACTION_NAMES, per_robot_s=0.001),
+        batching=BatchingSpec(max_batch=2, max_wait_ms=500.0),
+    )
     a, b = robots(server, 2)
     assert a.open(server.replica).ok and b.open(server.replica).ok
     for r in (a, b):  # both robots recently active: the window waits for the second one
@@ -173,17 +183,24 @@ def test_a_batch_window_hands_what_arrived_while_idle_to_the_pool(server_factory
     wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait for work")
     first = a.send(np.ones(6))
     session_a = server.registry.get(a.uuid)
-    mail = wait_until(lambda: (m := session_a.mailbox.peek()) is not None and m.decoded is not None and m, 5, interval=0.002,
-                      message="the pool to decode a's observation during the window")
-    second = b.send(np.ones(6))  # within the window: one pass serves both (b's own decode may be the worker's: it never waits)
+    mail = wait_until(
+        lambda: (m := session_a.mailbox.peek()) is not None and m.decoded is not None and m,
+        5,
+        interval=0.002,
+        message="the pool to decode a's observation during the window",
+    )
+    second = b.send(
+        np.ones(6)
+    )  # within the window: one pass serves both (b's own decode may be the worker's: it never waits)
     a.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == first, 10)
     b.wait_for(lambda h, m: isinstance(m, ActionChunkMsg) and h.seq_id == second, 10)
     assert (mail.decoded_by or "").startswith("obs-decode-"), mail.decoded_by
     assert max(n for n, _ in server.worker.stats.recent()) == 2  # one pass for both
 
 
-def test_observations_that_arrive_together_at_an_idle_worker_are_decoded_by_it_and_the_pool(server_factory, robots,
-                                                                                            decoded_by):
+def test_observations_that_arrive_together_at_an_idle_worker_are_decoded_by_it_and_the_pool(
+    server_factory, robots, decoded_by
+):
     """Two robots' observations reach an idle worker before it wakes: it decodes the first it serves, the pool the
     second while the first infers (worker.py `_prefetch`), not the worker after the first pass."""
     from lerobot_policy_remote.server.stub import StubBackend
@@ -205,8 +222,12 @@ def test_observations_that_arrive_together_at_an_idle_worker_are_decoded_by_it_a
     wake.set()  # the worker waits on the old event: let it go round once onto the gated one
     wait_until(lambda: server.worker.idle, 5, interval=0.005, message="the worker to wait on the gated event")
     sa, sb = a.send(np.zeros(6)), b.send(np.ones(6))
-    wait_until(lambda: all(server.registry.get(r.uuid).mailbox.peek() is not None for r in (a, b)), 5, interval=0.002,
-               message="both observations deposited")
+    wait_until(
+        lambda: all(server.registry.get(r.uuid).mailbox.peek() is not None for r in (a, b)),
+        5,
+        interval=0.002,
+        message="both observations deposited",
+    )
     assert server.worker.idle  # neither went to the pool: the callback saw an idle worker
     gate.set()
     server.worker.wake.set()
@@ -229,8 +250,9 @@ def test_an_observation_without_camera_frames_stays_with_the_worker() -> None:
         state_only, framed = Mail(small, HEADER, time.perf_counter()), Mail(_payload(), HEADER, time.perf_counter())
         pool.submit(state_only)
         pool.submit(framed)
-        wait_until(lambda: framed.decoded is not None, timeout=5, interval=0.002,
-                   message="the pool's decode of the frame")
+        wait_until(
+            lambda: framed.decoded is not None, timeout=5, interval=0.002, message="the pool's decode of the frame"
+        )
         assert state_only.decoded is None and decode.threads == [framed.decoded_by]
         assert take_decoded(state_only, decode).state["observation.state"].shape == (6,)
         assert state_only.decoded_by == threading.current_thread().name

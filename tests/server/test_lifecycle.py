@@ -136,7 +136,11 @@ def test_backend_defaults_for_a_minimal_subclass():
     out = b.infer_batch([({}, _obs(1.0), None), ({}, _obs(2.0), None), ({}, _obs(3.0), None)])
     assert b.calls == [1.0, 2.0, 3.0]  # one single inference per item, in order
     assert [float(robot[0, 0]) for _, robot in out] == [2.0, 3.0, 4.0]
-    assert b.warmup(5, progress=b.calls.append) is None and b.calls == [1.0, 2.0, 3.0]  # no-op: nothing inferred or said
+    assert b.warmup(5, progress=b.calls.append) is None and b.calls == [
+        1.0,
+        2.0,
+        3.0,
+    ]  # no-op: nothing inferred or said
 
 
 def test_backend_is_abstract_and_the_real_backends_subclass_it():
@@ -160,8 +164,16 @@ class Pub:
 
 
 def _worker(backend: Backend, **kw: Any) -> tuple[Worker, dict[str, Any]]:
-    parts: dict[str, Any] = dict(lifecycle=Lifecycle(), load=LoadGauge(), registry=Registry(), scheduler=RoundRobin(),
-                                 backend=backend, metrics=ServerMetrics("rep"), replica="rep", limits=WireLimits(max_payload_bytes=1 << 20))
+    parts: dict[str, Any] = dict(
+        lifecycle=Lifecycle(),
+        load=LoadGauge(),
+        registry=Registry(),
+        scheduler=RoundRobin(),
+        backend=backend,
+        metrics=ServerMetrics("rep"),
+        replica="rep",
+        limits=WireLimits(max_payload_bytes=1 << 20),
+    )
     audit: list[str] = []
     progress: list[str] = []
     parts.update(kw)
@@ -219,16 +231,25 @@ def _housekeeper(**kw: Any) -> tuple[Housekeeper, dict[str, Any]]:
     closed: list[tuple[str, str]] = []
     progress: list[str] = []
     registry = Registry()
-    parts: dict[str, Any] = dict(lifecycle=Lifecycle(), load=LoadGauge(), registry=registry, metrics=ServerMetrics("rep"),
-                                 keys=ServiceKeys.for_service("m", "main", "svc"), worker_alive=lambda: True,
-                                 session_grace_s=0.0, drain_timeout_s=30.0)
+    parts: dict[str, Any] = dict(
+        lifecycle=Lifecycle(),
+        load=LoadGauge(),
+        registry=registry,
+        metrics=ServerMetrics("rep"),
+        keys=ServiceKeys.for_service("m", "main", "svc"),
+        worker_alive=lambda: True,
+        session_grace_s=0.0,
+        drain_timeout_s=30.0,
+    )
     parts.update(kw)
 
     def close(s: Session, reason: str) -> None:
         registry.remove(s.client_uuid)
         closed.append((s.client_uuid, reason))
 
-    h = Housekeeper(publish=lambda k, b, a: sent.append((k, b, a)), close_session=close, progress=progress.append, **parts)
+    h = Housekeeper(
+        publish=lambda k, b, a: sent.append((k, b, a)), close_session=close, progress=progress.append, **parts
+    )
     return h, {**parts, "sent": sent, "closed": closed, "progress": progress}
 
 

@@ -16,7 +16,9 @@ MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
 
 
 def test_example_manifest_parses_and_cli_overrides():
-    m = parse_manifest(["--manifest", str(MANIFESTS / "act-local.yaml"), "--max_sessions=7", "--model.repo_or_path=/x/y"])
+    m = parse_manifest(
+        ["--manifest", str(MANIFESTS / "act-local.yaml"), "--max_sessions=7", "--model.repo_or_path=/x/y"]
+    )
     assert m.max_sessions == 7 and m.model.repo_or_path == "/x/y" and m.default_task == "pick up the cube"
     assert m.action_feature_names == SIM_ARM_ACTION_NAMES
     m.validate()
@@ -24,15 +26,18 @@ def test_example_manifest_parses_and_cli_overrides():
     assert parse_manifest(["--manifest", str(MANIFESTS / "pi0-gpu.yaml")]).model.dtype == "bfloat16"
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(model=ModelSpec(repo_or_path="")), "model.repo_or_path is empty"),
-    (dict(default_task=""), "default_task"),
-    (dict(serving_mode="batch"), "serving_mode"),
-    (dict(max_sessions=0), "max_sessions"),
-    (dict(model=ModelSpec(repo_or_path="a", dtype="int8")), "model.dtype"),
-    (dict(replica_id="bad id!"), "not a valid id"),
-    (dict(action_feature_names=["a", "a"]), "duplicates"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(model=ModelSpec(repo_or_path="")), "model.repo_or_path is empty"),
+        (dict(default_task=""), "default_task"),
+        (dict(serving_mode="batch"), "serving_mode"),
+        (dict(max_sessions=0), "max_sessions"),
+        (dict(model=ModelSpec(repo_or_path="a", dtype="int8")), "model.dtype"),
+        (dict(replica_id="bad id!"), "not a valid id"),
+        (dict(action_feature_names=["a", "a"]), "duplicates"),
+    ],
+)
 def test_manifest_errors_say_what_to_fix(kw, words):
     base = dict(model=ModelSpec(repo_or_path="a"), default_task="t")
     with pytest.raises(ManifestError, match=words):
@@ -40,15 +45,33 @@ def test_manifest_errors_say_what_to_fix(kw, words):
 
 
 def caps(**kw) -> Capabilities:
-    base = dict(policy_type="act", action_dim=6, action_names=list(SIM_ARM_ACTION_NAMES), image_keys=["observation.images.front"],
-                image_shapes={"observation.images.front": (3, 96, 128)}, state_dim=6, state_key="observation.state", chunk_size=20,
-                trained_fps=30.0, strict_fps=False, fps_tolerance=0.05, default_task="pick", pin_task=False, supports_rtc=True,
-                serving_mode="shared", max_sessions=2, fingerprint="f" * 64)
+    base = dict(
+        policy_type="act",
+        action_dim=6,
+        action_names=list(SIM_ARM_ACTION_NAMES),
+        image_keys=["observation.images.front"],
+        image_shapes={"observation.images.front": (3, 96, 128)},
+        state_dim=6,
+        state_key="observation.state",
+        chunk_size=20,
+        trained_fps=30.0,
+        strict_fps=False,
+        fps_tolerance=0.05,
+        default_task="pick",
+        pin_task=False,
+        supports_rtc=True,
+        serving_mode="shared",
+        max_sessions=2,
+        fingerprint="f" * 64,
+    )
     return Capabilities(**{**base, **kw})
 
 
 def req(**kw) -> SessionOpen:
-    feats = [FeatureSpec("observation.state", "state", [6]), FeatureSpec("observation.images.front", "image", [96, 128, 3])]
+    feats = [
+        FeatureSpec("observation.state", "state", [6]),
+        FeatureSpec("observation.images.front", "image", [96, 128, 3]),
+    ]
     base = dict(client_uuid="r1", action_names=list(SIM_ARM_ACTION_NAMES), features=feats, fps=30.0, task="pick")
     return SessionOpen(**{**base, **kw})
 
@@ -78,7 +101,11 @@ def test_resolve_action_names():
     class Cfg:
         action_feature_names = None
 
-    assert resolve_action_names(list(SIM_ARM_ACTION_NAMES), Cfg(), 6) == (list(SIM_ARM_ACTION_NAMES), "", "manifest action_feature_names")
+    assert resolve_action_names(list(SIM_ARM_ACTION_NAMES), Cfg(), 6) == (
+        list(SIM_ARM_ACTION_NAMES),
+        "",
+        "manifest action_feature_names",
+    )
     names, warning, source = resolve_action_names([], Cfg(), 6)
     assert names == [] and "action_feature_names" in warning and source == ""
     Cfg.action_feature_names = ["a", "b"]

@@ -55,7 +55,9 @@ def test_routers_servers_and_consoles_set_a_message_size_limit_and_close_expired
     # the limit is a key zenoh 1.10 accepts, and TLS sessions close a link when its certificate expires
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 
-    tls = ZenohSettings(mode="client", connect_endpoints=["tls/127.0.0.1:1"], tls_root_ca_certificate="ca.crt", max_message_bytes=5000)
+    tls = ZenohSettings(
+        mode="client", connect_endpoints=["tls/127.0.0.1:1"], tls_root_ca_certificate="ca.crt", max_message_bytes=5000
+    )
     tls.validate = lambda: None  # no files needed to inspect the generated config
     conf = tls.to_dict()
     assert conf["transport"]["link"]["tls"]["close_link_on_expiration"] is True

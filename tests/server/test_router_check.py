@@ -28,8 +28,13 @@ NS = "'model=/ckpt/act,service=pick up the cube'"
 
 
 def manifest(router_endpoint: str, **kw) -> Manifest:
-    return Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="pick up the cube", replica_id="rc-1",
-                    zenoh=ZenohSettings(mode="client", connect_endpoints=[router_endpoint]), **kw)
+    return Manifest(
+        model=ModelSpec(repo_or_path="/ckpt/act"),
+        default_task="pick up the cube",
+        replica_id="rc-1",
+        zenoh=ZenohSettings(mode="client", connect_endpoints=[router_endpoint]),
+        **kw,
+    )
 
 
 def test_an_open_router_accepts_at_once(router):
@@ -39,8 +44,11 @@ def test_an_open_router_accepts_at_once(router):
 
 
 def test_a_peer_mode_server_has_no_router_to_ask():
-    m = Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t",
-                 zenoh=ZenohSettings(mode="peer", listen_endpoints=["tcp/127.0.0.1:1"]))
+    m = Manifest(
+        model=ModelSpec(repo_or_path="/ckpt/act"),
+        default_task="t",
+        zenoh=ZenohSettings(mode="peer", listen_endpoints=["tcp/127.0.0.1:1"]),
+    )
     assert router_refusal(m) == ""
 
 
@@ -54,8 +62,13 @@ def pki(tmp_path_factory):
 
 
 def tls(pki, name: str) -> ZenohSettings:
-    return ZenohSettings(mode="client", connect_endpoints=["tls/127.0.0.1:1"], tls_root_ca_certificate=str(pki / "ca.crt"),
-                         tls_connect_certificate=str(pki / f"{name}.crt"), tls_connect_private_key=str(pki / f"{name}.key"))
+    return ZenohSettings(
+        mode="client",
+        connect_endpoints=["tls/127.0.0.1:1"],
+        tls_root_ca_certificate=str(pki / "ca.crt"),
+        tls_connect_certificate=str(pki / f"{name}.crt"),
+        tls_connect_private_key=str(pki / f"{name}.key"),
+    )
 
 
 def test_issued_certificates_carry_their_role(pki):
@@ -65,7 +78,9 @@ def test_issued_certificates_carry_their_role(pki):
 
 
 def test_a_robot_certificate_is_told_to_get_a_server_one(pki):
-    msg = refusal_message(tls(pki, "arm-a"), KEYS, "arm-a", "/ckpt/act", "main", "pick up the cube", replica_given=False)
+    msg = refusal_message(
+        tls(pki, "arm-a"), KEYS, "arm-a", "/ckpt/act", "main", "pick up the cube", replica_given=False
+    )
     assert "certificate CN=arm-a (a robot certificate) may not serve namespace " + NS in msg
     assert f"lerobot-fleet pki issue DIR NAME --role server --namespace {NS}" in msg
     assert "--zenoh.tls_connect_certificate=DIR/NAME.crt" in msg and "\n" not in msg
@@ -73,8 +88,14 @@ def test_a_robot_certificate_is_told_to_get_a_server_one(pki):
 
 def test_a_server_outside_its_namespace_is_told_which_namespace_to_add(pki):
     msg = refusal_message(tls(pki, "gpu-0"), KEYS, "gpu-0", "/ckpt/act", "v2", "pick up the cube", replica_given=False)
-    assert "CN=gpu-0 (a server certificate) may not serve namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'" in msg
-    assert "lerobot-fleet pki issue DIR gpu-0 --role server --namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'" in msg
+    assert (
+        "CN=gpu-0 (a server certificate) may not serve namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'"
+        in msg
+    )
+    assert (
+        "lerobot-fleet pki issue DIR gpu-0 --role server --namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'"
+        in msg
+    )
 
 
 def test_a_replica_id_other_than_the_cn_is_named(pki):
@@ -83,8 +104,15 @@ def test_a_replica_id_other_than_the_cn_is_named(pki):
 
 
 def test_without_a_certificate_the_message_names_the_key():
-    msg = refusal_message(ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:1"]), KEYS, "rc-1", "/ckpt/act", "main",
-                          "pick up the cube", replica_given=True)
+    msg = refusal_message(
+        ZenohSettings(mode="client", connect_endpoints=["tcp/127.0.0.1:1"]),
+        KEYS,
+        "rc-1",
+        "/ckpt/act",
+        "main",
+        "pick up the cube",
+        replica_given=True,
+    )
     assert KEYS.server("rc-1", "status") in msg and "access control" in msg
 
 
@@ -108,13 +136,25 @@ def test_retry_checks_again_until_accepted():
 def test_the_default_replica_id_is_the_host_and_health_port_and_survives_a_restart():
     host = socket.gethostname()
     m = Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t", health_port=9123)
-    assert m.replica() == default_replica_id(9123) and m.replica().endswith("-9123") and m.replica().startswith(host[:10])
-    code = ("from lerobot_policy_remote.server.manifest import Manifest, ModelSpec; "
-            "print(Manifest(model=ModelSpec(repo_or_path='/ckpt/act'), default_task='t', health_port=9123).replica())")
-    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert (
+        m.replica() == default_replica_id(9123) and m.replica().endswith("-9123") and m.replica().startswith(host[:10])
+    )
+    code = (
+        "from lerobot_policy_remote.server.manifest import Manifest, ModelSpec; "
+        "print(Manifest(model=ModelSpec(repo_or_path='/ckpt/act'), default_task='t', health_port=9123).replica())"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
     assert again == m.replica()  # another process (a restart) on this machine: the same id
-    assert Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t", health_port=0).replica().endswith(f"-{os.getpid()}")
-    assert Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t", replica_id="gpu-a").replica() == "gpu-a"
+    assert (
+        Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t", health_port=0)
+        .replica()
+        .endswith(f"-{os.getpid()}")
+    )
+    assert (
+        Manifest(model=ModelSpec(repo_or_path="/ckpt/act"), default_task="t", replica_id="gpu-a").replica() == "gpu-a"
+    )
 
 
 def test_with_mtls_the_default_replica_id_is_the_certificate_cn(pki):

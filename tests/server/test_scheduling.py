@@ -36,7 +36,9 @@ def test_round_robin_ring_is_fair_and_never_starves():
     counts = {c: served.count(c) for c in set(served)}
     assert counts == {f"c{i}": 10 for i in range(4)}
     reg.remove("c1")  # removal keeps the ring consistent
-    assert [s.client_uuid for s in reg.ready_in_ring_order()] and "c1" not in {s.client_uuid for s in reg.ready_in_ring_order()}
+    assert [s.client_uuid for s in reg.ready_in_ring_order()] and "c1" not in {
+        s.client_uuid for s in reg.ready_in_ring_order()
+    }
 
 
 def test_mailbox_newest_wins_and_counts_superseded():
@@ -66,7 +68,9 @@ def test_newest_wins_stub_reports_superseded(server_factory, robots):
     [r] = robots(server, 1)
     assert r.open(server.replica).ok
     first = r.send(np.zeros(6))
-    wait_until(lambda: server.worker.in_flight == 1, 10, interval=0.005, message="the worker to start inferring `first`")
+    wait_until(
+        lambda: server.worker.in_flight == 1, 10, interval=0.005, message="the worker to start inferring `first`"
+    )
     for v in range(1, 6):
         r.send(np.full(6, float(v)))
     _, c1 = r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h.seq_id == first, 10)
@@ -126,7 +130,9 @@ def test_two_replicas_are_both_discovered_and_observations_reach_only_their_own(
 def test_a_full_replica_gives_an_idle_seat_to_a_robot_asking(server_factory, robots):
     """A robot that moved away while its token stayed alive leaves a ghost session: when full, the seat of a
     session idle for `reclaim_idle_s` goes to the robot asking; an active session keeps its seat."""
-    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2), reclaim_idle_s=0.6)
+    server = server_factory(
+        "stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2), reclaim_idle_s=0.6
+    )
     ghost, active, waiting = robots(server, 3)
     assert ghost.open(server.replica).ok and active.open(server.replica).ok
     assert waiting.open(server.replica).code == "server_full"  # nobody idle long enough yet
@@ -145,7 +151,9 @@ def test_a_full_replica_gives_an_idle_seat_to_a_robot_asking(server_factory, rob
 def test_a_dry_run_never_takes_an_idle_robots_seat(server_factory, robots):
     """`lerobot-fleet doctor`'s dry run opens nothing, so it closes nothing either: a full replica says so and its idle
     robot keeps its session (the seat goes to a robot that really asks)."""
-    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.2)
+    server = server_factory(
+        "stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.2
+    )
     holder, doctor, waiting = robots(server, 3)
     assert holder.open(server.replica).ok
     time.sleep(0.4)  # the holder idles past reclaim_idle_s
@@ -155,7 +163,9 @@ def test_a_dry_run_never_takes_an_idle_robots_seat(server_factory, robots):
 
 
 def test_reclaim_idle_s_zero_never_frees_a_seat(server_factory, robots):
-    server = server_factory("stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.0)
+    server = server_factory(
+        "stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=1), reclaim_idle_s=0.0
+    )
     holder, waiting = robots(server, 2)
     assert holder.open(server.replica).ok
     time.sleep(0.3)  # bounded wait for what must not happen: the holder idles, and still keeps its seat

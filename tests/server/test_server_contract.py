@@ -12,9 +12,21 @@ import pytest
 from conftest import make_manifest
 
 from lerobot_policy_remote.server.audit import Auditor, audit_log, configure_audit_log
-from lerobot_policy_remote.server.capabilities import ACTION_ORDER_UNCHECKED, Capabilities, check_open, resolve_action_names
+from lerobot_policy_remote.server.capabilities import (
+    ACTION_ORDER_UNCHECKED,
+    Capabilities,
+    check_open,
+    resolve_action_names,
+)
 from lerobot_policy_remote.server.cli import usage
-from lerobot_policy_remote.server.manifest import DEFAULT_ROUTER, FIELD_HELP, Manifest, ManifestError, ModelSpec, manifest_fields
+from lerobot_policy_remote.server.manifest import (
+    DEFAULT_ROUTER,
+    FIELD_HELP,
+    Manifest,
+    ManifestError,
+    ModelSpec,
+    manifest_fields,
+)
 from lerobot_policy_remote.testing.fake_robot import FakeRobot
 from lerobot_policy_remote.testing.policies import SIM_ARM_ACTION_NAMES
 from lerobot_policy_remote.wire.messages import AuditLine, FeatureSpec, SessionOpen
@@ -22,16 +34,41 @@ from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 
 def caps(**kw) -> Capabilities:
-    base = dict(policy_type="act", action_dim=6, action_names=[], image_keys=[], image_shapes={}, state_dim=6,
-                state_key="observation.state", chunk_size=20, trained_fps=30.0, strict_fps=False, fps_tolerance=0.05,
-                default_task="pick", pin_task=False, supports_rtc=False, serving_mode="shared", max_sessions=2,
-                fingerprint="f" * 64, names_warning="action names/order could not be verified")
+    base = dict(
+        policy_type="act",
+        action_dim=6,
+        action_names=[],
+        image_keys=[],
+        image_shapes={},
+        state_dim=6,
+        state_key="observation.state",
+        chunk_size=20,
+        trained_fps=30.0,
+        strict_fps=False,
+        fps_tolerance=0.05,
+        default_task="pick",
+        pin_task=False,
+        supports_rtc=False,
+        serving_mode="shared",
+        max_sessions=2,
+        fingerprint="f" * 64,
+        names_warning="action names/order could not be verified",
+    )
     return Capabilities(**{**base, **kw})
 
 
 def req(**kw) -> SessionOpen:
-    return SessionOpen(**{**dict(client_uuid="r1", action_names=list(SIM_ARM_ACTION_NAMES),
-                                 features=[FeatureSpec("observation.state", "state", [6])], fps=30.0), **kw})
+    return SessionOpen(
+        **{
+            **dict(
+                client_uuid="r1",
+                action_names=list(SIM_ARM_ACTION_NAMES),
+                features=[FeatureSpec("observation.state", "state", [6])],
+                fps=30.0,
+            ),
+            **kw,
+        }
+    )
 
 
 # ------------------------------------------------------------------ action order
@@ -39,14 +76,18 @@ def req(**kw) -> SessionOpen:
 
 def test_verdict_says_whether_names_were_checked_and_strict_refuses_unchecked():
     unchecked = check_open(req(), caps(), 0, False, False)
-    assert unchecked.ok and not unchecked.names_checked and any("could not be verified" in w for w in unchecked.warnings)
+    assert (
+        unchecked.ok and not unchecked.names_checked and any("could not be verified" in w for w in unchecked.warnings)
+    )
     checked = check_open(req(), caps(action_names=list(SIM_ARM_ACTION_NAMES)), 0, False, False)
     assert checked.ok and checked.names_checked
     strict = check_open(req(), caps(strict_action_names=True), 0, False, False)
     assert not strict.ok and strict.code == ACTION_ORDER_UNCHECKED
     assert "strict_action_names" in strict.message and "action_feature_names" in strict.message
     # strict with names known: the ordinary name+order check decides
-    assert check_open(req(), caps(strict_action_names=True, action_names=list(SIM_ARM_ACTION_NAMES)), 0, False, False).ok
+    assert check_open(
+        req(), caps(strict_action_names=True, action_names=list(SIM_ARM_ACTION_NAMES)), 0, False, False
+    ).ok
 
 
 def test_action_names_from_a_dataset_info_json_beside_the_checkpoint(tmp_path):
@@ -58,8 +99,9 @@ def test_action_names_from_a_dataset_info_json_beside_the_checkpoint(tmp_path):
     assert resolve_action_names([], Cfg(), 6, ckpt)[0] == []
     meta = tmp_path / "run" / "meta"
     meta.mkdir()
-    (meta / "info.json").write_text(json.dumps({"features": {"action": {"dtype": "float32", "shape": [6],
-                                                                          "names": list(SIM_ARM_ACTION_NAMES)}}}))
+    (meta / "info.json").write_text(
+        json.dumps({"features": {"action": {"dtype": "float32", "shape": [6], "names": list(SIM_ARM_ACTION_NAMES)}}})
+    )
     names, warning, source = resolve_action_names([], Cfg(), 6, ckpt)
     assert names == list(SIM_ARM_ACTION_NAMES) and warning == "" and source.endswith("meta/info.json")
     # the manifest still wins, and a file naming a different dimension is a startup error naming the file
@@ -70,8 +112,12 @@ def test_action_names_from_a_dataset_info_json_beside_the_checkpoint(tmp_path):
 
 
 def test_exclusive_refusal_says_one_robot_at_a_time_and_why():
-    c = caps(serving_mode="exclusive", max_sessions=1, policy_type="diffusion",
-             serving_reason="diffusion: predict_action_chunk reads observation queues fed by select_action (stateful)")
+    c = caps(
+        serving_mode="exclusive",
+        max_sessions=1,
+        policy_type="diffusion",
+        serving_reason="diffusion: predict_action_chunk reads observation queues fed by select_action (stateful)",
+    )
     v = check_open(req(), c, 1, False, False)
     assert v.code == "server_full"
     assert "one robot at a time" in v.message and "observation queues" in v.message
@@ -99,16 +145,23 @@ def test_help_lists_every_manifest_field_with_type_default_and_a_line():
 def test_peer_mode_keeps_only_the_endpoints_given_client_mode_defaults_to_the_local_router():
     m = Manifest(model=ModelSpec(repo_or_path="a"), default_task="t")
     assert m.zenoh_settings().connect_endpoints == [DEFAULT_ROUTER]
-    peer = Manifest(model=ModelSpec(repo_or_path="a"), default_task="t",
-                    zenoh=ZenohSettings(mode="peer", listen_endpoints=["tcp/0.0.0.0:7447"]))
+    peer = Manifest(
+        model=ModelSpec(repo_or_path="a"),
+        default_task="t",
+        zenoh=ZenohSettings(mode="peer", listen_endpoints=["tcp/0.0.0.0:7447"]),
+    )
     peer.validate()
-    assert peer.zenoh_settings().connect_endpoints == [] and peer.zenoh_settings().listen_endpoints == ["tcp/0.0.0.0:7447"]
+    assert peer.zenoh_settings().connect_endpoints == [] and peer.zenoh_settings().listen_endpoints == [
+        "tcp/0.0.0.0:7447"
+    ]
     with pytest.raises(ManifestError, match="listen_endpoints"):
         Manifest(model=ModelSpec(repo_or_path="a"), default_task="t", zenoh=ZenohSettings(mode="peer")).validate()
 
 
 def test_audit_log_off_stderr_and_file(tmp_path, caplog):
-    line = AuditLine(ts="t", session_id="s", client_uuid="robot-217", seq_id=3, episode_id=1, queue_wait_ms=1.0, inference_ms=2.0)
+    line = AuditLine(
+        ts="t", session_id="s", client_uuid="robot-217", seq_id=3, episode_id=1, queue_wait_ms=1.0, inference_ms=2.0
+    )
     try:
         assert configure_audit_log("off") == "audit=zenoh-only"
         assert not audit_log.isEnabledFor(logging.INFO)
@@ -147,7 +200,9 @@ def test_start_line_says_where_healthz_and_metrics_listen(router, act_ckpt):
 # ------------------------------------------------------------------ debug capture + replay
 
 
-def test_debug_capture_holds_wire_bytes_and_settings_and_replays_byte_identical(router, act_rel_ckpt, zenoh_client, tmp_path, capsys):
+def test_debug_capture_holds_wire_bytes_and_settings_and_replays_byte_identical(
+    router, act_rel_ckpt, zenoh_client, tmp_path, capsys
+):
     from lerobot_policy_remote.server.replay import load_captures
     from lerobot_policy_remote.server.replay import main as replay_main
     from lerobot_policy_remote.server.service import PolicyServer
@@ -168,11 +223,17 @@ def test_debug_capture_holds_wire_bytes_and_settings_and_replays_byte_identical(
     caps_ = load_captures(cap)
     assert len(caps_) == 3 and (cap / "manifest.yaml").is_file()
     first = caps_[0]
-    assert {"obs_payload", "obs_header", "chunk_payload", "chunk_header", "chunk_model", "chunk_robot"} <= set(first.tensors)
+    assert {"obs_payload", "obs_header", "chunk_payload", "chunk_header", "chunk_model", "chunk_robot"} <= set(
+        first.tensors
+    )
     assert first.tensors["obs_header"].size == 27 and first.tensors["obs_payload"].dtype == np.uint8
-    assert first.meta["client_uuid"] == "robot-217" and first.meta["schema_version"] == "1" and first.meta["rtc"] == "null"
+    assert (
+        first.meta["client_uuid"] == "robot-217" and first.meta["schema_version"] == "1" and first.meta["rtc"] == "null"
+    )
     assert first.meta["fingerprint"] == s.caps.fingerprint and first.meta["device"] == "cpu"
-    assert not any(k.startswith("images.") for k in first.tensors), "decoded pixels are no longer stored: the wire bytes are"
+    assert not any(k.startswith("images.") for k in first.tensors), (
+        "decoded pixels are no longer stored: the wire bytes are"
+    )
 
     assert replay_main([str(cap)]) == 0
     out = capsys.readouterr().out

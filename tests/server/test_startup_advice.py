@@ -20,21 +20,25 @@ def manifest(tmp_path) -> Manifest:
 
 def lerobots(pkg: str, extra: str) -> ImportError:
     """What lerobot's `require_package` raises."""
-    return ImportError(f"'{pkg}' is required but not installed. Install it with: pip install 'lerobot[{extra}]' "
-                       f"(or uv pip install 'lerobot[{extra}]')")
+    return ImportError(
+        f"'{pkg}' is required but not installed. Install it with: pip install 'lerobot[{extra}]' "
+        f"(or uv pip install 'lerobot[{extra}]')"
+    )
 
 
 @pytest.mark.parametrize("pkg, extra", [("transformers", "smolvla"), ("transformers", "pi"), ("scipy", "scipy-dep")])
 def test_lerobots_required_package_names_the_vla_extra(manifest, pkg, extra):
     assert explain(lerobots(pkg, extra), manifest) == (
-        f"the policy needs the Python package '{pkg}', which is not installed: {VLA_FIX}")
+        f"the policy needs the Python package '{pkg}', which is not installed: {VLA_FIX}"
+    )
 
 
 @pytest.mark.parametrize("name", ["transformers", "transformers.models.paligemma", "num2words", "accelerate"])
 def test_a_plain_missing_module_of_the_vla_extra(manifest, name):
     exc = ModuleNotFoundError(f"No module named '{name}'", name=name)
     assert explain(exc, manifest) == (
-        f"the policy needs the Python package '{name.split('.')[0]}', which is not installed: {VLA_FIX}")
+        f"the policy needs the Python package '{name.split('.')[0]}', which is not installed: {VLA_FIX}"
+    )
 
 
 def test_a_wrapped_import_error_is_found_through_its_cause(manifest):
@@ -49,15 +53,19 @@ def test_a_wrapped_import_error_is_found_through_its_cause(manifest):
 
 def test_other_families_get_their_own_extra_or_package(manifest):
     assert explain(lerobots("diffusers", "groot"), manifest) == (
-        "the policy needs the Python package 'diffusers', which is not installed: pip install 'lerobot[groot]'")
+        "the policy needs the Python package 'diffusers', which is not installed: pip install 'lerobot[groot]'"
+    )
     assert explain(ModuleNotFoundError("No module named 'flash_attn'", name="flash_attn"), manifest) == (
         "the policy needs the Python package 'flash_attn', which is not installed: pip install flash_attn (or the "
-        "lerobot extra of this policy family)")
+        "lerobot extra of this policy family)"
+    )
 
 
 def test_a_missing_module_of_lerobot_itself_is_not_an_extra(manifest):
     exc = ModuleNotFoundError("No module named 'lerobot.policies.nope'", name="lerobot.policies.nope")
-    assert explain(exc, manifest).startswith("startup failed: ModuleNotFoundError: No module named 'lerobot.policies.nope'")
+    assert explain(exc, manifest).startswith(
+        "startup failed: ModuleNotFoundError: No module named 'lerobot.policies.nope'"
+    )
 
 
 def test_an_import_error_handled_inside_a_library_is_no_cause(manifest):

@@ -49,8 +49,11 @@ def observation(backend: LerobotBackend, seed: int) -> ObservationMsg:
     """A camera frame at the trained size and a joint state, through the wire codec (what the server decodes)."""
     rng = np.random.default_rng(seed)
     (_, h, w) = backend.caps.image_shapes[CAM]
-    msg = ObservationMsg(state={"observation.state": rng.normal(0, 20, backend.caps.state_dim).astype(np.float32)},
-                         images={CAM: rng.integers(0, 255, (h, w, 3), dtype=np.uint8)}, task=TASK)
+    msg = ObservationMsg(
+        state={"observation.state": rng.normal(0, 20, backend.caps.state_dim).astype(np.float32)},
+        images={CAM: rng.integers(0, 255, (h, w, 3), dtype=np.uint8)},
+        task=TASK,
+    )
     return decode_observation(encode_observation(msg, 0))
 
 
@@ -59,7 +62,9 @@ def with_prefix(obs: ObservationMsg, prefix: np.ndarray, delay: int) -> Observat
     return obs
 
 
-def lerobot_local_rtc(path: Path, obs: ObservationMsg, prefix: np.ndarray, delay: int, horizon: int, seed: int) -> np.ndarray:
+def lerobot_local_rtc(
+    path: Path, obs: ObservationMsg, prefix: np.ndarray, delay: int, horizon: int, seed: int
+) -> np.ndarray:
     """lerobot's own local RTC inference (the body of `RTCInferenceEngine._rtc_loop`), robot-space chunk."""
     from lerobot.configs import RTCAttentionSchedule
     from lerobot.configs.policies import PreTrainedConfig
@@ -69,8 +74,12 @@ def lerobot_local_rtc(path: Path, obs: ObservationMsg, prefix: np.ndarray, delay
     from lerobot.rollout.inference.rtc import _normalize_prev_actions_length
 
     cfg = PreTrainedConfig.from_pretrained(path)
-    cfg.rtc_config = RTCConfig(enabled=True, execution_horizon=horizon, max_guidance_weight=10.0,
-                               prefix_attention_schedule=RTCAttentionSchedule.LINEAR)
+    cfg.rtc_config = RTCConfig(
+        enabled=True,
+        execution_horizon=horizon,
+        max_guidance_weight=10.0,
+        prefix_attention_schedule=RTCAttentionSchedule.LINEAR,
+    )
     policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg)
     policy.init_rtc_processor()
     policy.eval()
@@ -182,8 +191,12 @@ def test_the_server_batches_rtc_robots_in_one_pass(checkpoints, server_factory, 
     from lerobot_policy_remote.server.manifest import BatchingSpec
     from lerobot_policy_remote.wire.data import ActionChunkMsg
 
-    server = server_factory(str(checkpoints["smolvla"]), max_sessions=4, rtc=RtcSettings(enabled=True),
-                            batching=BatchingSpec(max_batch=4, max_wait_ms=1000.0))
+    server = server_factory(
+        str(checkpoints["smolvla"]),
+        max_sessions=4,
+        rtc=RtcSettings(enabled=True),
+        batching=BatchingSpec(max_batch=4, max_wait_ms=1000.0),
+    )
     fleet = robots(server, 4)
     for r in fleet:
         ack = r.open(server.replica, rtc=True)
@@ -191,8 +204,13 @@ def test_the_server_batches_rtc_robots_in_one_pass(checkpoints, server_factory, 
     rng = np.random.default_rng(4)
     for i, r in enumerate(fleet):
         prefix = rng.normal(0, 1, (20, 6)).astype(np.float32)
-        r.send(rng.normal(0, 20, 6).astype(np.float32), image=rng.integers(0, 255, (96, 128, 3), dtype=np.uint8),
-               prefix=(prefix, prefix * 10), delay=i % 3, quality=0)
+        r.send(
+            rng.normal(0, 20, 6).astype(np.float32),
+            image=rng.integers(0, 255, (96, 128, 3), dtype=np.uint8),
+            prefix=(prefix, prefix * 10),
+            delay=i % 3,
+            quality=0,
+        )
     chunks = [r.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 30)[1] for r in fleet]
     assert all(np.isfinite(c.chunk_robot).all() and c.chunk_robot.shape == (30, 6) for c in chunks)
     assert max(b for b, _ in server.worker.stats.recent()) >= 3  # one pass for (nearly) all four: none ran alone

@@ -40,8 +40,12 @@ class RecordingBackend(StubBackend):
 
 
 def build(router: Any, backend: RecordingBackend, settled: list[bool]) -> PolicyServer:
-    server = PolicyServer(make_manifest(router, "stub", warmup_inferences=2, health_port=0), backend=backend,
-                          progress=lambda t: None, settle=lambda: settled.append(server.z is None))
+    server = PolicyServer(
+        make_manifest(router, "stub", warmup_inferences=2, health_port=0),
+        backend=backend,
+        progress=lambda t: None,
+        settle=lambda: settled.append(server.z is None),
+    )
     backend.server = server
     return server
 

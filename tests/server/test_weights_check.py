@@ -94,15 +94,17 @@ def test_a_missing_tensor_is_named(family, loaded, tmp_path):
     assert refusal(policy, family, bad) == (
         f"the checkpoint's weights do not fit this {family} model: 1 missing ({key}), 0 unexpected, 0 shape mismatches: "
         "the checkpoint is incomplete or was trained with another configuration (config.json); re-export it from the "
-        "training run (config.json and model.safetensors of the same pretrained_model directory)")
+        "training run (config.json and model.safetensors of the same pretrained_model directory)"
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_an_unexpected_tensor_is_named(family, loaded, tmp_path):
     ckpt, policy = loaded(family)
     bad = rewritten(ckpt, tmp_path / "bad", lambda t: {**t, "model.extra_head.weight": torch.zeros(3, 4)})
-    assert (f"this {family} model: 0 missing, 1 unexpected (model.extra_head.weight), 0 shape mismatches: "
-            in refusal(policy, family, bad))
+    assert f"this {family} model: 0 missing, 1 unexpected (model.extra_head.weight), 0 shape mismatches: " in refusal(
+        policy, family, bad
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -114,7 +116,10 @@ def test_a_reshaped_tensor_is_named_with_both_shapes(family, loaded, tmp_path):
     bad = rewritten(ckpt, tmp_path / "bad", lambda t: {**t, key: torch.zeros(grown)})
     text = refusal(policy, family, bad)
     want = ", ".join(str(d) for d in shape)
-    assert f"0 missing, 0 unexpected, 1 shape mismatch ({key} [{', '.join(str(d) for d in grown)}] in the file, [{want}] in the model)" in text
+    assert (
+        f"0 missing, 0 unexpected, 1 shape mismatch ({key} [{', '.join(str(d) for d in grown)}] in the file, [{want}] in the model)"
+        in text
+    )
 
 
 def test_many_names_are_counted_not_listed(loaded, tmp_path):
@@ -130,8 +135,11 @@ def test_no_weight_file_is_refused(loaded):
     ckpt, policy = loaded("act")
     stats = sorted(ckpt.glob("policy_*.safetensors"))
     assert stats
-    with pytest.raises(StartupRefusal, match="^the checkpoint has no model.safetensors, so this act model would run "
-                                             "randomly initialised: copy the whole pretrained_model directory"):
+    with pytest.raises(
+        StartupRefusal,
+        match="^the checkpoint has no model.safetensors, so this act model would run "
+        "randomly initialised: copy the whole pretrained_model directory",
+    ):
         check_weights(policy, "act", stats)
 
 
@@ -185,14 +193,19 @@ def test_a_family_with_its_own_loader_is_left_to_it(tmp_path):
 
 def test_torchs_state_dict_error_becomes_the_same_line():
     """lerobot's lenient loader still raises on a shape mismatch (torch checks shapes even when not strict)."""
-    lenient = RuntimeError("Error(s) in loading state_dict for ACTPolicy:\n\tsize mismatch for model.action_head.weight: "
-                           "copying a param with shape torch.Size([7, 64]) from checkpoint, the shape in current model is "
-                           "torch.Size([6, 64]).")
+    lenient = RuntimeError(
+        "Error(s) in loading state_dict for ACTPolicy:\n\tsize mismatch for model.action_head.weight: "
+        "copying a param with shape torch.Size([7, 64]) from checkpoint, the shape in current model is "
+        "torch.Size([6, 64])."
+    )
     assert str(load_error_refusal("act", lenient)).startswith(
         "the checkpoint's weights do not fit this act model: 1 shape mismatch (model.action_head.weight [7, 64] in the "
-        "file, [6, 64] in the model): the checkpoint is incomplete")
-    strict = RuntimeError('Error(s) in loading state_dict for X:\n    Missing key(s) in state_dict: "a.w", "b.w"\n'
-                          '    Unexpected key(s) in state_dict: "c.w"')
+        "file, [6, 64] in the model): the checkpoint is incomplete"
+    )
+    strict = RuntimeError(
+        'Error(s) in loading state_dict for X:\n    Missing key(s) in state_dict: "a.w", "b.w"\n'
+        '    Unexpected key(s) in state_dict: "c.w"'
+    )
     assert "2 missing (a.w, b.w), 1 unexpected (c.w), 0 shape mismatches:" in str(load_error_refusal("x", strict))
     assert load_error_refusal("act", RuntimeError("CUDA out of memory")) is None
     assert load_error_refusal("act", ValueError("Error(s) in loading state_dict")) is None
@@ -209,8 +222,13 @@ def test_the_backend_refuses_before_building_pipelines(family, edit, loaded, tmp
     ckpt, _ = loaded(family)
     key = victim(ckpt)
     shape = file_shapes([ckpt / "model.safetensors"])[key]
-    bad = rewritten(ckpt, tmp_path / "bad", (lambda t: {k: v for k, v in t.items() if k != key}) if edit == "missing"
-                    else (lambda t: {**t, key: torch.zeros(shape[0] + 1, *shape[1:])}))
+    bad = rewritten(
+        ckpt,
+        tmp_path / "bad",
+        (lambda t: {k: v for k, v in t.items() if k != key})
+        if edit == "missing"
+        else (lambda t: {**t, key: torch.zeros(shape[0] + 1, *shape[1:])}),
+    )
     (bad / "policy_preprocessor.json").unlink()  # the refusal comes first: pipelines are never built
     progress: list[str] = []
     with pytest.raises(StartupRefusal, match=f"this {family} model: .*{key.replace('.', '[.]')}"):
@@ -225,15 +243,30 @@ def test_the_cli_exits_2_with_one_line_naming_the_tensor(loaded, tmp_path, route
     bad = rewritten(ckpt, tmp_path / "bad", lambda t: {k: v for k, v in t.items() if k != key})
     t0 = time.monotonic()
     p = subprocess.run(
-        ["timeout", "-s", "KILL", "120", str(VENV_BIN / "lerobot-policy-server"), f"--model.repo_or_path={bad}",
-         "--default_task=x", f"--zenoh.connect_endpoints=[{router.endpoint}]", "--health_port=0"],
-        capture_output=True, text=True, timeout=130, env=dict(os.environ))
+        [
+            "timeout",
+            "-s",
+            "KILL",
+            "120",
+            str(VENV_BIN / "lerobot-policy-server"),
+            f"--model.repo_or_path={bad}",
+            "--default_task=x",
+            f"--zenoh.connect_endpoints=[{router.endpoint}]",
+            "--health_port=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=130,
+        env=dict(os.environ),
+    )
     took = time.monotonic() - t0
     assert p.returncode == 2, p.stdout + p.stderr
     errors = [x for x in p.stderr.splitlines() if x.startswith("lerobot-policy-server: error:")]
-    assert errors == [f"lerobot-policy-server: error: the checkpoint's weights do not fit this act model: 1 missing ({key}), "
-                      "0 unexpected, 0 shape mismatches: the checkpoint is incomplete or was trained with another "
-                      "configuration (config.json); re-export it from the training run (config.json and model.safetensors "
-                      "of the same pretrained_model directory)"], p.stderr
+    assert errors == [
+        f"lerobot-policy-server: error: the checkpoint's weights do not fit this act model: 1 missing ({key}), "
+        "0 unexpected, 0 shape mismatches: the checkpoint is incomplete or was trained with another "
+        "configuration (config.json); re-export it from the training run (config.json and model.safetensors "
+        "of the same pretrained_model directory)"
+    ], p.stderr
     assert "Traceback" not in p.stdout + p.stderr and "Building processor pipelines" not in p.stdout
     assert took < 60, took

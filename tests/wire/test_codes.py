@@ -13,10 +13,31 @@ from lerobot_policy_remote.wire.codes import CONTRACT_REFUSALS, EventKind, Refus
 from lerobot_policy_remote.wire.messages import EventMsg, SessionAck
 
 # The codes as they were spelled before they became enums: the wire format must not move.
-OLD_REFUSALS = {"ok", "draining", "server_full", "schema_mismatch", "model_mismatch", "action_mismatch", "camera_mismatch",
-                "state_dim_mismatch", "task_mismatch", "fps_mismatch", "bad_request", "no_server", "refused"}
-OLD_CONTRACT = {"action_mismatch", "camera_mismatch", "state_dim_mismatch", "schema_mismatch", "model_mismatch",
-                "task_mismatch", "fps_mismatch", "bad_request"}
+OLD_REFUSALS = {
+    "ok",
+    "draining",
+    "server_full",
+    "schema_mismatch",
+    "model_mismatch",
+    "action_mismatch",
+    "camera_mismatch",
+    "state_dim_mismatch",
+    "task_mismatch",
+    "fps_mismatch",
+    "bad_request",
+    "no_server",
+    "refused",
+}
+OLD_CONTRACT = {
+    "action_mismatch",
+    "camera_mismatch",
+    "state_dim_mismatch",
+    "schema_mismatch",
+    "model_mismatch",
+    "task_mismatch",
+    "fps_mismatch",
+    "bad_request",
+}
 OLD_EVENTS = {"unknown_session", "bad_request", "draining", "error"}
 # Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it cannot place).
 ADDED_REFUSALS = {"action_order_unchecked", "identity_mismatch"}  # strict_action_names; identity in the key
@@ -60,7 +81,9 @@ def test_event_kind_round_trips_as_a_plain_string(kind: EventKind):
 
 
 def test_codes_module_imports_only_the_standard_library():
-    probe = ("import sys; import lerobot_policy_remote.wire.codes; "
-             "print(','.join(m for m in ('numpy', 'cv2', 'torch', 'zenoh', 'msgpack') if m in sys.modules))")
+    probe = (
+        "import sys; import lerobot_policy_remote.wire.codes; "
+        "print(','.join(m for m in ('numpy', 'cv2', 'torch', 'zenoh', 'msgpack') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == ""

@@ -34,8 +34,20 @@ from lerobot_policy_remote.wire.messages import (
     SessionOpen,
 )
 
-CONTROL = [SessionOpen, SessionAck, ServerStatus, ResetRequest, ResetAck, DrainRequest, DrainAck, EpisodeResetCommand,
-           EpisodeResetAck, EventMsg, RobotTelemetry, AuditLine]
+CONTROL = [
+    SessionOpen,
+    SessionAck,
+    ServerStatus,
+    ResetRequest,
+    ResetAck,
+    DrainRequest,
+    DrainAck,
+    EpisodeResetCommand,
+    EpisodeResetAck,
+    EventMsg,
+    RobotTelemetry,
+    AuditLine,
+]
 PEAK_LIMIT = 48 * 1024 * 1024
 
 
@@ -43,7 +55,8 @@ def _seed_payloads() -> list[bytes]:
     obs = ObservationMsg(
         state={"observation.state": np.arange(6, dtype=np.float32)},
         images={"observation.images.front": np.zeros((16, 16, 3), np.uint8)},
-        task="t", prefix_model=np.ones((2, 6), np.float32),
+        task="t",
+        prefix_model=np.ones((2, 6), np.float32),
     )
     return [
         encode_observation(obs, 90),
@@ -71,18 +84,45 @@ def mutated(draw) -> bytes:
         elif op == 2 and data:
             del data[pos : pos + draw(st.integers(1, 32))]
         else:
-            data = data[: pos]
+            data = data[:pos]
     return bytes(data)
 
 
-_leaves = st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1) | st.floats() | st.text(max_size=20) | st.binary(max_size=64)
+_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=64)
+)
 _nested = _leaves | st.lists(_leaves, max_size=5) | st.dictionaries(st.text(max_size=12), _leaves, max_size=5)
 # Three levels of nesting spelled out: st.recursive's leaf budget made hypothesis report its own strategy as
 # flaky (FlakyStrategyDefinition) on a loaded machine.
 msgpack_values = _nested | st.lists(_nested, max_size=5) | st.dictionaries(st.text(max_size=12), _nested, max_size=5)
 structured = st.dictionaries(
-    st.sampled_from(["state", "images", "task", "chunk_model", "chunk_robot", "prefix_model", "ok", "client_uuid", "action_names",
-                     "dtype", "shape", "data", "codec", "rtc", "features", "seq_id_echo", "episode_start"]) | st.text(max_size=8),
+    st.sampled_from(
+        [
+            "state",
+            "images",
+            "task",
+            "chunk_model",
+            "chunk_robot",
+            "prefix_model",
+            "ok",
+            "client_uuid",
+            "action_names",
+            "dtype",
+            "shape",
+            "data",
+            "codec",
+            "rtc",
+            "features",
+            "seq_id_echo",
+            "episode_start",
+        ]
+    )
+    | st.text(max_size=8),
     msgpack_values,
     max_size=8,
 ).map(pack)

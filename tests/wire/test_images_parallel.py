@@ -33,7 +33,9 @@ def test_large_cameras_code_in_parallel_to_the_same_bytes_and_pixels(monkeypatch
     decoded = images.decode_images(parallel, targets={"wrist": (120, 160)})
     assert list(decoded) == list(cams)
     for k in cams:
-        assert np.array_equal(decoded[k], images.decode_image(parallel[k], f"images.{k}", target=(120, 160) if k == "wrist" else None))
+        assert np.array_equal(
+            decoded[k], images.decode_image(parallel[k], f"images.{k}", target=(120, 160) if k == "wrist" else None)
+        )
     assert used == [True, True]
     msg = decode_observation(encode_observation(ObservationMsg(state={}, images=cams)))
     assert {k: v.shape for k, v in msg.images.items()} == {k: (480, 640, 3) for k in cams}
@@ -42,8 +44,9 @@ def test_large_cameras_code_in_parallel_to_the_same_bytes_and_pixels(monkeypatch
 def test_small_or_single_frames_stay_on_the_calling_thread(monkeypatch):
     used: list[bool] = []
     each = images.each_frame
-    monkeypatch.setattr(images, "each_frame",
-                        lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel))
+    monkeypatch.setattr(
+        images, "each_frame", lambda items, fn, parallel: used.append(parallel) or each(items, fn, parallel)
+    )
     images.encode_images({"a": _frame(1, 96, 128), "b": _frame(2, 96, 128)}, 90)
     images.encode_images({"a": _frame(1)}, 90)
     images.encode_images({"a": _frame(1), "b": _frame(2)}, 0)  # raw: nothing to compress

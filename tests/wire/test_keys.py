@@ -5,7 +5,9 @@ from lerobot_policy_remote.wire import ServiceKeys, WireError, check_id, encode_
 from lerobot_policy_remote.wire.keys import ROOT, check_segment, decode_segment
 
 
-@pytest.mark.parametrize("text", ["fold the towel", "a/b", "x*y", "$*", "what?", "#1", "@admin", "100%", "naïve", "a//b", "/lead", "trail/"])
+@pytest.mark.parametrize(
+    "text", ["fold the towel", "a/b", "x*y", "$*", "what?", "#1", "@admin", "100%", "naïve", "a//b", "/lead", "trail/"]
+)
 def test_encoded_segments_are_valid_single_chunks_and_reversible(text):
     chunk = encode_segment(text)
     check_segment(chunk, "t")
@@ -16,7 +18,14 @@ def test_encoded_segments_are_valid_single_chunks_and_reversible(text):
 
 
 def test_slug_is_injective_so_collisions_cannot_happen():
-    tasks = ["fold the towel", "fold_the_towel", "fold-the-towel", "fold%20the%20towel", "Fold the towel", "fold/the/towel"]
+    tasks = [
+        "fold the towel",
+        "fold_the_towel",
+        "fold-the-towel",
+        "fold%20the%20towel",
+        "Fold the towel",
+        "fold/the/towel",
+    ]
     assert len({slug_task(t) for t in tasks}) == len(tasks)
 
 
@@ -47,7 +56,14 @@ def test_builder_and_parser_round_trip():
     keys = ServiceKeys.for_service("user/model", "v1.0", "fold the towel")
     obs = parse_key(keys.obs("rep-1", "robot-07"))
     assert (obs.model_id, obs.revision, obs.service, obs.role, obs.ident, obs.leaf, obs.robot) == (
-        "user/model", "v1.0", "fold the towel", "server", "rep-1", "obs", "robot-07")
+        "user/model",
+        "v1.0",
+        "fold the towel",
+        "server",
+        "rep-1",
+        "obs",
+        "robot-07",
+    )
     tel = parse_key(keys.robot("robot-07", "telemetry"))
     assert (tel.role, tel.robot, tel.leaf) == ("robot", "robot-07", "telemetry")
     assert tel.service_keys == keys
@@ -64,8 +80,17 @@ def test_single_depth_wildcards_match_only_their_leaf():
     assert not any_tel.intersects(zenoh.KeyExpr(keys.robot("robot-1", "alive")))
 
 
-@pytest.mark.parametrize("key", ["other/a/b/c/server/r/status", "@lerobot/m/r/s/server/r/bogus", "@lerobot/m/r/s/robot/a*b/alive",
-                                 "@lerobot/m/r/s/thing/x/alive", "@lerobot/m", "@lerobot/m/r/s/server/r/obs"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "other/a/b/c/server/r/status",
+        "@lerobot/m/r/s/server/r/bogus",
+        "@lerobot/m/r/s/robot/a*b/alive",
+        "@lerobot/m/r/s/thing/x/alive",
+        "@lerobot/m",
+        "@lerobot/m/r/s/server/r/obs",
+    ],
+)
 def test_parse_rejects_foreign_keys(key):
     with pytest.raises(WireError):
         parse_key(key)

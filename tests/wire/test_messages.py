@@ -27,7 +27,10 @@ def test_control_message_round_trip():
     msg = SessionOpen(
         client_uuid="robot-1",
         action_names=["a.pos", "b.pos"],
-        features=[FeatureSpec("observation.state", "state", [2]), FeatureSpec("observation.images.front", "image", [48, 64, 3])],
+        features=[
+            FeatureSpec("observation.state", "state", [2]),
+            FeatureSpec("observation.images.front", "image", [48, 64, 3]),
+        ],
         fps=30.0,
         rtc=RtcSettings(enabled=True, execution_horizon=8),
         tags={"lab": "a"},
@@ -50,11 +53,16 @@ def test_wrong_types_name_the_field():
 
 def test_robot_telemetry_rtc_round_trip_and_an_older_robot_reads_as_unknown():
     """`RobotTelemetry.rtc` is additive: "on"/"off" travel under the key `rtc`; a map without it (an older robot) is ""."""
-    msg = RobotTelemetry(client_uuid="arm-1", state="STREAMING", session_id="s-1", replica="gpu-0", delay_steps=2, rtc="on")
+    msg = RobotTelemetry(
+        client_uuid="arm-1", state="STREAMING", session_id="s-1", replica="gpu-0", delay_steps=2, rtc="on"
+    )
     assert decode(RobotTelemetry, encode(msg)) == msg
-    assert decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "delay_steps": 2, "rtc": "off"})) == RobotTelemetry(
-        client_uuid="arm-1", state="STREAMING", delay_steps=2, rtc="off")
-    older = decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "session_id": "s-1", "delay_steps": 2}))
+    assert decode(
+        RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "delay_steps": 2, "rtc": "off"})
+    ) == RobotTelemetry(client_uuid="arm-1", state="STREAMING", delay_steps=2, rtc="off")
+    older = decode(
+        RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "session_id": "s-1", "delay_steps": 2})
+    )
     assert older.rtc == "" and older.delay_steps == 2
     with pytest.raises(WireError, match=r"RobotTelemetry.rtc"):
         decode(RobotTelemetry, pack({"client_uuid": "arm-1", "state": "STREAMING", "rtc": True}))
@@ -101,7 +109,9 @@ def test_nan_state_is_refused():
 
 
 def test_chunk_round_trip_and_nan_refused():
-    chunk = ActionChunkMsg(np.ones((50, 14), np.float32), np.full((50, 14), 2, np.float32), "s", 7, -5, 1.0, 20.0, 1, 0.5)
+    chunk = ActionChunkMsg(
+        np.ones((50, 14), np.float32), np.full((50, 14), 2, np.float32), "s", 7, -5, 1.0, 20.0, 1, 0.5
+    )
     out = decode_chunk(encode_chunk(chunk))
     assert np.array_equal(out.chunk_robot, chunk.chunk_robot) and out.seq_id_echo == 7 and out.client_mono_ns_echo == -5
     chunk.chunk_robot[10, 3] = np.inf

@@ -66,8 +66,14 @@ def test_other_dtypes_refused_and_lengths_checked():
     with pytest.raises(WireError):
         decode_chunk(pack({"chunk_robot": encode_tensor(np.zeros((4, 3), np.float64))}))
     with pytest.raises(WireError):
-        decode_chunk(pack({"chunk_robot": encode_tensor(np.zeros((4, 3), np.float16)),
-                           "chunk_model": encode_tensor(np.zeros((5, 3), np.float32))}))
+        decode_chunk(
+            pack(
+                {
+                    "chunk_robot": encode_tensor(np.zeros((4, 3), np.float16)),
+                    "chunk_model": encode_tensor(np.zeros((5, 3), np.float32)),
+                }
+            )
+        )
     with pytest.raises(WireError):
         decode_chunk(pack({"session_id": "s"}))  # no robot-space chunk at all
     with pytest.raises(ValueError):
@@ -80,7 +86,9 @@ def test_session_fields_are_additive():
     assert (ack.reply_dtype, ack.reply_model_space, ack.image_sizes) == ("float32", True, {})
     req = decode(SessionOpen, pack({"client_uuid": "r1", "action_names": ["a"]}))
     assert (req.reply_dtype, req.reply_max_error, req.reply_robot_only) == ("float32", 0.0, False)
-    new = SessionAck(True, image_sizes={"observation.images.front": [120, 160]}, reply_dtype="float16", reply_model_space=False)
+    new = SessionAck(
+        True, image_sizes={"observation.images.front": [120, 160]}, reply_dtype="float16", reply_model_space=False
+    )
     assert decode(SessionAck, encode(new)) == new
 
 
@@ -91,8 +99,13 @@ def test_reply_terms():
     assert reply_terms(ask, rtc_active=False) == ("float16", 0.05, False)
     assert reply_terms(ask, rtc_active=True) == ("float16", 0.05, True)  # RTC merges need model space
     assert reply_terms(SessionOpen("r1", ["a"]), rtc_active=False) == ("float32", 0.0, True)  # old robot: as before
-    assert reply_terms(SessionOpen("r1", ["a"], reply_dtype="float16"), rtc_active=False)[0] == "float32"  # no bound given
-    assert reply_terms(SessionOpen("r1", ["a"], reply_dtype="float16", reply_max_error=float("inf")), False)[0] == "float32"
+    assert (
+        reply_terms(SessionOpen("r1", ["a"], reply_dtype="float16"), rtc_active=False)[0] == "float32"
+    )  # no bound given
+    assert (
+        reply_terms(SessionOpen("r1", ["a"], reply_dtype="float16", reply_max_error=float("inf")), False)[0]
+        == "float32"
+    )
 
 
 def test_resend_follows_the_round_trip():

@@ -106,7 +106,14 @@ def section_title(name: str, shown: int, total: int, marked: int = 0) -> Text:
     return t
 
 
-_KEY_NAMES = {"question_mark": "?", "slash": "/", "space": "space", "escape": "esc", "enter": "enter", "exclamation_mark": "!"}
+_KEY_NAMES = {
+    "question_mark": "?",
+    "slash": "/",
+    "space": "space",
+    "escape": "esc",
+    "enter": "enter",
+    "exclamation_mark": "!",
+}
 
 
 def key_label(keys: str) -> str:

@@ -37,7 +37,9 @@ def _peers_room(snap: FleetSnapshot, leaving: list[ServerRow], moving: bool = Tr
     names = {s.replica for s in leaving}
     for ns in sorted({s.ns for s in leaving}):
         peers = [p for p in snap.servers if p.replica not in names and p.ns == ns]
-        room = sorted((p for p in peers if p.health in ("ok", "cold") and (p.headroom or 0) > 0), key=lambda p: p.replica)
+        room = sorted(
+            (p for p in peers if p.health in ("ok", "cold") and (p.headroom or 0) > 0), key=lambda p: p.replica
+        )
         if room:
             t.append("Replicas with room: " + ", ".join(f"{p.replica} ({room_text(p)})" for p in room) + "\n")
         else:

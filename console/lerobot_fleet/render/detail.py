@@ -53,7 +53,10 @@ def robot_summary_text(d: RobotDetail) -> Text:
     if r.waiting:
         t.append("\n")
         t.append(r.waiting, style="bold yellow")
-        t.append("\n  frees when a session ends on one of these, a drain is undone, or a replica is added", style="bright_black")
+        t.append(
+            "\n  frees when a session ends on one of these, a drain is undone, or a replica is added",
+            style="bright_black",
+        )
     return t
 
 
@@ -130,7 +133,8 @@ def server_summary_text(d: ServerDetail) -> Text:
             "cordon": " (cordoned: takes no new robots; its sessions keep streaming; U uncordons)",
         }.get(s.room_limit)
         t.append(
-            why or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
+            why
+            or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
             style="bright_black",
         )
     t.append(f"\nmetrics {s.metrics_url or '—'}")

@@ -177,7 +177,14 @@ def server_cells(s: ServerRow, marked: bool = False, alerting: bool = False) -> 
 
 
 def header_text(
-    snap: FleetSnapshot, sort: str, query: str, faults_only: bool, read_only: bool, paused: bool, marked: int = 0, alerts: int = 0
+    snap: FleetSnapshot,
+    sort: str,
+    query: str,
+    faults_only: bool,
+    read_only: bool,
+    paused: bool,
+    marked: int = 0,
+    alerts: int = 0,
 ) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("lerobot-fleet", style="bold")
@@ -211,7 +218,9 @@ def header_text(
         t.append(" ")
         t.append(f"{health[h]} {h}", style=SERVER_HEALTH_STYLE.get(h, ""))
     t.append("\n")
-    t.append(f"sort {sort}   filter {query or '—'}   faults only {'on' if faults_only else 'off'}", style="bright_black")
+    t.append(
+        f"sort {sort}   filter {query or '—'}   faults only {'on' if faults_only else 'off'}", style="bright_black"
+    )
     if marked:
         t.append(f"   marked {marked}", style="bold cyan")
     t.append("   alerts ")

@@ -16,7 +16,9 @@ def alerts_text(alerts: list[Alert], now: float, limit: int = 200) -> Text:
     if not alerts:
         t.append("no alerts", style="bright_black")
         return t
-    t.append(f"{'state':<8} {'rule':<12} {'role':<7} {'target':<18} {'started':>8} {'cleared':>8}  message\n", style="bold")
+    t.append(
+        f"{'state':<8} {'rule':<12} {'role':<7} {'target':<18} {'started':>8} {'cleared':>8}  message\n", style="bold"
+    )
     for a in alerts[:limit]:
         is_open = a.cleared_s is None
         style = "bold red" if is_open else "bright_black"

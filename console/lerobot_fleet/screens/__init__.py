@@ -10,5 +10,16 @@ from .fleet import FleetScreen
 from .logs import AlertsScreen, EventsScreen
 from .modals import ConfirmScreen, HelpScreen
 
-__all__ = ["ACTIONS", "COMMON", "AlertsScreen", "ConfirmScreen", "DetailScreen", "EventsScreen", "FleetScreen", "HelpScreen",
-           "LiveScreen", "RobotDetailScreen", "ServerDetailScreen"]
+__all__ = [
+    "ACTIONS",
+    "COMMON",
+    "AlertsScreen",
+    "ConfirmScreen",
+    "DetailScreen",
+    "EventsScreen",
+    "FleetScreen",
+    "HelpScreen",
+    "LiveScreen",
+    "RobotDetailScreen",
+    "ServerDetailScreen",
+]

@@ -78,7 +78,9 @@ class LiveScreen(Screen[None]):
         return {}
 
     def action_export(self, fmt: str = "json") -> None:
-        self.post_message(ExportRequested(fmt, type(self).__name__.removesuffix("Screen").lower(), self.export_tables()))
+        self.post_message(
+            ExportRequested(fmt, type(self).__name__.removesuffix("Screen").lower(), self.export_tables())
+        )
 
 
 COMMON = [

@@ -51,7 +51,9 @@ class DetailScreen(LiveScreen):
         texts = self.texts()
         with self.app.batch_update():
             if texts is None:
-                self.query_one("#summary", Static).update(Text(f"{self.KIND} {self.key}: not known to the console", style="red"))
+                self.query_one("#summary", Static).update(
+                    Text(f"{self.KIND} {self.key}: not known to the console", style="red")
+                )
             else:
                 for wid, text in texts.items():
                     self.query_one(f"#{wid}", Static).update(text)
@@ -60,7 +62,11 @@ class DetailScreen(LiveScreen):
 
 class RobotDetailScreen(DetailScreen):
     KIND = "robot"
-    SECTIONS = (("history", "State history"), ("trends", "Trends (oldest → newest, about 3 minutes)"), ("audit", "Audit tail"))
+    SECTIONS = (
+        ("history", "State history"),
+        ("trends", "Trends (oldest → newest, about 3 minutes)"),
+        ("audit", "Audit tail"),
+    )
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("r", "reset", "Reset episode"),

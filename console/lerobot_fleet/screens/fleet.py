@@ -58,7 +58,8 @@ class FleetScreen(LiveScreen):
         yield KeyedTable(render.SERVER_COLUMNS, id="servers")
         yield Static(classes="result", id="result")
         yield Input(
-            placeholder="filter: text matches robot/server/state/outcome; !text inverts; enter keeps, esc clears", id="filter"
+            placeholder="filter: text matches robot/server/state/outcome; !text inverts; enter keeps, esc clears",
+            id="filter",
         )
         yield Footer()
 
@@ -70,11 +71,15 @@ class FleetScreen(LiveScreen):
     def visible_robots(self, snap: FleetSnapshot) -> list[RobotRow]:
         rows = snap.robots
         if self.query_text.strip() or self.faults_only:
-            rows = tuple(r for r in rows if robot_matches(r, self.query_text) and (not self.faults_only or r.state.is_fault))
+            rows = tuple(
+                r for r in rows if robot_matches(r, self.query_text) and (not self.faults_only or r.state.is_fault)
+            )
         return sort_rows(rows, ROBOT_SORT_KEYS, self.sort_column["robots"], self.sort_reverse["robots"])
 
     def visible_servers(self, snap: FleetSnapshot) -> list[ServerRow]:
-        rows = [s for s in snap.servers if server_matches(s, self.query_text) and (not self.faults_only or s.health != "ok")]
+        rows = [
+            s for s in snap.servers if server_matches(s, self.query_text) and (not self.faults_only or s.health != "ok")
+        ]
         return sort_rows(rows, SERVER_SORT_KEYS, self.sort_column["servers"], self.sort_reverse["servers"])
 
     def render_view(self) -> None:
@@ -97,7 +102,9 @@ class FleetScreen(LiveScreen):
 
         with self.app.batch_update():
             # robot ids (up to 64 characters, and a `?order` mark) whole when the terminal has the room
-            self.query_one("#robots", KeyedTable).fit("robot", max((render.robot_id_width(r) for r in robots), default=0))
+            self.query_one("#robots", KeyedTable).fit(
+                "robot", max((render.robot_id_width(r) for r in robots), default=0)
+            )
             self.query_one("#servers", KeyedTable).fit("replica", render.server_replica_width(servers))
             self.query_one("#header", Static).update(
                 render.header_text(
@@ -113,7 +120,8 @@ class FleetScreen(LiveScreen):
             )
             self.query_one("#robots", KeyedTable).reconcile(rows, robot_cells)
             self.query_one("#servers", KeyedTable).reconcile(
-                [(s.replica, s) for s in servers], lambda s: render.server_cells(s, s.replica in marked_s, s.replica in alerting)
+                [(s.replica, s) for s in servers],
+                lambda s: render.server_cells(s, s.replica in marked_s, s.replica in alerting),
             )
             self.query_one("#robots-title", Static).update(
                 render.section_title("Robots", len(robots), len(snap.robots), len(marked_r))
@@ -240,8 +248,14 @@ class FleetScreen(LiveScreen):
         if self.marks[name]:
             return tuple(sorted(self.marks[name]))
         table = self.query_one(f"#{name}", KeyedTable)
-        if self.focused is not table or table.selected_key is None or table.selected_key.startswith(render.GROUP_PREFIX):
-            self.note(f"{verb}: move the cursor to the {name} table (tab) and pick a row, or mark rows with space", None)
+        if (
+            self.focused is not table
+            or table.selected_key is None
+            or table.selected_key.startswith(render.GROUP_PREFIX)
+        ):
+            self.note(
+                f"{verb}: move the cursor to the {name} table (tab) and pick a row, or mark rows with space", None
+            )
             return None
         return (table.selected_key,)
 

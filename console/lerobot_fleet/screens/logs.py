@@ -33,10 +33,12 @@ class AlertsScreen(LiveScreen):
         alerts = self.view.alerts
         listing = list(alerts.listing)
         r = alerts.rules
-        self.query_one("#alerts-title", Static).update(Text(
-            f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: {r.staleness_text()}, "
-            f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
-        ))
+        self.query_one("#alerts-title", Static).update(
+            Text(
+                f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: {r.staleness_text()}, "
+                f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
+            )
+        )
         self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.view.now))
         self.query_one("#result", Static).update(self.result_text())
 
@@ -61,8 +63,11 @@ class EventsScreen(LiveScreen):
 
     def compose(self) -> ComposeResult:
         yield Static(id="events-title", classes="section")
-        yield Input(placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
-                    id="events-filter", disabled=True)  # enabled by `/`, so keys act on the screen until then
+        yield Input(
+            placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
+            id="events-filter",
+            disabled=True,
+        )  # enabled by `/`, so keys act on the screen until then
         with VerticalScroll():
             yield Static(id="events-body", classes="detail-body")
         yield Static(classes="result", id="result")
@@ -74,7 +79,9 @@ class EventsScreen(LiveScreen):
     def render_view(self) -> None:
         events = self.shown()
         total = len(self.view.event_log)
-        self.query_one("#events-title", Static).update(Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)"))
+        self.query_one("#events-title", Static).update(
+            Text(f"Fleet events ({len(events)} of {total} shown, newest first; the last {EVENT_HISTORY} are kept)")
+        )
         self.query_one("#events-body", Static).update(render.events_text(events))
         self.query_one("#result", Static).update(self.result_text())
 

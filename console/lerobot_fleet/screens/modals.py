@@ -26,7 +26,9 @@ class HelpScreen(ModalScreen[None]):
         with Vertical(id="help"):
             yield Static(Text(f"Keys: {self.title_text}", style="bold"), id="help-title")
             yield Static(render.help_text(self.keys), id="help-body")
-            yield Static(Text("ctrl+p opens the command palette (every action, searchable). esc closes.", style="bright_black"))
+            yield Static(
+                Text("ctrl+p opens the command palette (every action, searchable). esc closes.", style="bright_black")
+            )
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -35,7 +35,22 @@ ROBOTS = [
     ("arm-01", ACT, "STREAMING", "gpu-a-0", 12, 31.0, 44.0, 1.20, 0.08, 1, 1200, 6, 0, "ok"),
     ("arm-02", ACT, "STREAMING", "gpu-a-0", 7, 29.0, 40.0, 1.10, 0.07, 1, 980, 2, 0, "ok"),
     ("arm-03", ACT, "DEGRADED", "gpu-a-1", 4, 180.0, 420.0, 0.40, 1.30, 6, 700, 35, 3, "timeout"),
-    ("arm-04", ACT, "STALLED", "gpu-a-1", 9, 650.0, 1400.0, 0.0, 3.40, 20, 455, 12, 17, "[bold]bad_request[/bold]: state nan"),
+    (
+        "arm-04",
+        ACT,
+        "STALLED",
+        "gpu-a-1",
+        9,
+        650.0,
+        1400.0,
+        0.0,
+        3.40,
+        20,
+        455,
+        12,
+        17,
+        "[bold]bad_request[/bold]: state nan",
+    ),
     ("arm-05", ACT, "RECONNECTING", "", 3, 0.0, 0.0, 0.0, 0.0, 0, 120, 0, 4, "unknown_session"),
     ("arm-06", ACT, "STREAMING", "gpu-a-1", 21, 35.0, 52.0, 1.30, 0.09, 2, 2100, 40, 1, "ok"),
     ("arm-07", ACT, "DEAD", "", 2, 0.0, 0.0, 0.0, 0.0, 0, 40, 0, 9, "model_mismatch"),
@@ -99,11 +114,15 @@ class FakeSource:
         for row in [*ROBOTS, GONE_ROBOT]:
             robot_id, ns = row[0], row[1]
             store.on_robot_alive(robot_id, True, ns)
-            store.on_telemetry(RobotTelemetry(client_uuid=robot_id, state="CONNECTING", model_id=ns.model_id, service=ns.service), ns)
+            store.on_telemetry(
+                RobotTelemetry(client_uuid=robot_id, state="CONNECTING", model_id=ns.model_id, service=ns.service), ns
+            )
         self._step(2.0)
         for i, rtt in enumerate((28.0, 30.0, 33.0, 31.0, 45.0, 90.0, 180.0, 260.0, 180.0, 120.0)):
             for row in [*ROBOTS, GONE_ROBOT]:
-                tel = self._telemetry_for(row, rtt_scale=rtt / 31.0 if row[0] in ("arm-03", "arm-01", "arm-04") else 1.0, seq=i)
+                tel = self._telemetry_for(
+                    row, rtt_scale=rtt / 31.0 if row[0] in ("arm-03", "arm-01", "arm-04") else 1.0, seq=i
+                )
                 if i < 5 and row[2] in ("DEGRADED", "STALLED", "RECONNECTING", "DEAD"):
                     tel = replace(tel, state="STREAMING")
                 store.on_telemetry(tel, row[1])
@@ -117,13 +136,25 @@ class FakeSource:
         self._step(1.0)
         for replica, ns, max_s, inf_ms, chunk, fps, draining, warm, load in SERVERS:
             sessions = [
-                SessionInfo(session_id=f"s-{t.client_uuid}", client_uuid=t.client_uuid, episode_id=t.episode_id, requests=t.requests, superseded=t.superseded, errors=t.errors)
+                SessionInfo(
+                    session_id=f"s-{t.client_uuid}",
+                    client_uuid=t.client_uuid,
+                    episode_id=t.episode_id,
+                    requests=t.requests,
+                    superseded=t.superseded,
+                    errors=t.errors,
+                )
                 for t, _ in self._telemetry.values()
                 if t.replica == replica
             ]
             status = ServerStatus(
                 replica=replica,
-                model=ModelInfo(repo_or_path=ns.model_id, revision=ns.revision, policy_type="act" if ns is ACT else "pi0", fingerprint="f" * 12),
+                model=ModelInfo(
+                    repo_or_path=ns.model_id,
+                    revision=ns.revision,
+                    policy_type="act" if ns is ACT else "pi0",
+                    fingerprint="f" * 12,
+                ),
                 service=ns.service,
                 default_task=ns.service,
                 serving_mode="shared",
@@ -140,7 +171,12 @@ class FakeSource:
             )
             self._status[replica] = (status, ns)
             store.on_status(status, ns)
-            base = {"requests_total": 1000.0, "errors_total": 3.0, "superseded_total": 12.0, "active_sessions": float(len(sessions))}
+            base = {
+                "requests_total": 1000.0,
+                "errors_total": 3.0,
+                "superseded_total": 12.0,
+                "active_sessions": float(len(sessions)),
+            }
             store.on_metrics(replica, base)
             for j, (t, _) in enumerate(self._telemetry.values()):
                 if t.replica != replica:
@@ -173,7 +209,9 @@ class FakeSource:
         for replica, *_ in SERVERS:
             status, _ = self._status[replica]
             self._requests[replica] += 0.0 if status.draining else 5.0 * status.active_sessions * seconds / 3.0
-            store.on_metrics(replica, {"requests_total": self._requests[replica], "errors_total": 3.0, "superseded_total": 12.0})
+            store.on_metrics(
+                replica, {"requests_total": self._requests[replica], "errors_total": 3.0, "superseded_total": 12.0}
+            )
 
     @staticmethod
     def _telemetry_for(row: tuple, rtt_scale: float, seq: int) -> RobotTelemetry:

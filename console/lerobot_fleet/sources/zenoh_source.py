@@ -40,7 +40,11 @@ class ZenohSource:
     can_act = True
 
     def __init__(
-        self, settings: ZenohSettings, status_period_s: float = 2.0, scrape_period_s: float = 2.0, record_path: str | None = None
+        self,
+        settings: ZenohSettings,
+        status_period_s: float = 2.0,
+        scrape_period_s: float = 2.0,
+        record_path: str | None = None,
     ) -> None:
         self.settings = settings
         self.label = ", ".join(settings.connect_endpoints)
@@ -172,7 +176,9 @@ class ZenohSource:
     def cordon(self, replica: str, on: bool, reason: str, requested_by: str) -> ActionResult:
         if self.session is None:
             return ActionResult(False, replica, "cordon" if on else "uncordon", "not connected to the router")
-        return send_cordon(self.session, replica, self.decoder.namespaces.get(("server", replica)), on, reason, requested_by)
+        return send_cordon(
+            self.session, replica, self.decoder.namespaces.get(("server", replica)), on, reason, requested_by
+        )
 
     def reset_episode(self, robot_id: str, reason: str, requested_by: str, ns: Namespace | None = None) -> ActionResult:
         if self.session is None:

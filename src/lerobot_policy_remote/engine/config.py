@@ -134,8 +134,15 @@ class RemoteInferenceConfig(InferenceEngineConfig):
             raise ValueError(f"--inference.reply_dtype must be float16 or float32, got {self.reply_dtype!r}")
         if not 0 <= self.reply_max_error < 1e4:
             raise ValueError(f"--inference.reply_max_error must be >= 0, got {self.reply_max_error}")
-        for name in ("buffer_time_s", "max_action_age_s", "degraded_after_s", "request_timeout_s",
-                     "reconnect_initial_backoff_s", "reconnect_max_backoff_s", "max_offline_s"):
+        for name in (
+            "buffer_time_s",
+            "max_action_age_s",
+            "degraded_after_s",
+            "request_timeout_s",
+            "reconnect_initial_backoff_s",
+            "reconnect_max_backoff_s",
+            "max_offline_s",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--inference.{name} must be > 0, got {getattr(self, name)}")
         if self.handshake_jitter_s < 0:

@@ -19,7 +19,14 @@ from .telemetry import ProvenanceLog
 class ControlSide:
     """A latest-only observation slot, and each tick's action: the next fresh one, else the fallback."""
 
-    def __init__(self, cfg: RemoteInferenceConfig, queue: StampedActionQueue, states: LinkStateMachine, action_names: list[str], active: Event) -> None:
+    def __init__(
+        self,
+        cfg: RemoteInferenceConfig,
+        queue: StampedActionQueue,
+        states: LinkStateMachine,
+        action_names: list[str],
+        active: Event,
+    ) -> None:
         self.cfg, self.queue, self.states, self.active = cfg, queue, states, active
         self.action_names = list(action_names)
         self.vel_mask = torch.tensor([k.endswith(".vel") for k in action_names])
@@ -76,4 +83,6 @@ class ControlSide:
         if latest is None:
             return None
         obs = latest[0]
-        return torch.tensor([float(obs[k]) if k in obs else float("nan") for k in self.action_names], dtype=torch.float32)
+        return torch.tensor(
+            [float(obs[k]) if k in obs else float("nan") for k in self.action_names], dtype=torch.float32
+        )

@@ -7,8 +7,13 @@ import torch
 from .config import FallbackBehavior
 
 
-def fallback_action(fb: FallbackBehavior, last_action: torch.Tensor | None, vel_mask: torch.Tensor, streaming_began: bool,
-                    measured: torch.Tensor | None = None) -> torch.Tensor | None:
+def fallback_action(
+    fb: FallbackBehavior,
+    last_action: torch.Tensor | None,
+    vel_mask: torch.Tensor,
+    streaming_began: bool,
+    measured: torch.Tensor | None = None,
+) -> torch.Tensor | None:
     """None means "send nothing" (the robot holds its last commanded position).
 
     - `hold`: always None.
@@ -38,7 +43,9 @@ def fallback_action(fb: FallbackBehavior, last_action: torch.Tensor | None, vel_
 def zero_warning(fb: FallbackBehavior, action_names: list[str]) -> str:
     """The start-time warning for `zero` on a robot it cannot help (no velocity features); "" otherwise."""
     if fb is FallbackBehavior.ZERO and not any(n.endswith(".vel") for n in action_names):
-        return ("--inference.fallback=zero has no effect on this robot: its actions are all positions "
-                f"({', '.join(action_names[:4])}{', ...' if len(action_names) > 4 else ''}), so it holds exactly like "
-                "fallback=hold. zero is for velocity joints (.vel features), where sending nothing keeps the last velocity")
+        return (
+            "--inference.fallback=zero has no effect on this robot: its actions are all positions "
+            f"({', '.join(action_names[:4])}{', ...' if len(action_names) > 4 else ''}), so it holds exactly like "
+            "fallback=hold. zero is for velocity joints (.vel features), where sending nothing keeps the last velocity"
+        )
     return ""

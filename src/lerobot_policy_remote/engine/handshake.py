@@ -67,9 +67,11 @@ def reconnect_failure(exc: HandshakeError, last_replica: str) -> str:
     its service was not misconfigured: its server drained, stopped or is unreachable, so the
     namespace/endpoint advice of a first connection would mislead."""
     if exc.code == Refusal.NO_SERVER and last_replica:
-        return (f"no policy server of this service answers any more (replica {last_replica} drained, stopped or is "
-                "unreachable, and no other replica serves it); retrying until one is back: start or undrain a "
-                "server (`lerobot-fleet status` lists them)")
+        return (
+            f"no policy server of this service answers any more (replica {last_replica} drained, stopped or is "
+            "unreachable, and no other replica serves it); retrying until one is back: start or undrain a "
+            "server (`lerobot-fleet status` lists them)"
+        )
     return str(exc)
 
 
@@ -127,7 +129,9 @@ def discover(session: zenoh.Session, keys: ServiceKeys, timeout_s: float = 2.0) 
             logger.warning("Ignoring a malformed status reply on %s: %s", key, printable(exc, 300))
             continue
         if not key_vouches_for(status, str(reply.ok.key_expr)):
-            logger.warning("Ignoring a status reply on %s that claims replica %s", reply.ok.key_expr, printable(status.replica, 80))
+            logger.warning(
+                "Ignoring a status reply on %s that claims replica %s", reply.ok.key_expr, printable(status.replica, 80)
+            )
             continue
         found.append(status)
     if not found:
@@ -135,10 +139,13 @@ def discover(session: zenoh.Session, keys: ServiceKeys, timeout_s: float = 2.0) 
     return found
 
 
-def ask_session(session: zenoh.Session, keys: ServiceKeys, replica: str, request: SessionOpen,
-                timeout_s: float) -> SessionAck | str:
+def ask_session(
+    session: zenoh.Session, keys: ServiceKeys, replica: str, request: SessionOpen, timeout_s: float
+) -> SessionAck | str:
     """One session-open query over Zenoh: the ack, or why there is none."""
-    for reply in list(session.get(keys.session(replica, request.client_uuid), payload=encode(request), timeout=timeout_s)):
+    for reply in list(
+        session.get(keys.session(replica, request.client_uuid), payload=encode(request), timeout=timeout_s)
+    ):
         if reply.ok is not None:
             try:
                 ack = decode(SessionAck, reply.ok.payload.to_bytes())
@@ -150,12 +157,18 @@ def ask_session(session: zenoh.Session, keys: ServiceKeys, replica: str, request
     return f"replica {replica} did not answer the session open within {timeout_s:g}s"
 
 
-def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck | str], expect_fingerprint: str = "") -> OpenedSession:
+def pick(
+    statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck | str], expect_fingerprint: str = ""
+) -> OpenedSession:
     """Try replicas in order (transport-free); `server_full`/`draining` move on, contract errors are fatal."""
     last, last_code = "", None
     for status in rank(statuses):
         if expect_fingerprint and status.model.fingerprint and status.model.fingerprint != expect_fingerprint:
-            raise HandshakeError(MESSAGES[Refusal.MODEL_MISMATCH] + f" (replica {status.replica})", fatal=True, code=Refusal.MODEL_MISMATCH)
+            raise HandshakeError(
+                MESSAGES[Refusal.MODEL_MISMATCH] + f" (replica {status.replica})",
+                fatal=True,
+                code=Refusal.MODEL_MISMATCH,
+            )
         if status.draining:
             last, last_code = f"replica {status.replica} is draining", Refusal.DRAINING
             continue
@@ -171,22 +184,31 @@ def pick(statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck 
         if ack.message and ack.message not in msg:
             msg = ack.message if ack.message.startswith(msg) else f"{msg}: {ack.message}"
         if code in CONTRACT_REFUSALS:
-            raise HandshakeError(f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=code)
+            raise HandshakeError(
+                f"session refused by replica {status.replica} ({ack.code}): {msg}", fatal=True, code=code
+            )
         if code == Refusal.SERVER_FULL and "server full" not in msg:
             msg = f"server full: {ack.active_sessions}/{ack.max_sessions} sessions active"
         last, last_code = f"replica {status.replica}: {msg}", code
     raise HandshakeError(last or "no replica accepted the session", fatal=False, code=Refusal.REFUSED, last=last_code)
 
 
-def open_session(session: zenoh.Session, keys: ServiceKeys, request: SessionOpen, timeout_s: float,
-                 expect_fingerprint: str = "", known: Sequence[ServerStatus] = (),
-                 seen: list[ServerStatus] | None = None) -> OpenedSession:
+def open_session(
+    session: zenoh.Session,
+    keys: ServiceKeys,
+    request: SessionOpen,
+    timeout_s: float,
+    expect_fingerprint: str = "",
+    known: Sequence[ServerStatus] = (),
+    seen: list[ServerStatus] | None = None,
+) -> OpenedSession:
     """Discovery + session open over a Zenoh session (protocol steps 1-2).
 
     `known`: replicas from an earlier discovery, tried first without asking every replica for its status (a drain
     moves hundreds of robots at once: their status queries queued behind each other on the replicas' links and
     doubled each move). Seats there may be stale; any non-fatal refusal falls back to a fresh discovery, which is
     written into `seen` for the next time."""
+
     def ask(st: ServerStatus) -> SessionAck | str:
         return ask_session(session, keys, st.replica, request, timeout_s)
 

@@ -21,7 +21,12 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-_HOOK_POINTS = ("build_rollout_context", "_load_pretrained_policy", "make_pre_post_processors", "create_inference_engine")
+_HOOK_POINTS = (
+    "build_rollout_context",
+    "_load_pretrained_policy",
+    "make_pre_post_processors",
+    "create_inference_engine",
+)
 _lock = threading.Lock()
 
 
@@ -128,8 +133,11 @@ def wrap_rollout(script: Any) -> None:
                 result = original(*args, **kwargs)
             idle = [e for e in _built if e.executed_count == 0]
             if idle:
-                print(f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"\nlerobot-rollout: the robot executed no remote action: {idle[-1].why_nothing_executed()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 raise SystemExit(1)
             code = 0
             return result
@@ -167,10 +175,15 @@ def _bound_exit(code: int) -> None:
 
 def _exit_watchdog(code: int, grace_s: float | None = None) -> None:
     time.sleep(EXIT_GRACE_S if grace_s is None else grace_s)
-    held = sorted(t.name for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not threading.main_thread())
-    print(f"lerobot-rollout: still running {EXIT_GRACE_S if grace_s is None else grace_s:g} s after the rollout ended "
-          f"(kept alive by thread(s): {', '.join(held) or 'none left'}): exiting now with status {code}",
-          file=sys.stderr, flush=True)
+    held = sorted(
+        t.name for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not threading.main_thread()
+    )
+    print(
+        f"lerobot-rollout: still running {EXIT_GRACE_S if grace_s is None else grace_s:g} s after the rollout ended "
+        f"(kept alive by thread(s): {', '.join(held) or 'none left'}): exiting now with status {code}",
+        file=sys.stderr,
+        flush=True,
+    )
     sys.stdout.flush()
     os._exit(code)
 
@@ -179,8 +192,10 @@ def remote_rollout(argv: list[str]) -> bool:
     """`--inference.type=remote` on the command line (lerobot parses the config only inside `rollout`).
 
     Public: the one rule for "this process is a remote rollout", which the tests check on its own."""
-    return any(a == "--inference.type=remote" or (a == "--inference.type" and nxt == "remote")
-               for a, nxt in zip(argv, [*argv[1:], ""], strict=False))
+    return any(
+        a == "--inference.type=remote" or (a == "--inference.type" and nxt == "remote")
+        for a, nxt in zip(argv, [*argv[1:], ""], strict=False)
+    )
 
 
 @contextmanager
@@ -238,19 +253,37 @@ def _swapped(context: Any, cfg: Any) -> Iterator[None]:
     from .remote import RemoteInferenceEngine
 
     def load_policy(policy_config: Any) -> WeightlessPolicy:
-        logger.info("Remote inference: no weights loaded on the robot (policy type %s, config only)", policy_config.type)
+        logger.info(
+            "Remote inference: no weights loaded on the robot (policy type %s, config only)", policy_config.type
+        )
         return WeightlessPolicy(policy_config)
 
     def no_processors(*_a: Any, **_k: Any) -> tuple[None, None]:
         return None, None
 
-    def make_engine(config: Any, *, robot_wrapper: Any, hw_features: dict[str, Any], ordered_action_keys: list[str], task: str,
-                    fps: float, shutdown_event: Any = None, **_ignored: Any) -> RemoteInferenceEngine:
+    def make_engine(
+        config: Any,
+        *,
+        robot_wrapper: Any,
+        hw_features: dict[str, Any],
+        ordered_action_keys: list[str],
+        task: str,
+        fps: float,
+        shutdown_event: Any = None,
+        **_ignored: Any,
+    ) -> RemoteInferenceEngine:
         model_id = config.service_model_id or str(cfg.policy.pretrained_path)
         return RemoteInferenceEngine(
-            config, hw_features=hw_features, ordered_action_keys=ordered_action_keys, task=cfg.task or task,
-            fps=fps, model_id=model_id, policy_type=cfg.policy.type, robot_type=robot_wrapper.robot_type,
-            shutdown_event=shutdown_event, rename_map=dict(cfg.rename_map or {}),
+            config,
+            hw_features=hw_features,
+            ordered_action_keys=ordered_action_keys,
+            task=cfg.task or task,
+            fps=fps,
+            model_id=model_id,
+            policy_type=cfg.policy.type,
+            robot_type=robot_wrapper.robot_type,
+            shutdown_event=shutdown_event,
+            rename_map=dict(cfg.rename_map or {}),
         )
 
     with _lock:

@@ -34,16 +34,25 @@ def resolve(client_uuid: str, tls_cert: str | None) -> Identity:
     if client_uuid:
         check_id(client_uuid, "client_uuid")
         if cn and cn != client_uuid:
-            return Identity(client_uuid, "flag", (
-                f"--inference.client_uuid={client_uuid} but the certificate --inference.tls_cert={tls_cert} is issued to "
-                f"CN={cn}: the router's access control knows a robot only by its certificate's name, so it would drop "
-                f"everything this robot sends. Drop --inference.client_uuid (the robot then is {cn}) or pass the "
-                f"certificate issued for {client_uuid} (lerobot-fleet pki issue DIR {client_uuid} --role robot)"))
+            return Identity(
+                client_uuid,
+                "flag",
+                (
+                    f"--inference.client_uuid={client_uuid} but the certificate --inference.tls_cert={tls_cert} is issued to "
+                    f"CN={cn}: the router's access control knows a robot only by its certificate's name, so it would drop "
+                    f"everything this robot sends. Drop --inference.client_uuid (the robot then is {cn}) or pass the "
+                    f"certificate issued for {client_uuid} (lerobot-fleet pki issue DIR {client_uuid} --role robot)"
+                ),
+            )
         return Identity(client_uuid, "flag", cert_problem)
     if cn:
         try:
             return Identity(check_id(cn, "certificate CN"), "certificate")
         except WireError as exc:
-            return Identity(uuid.uuid4().hex, "random", f"the certificate's name CN={cn} cannot be a robot id ({exc}): "
-                            "issue the robot a certificate named like arm-01 (letters, digits, '.', '_', '-')")
+            return Identity(
+                uuid.uuid4().hex,
+                "random",
+                f"the certificate's name CN={cn} cannot be a robot id ({exc}): "
+                "issue the robot a certificate named like arm-01 (letters, digits, '.', '_', '-')",
+            )
     return Identity(uuid.uuid4().hex, "random", cert_problem)

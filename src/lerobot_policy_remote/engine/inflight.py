@@ -25,7 +25,9 @@ class RequestTracker:
         # round trip, not after the old session's buffer drains) and its chunk replaces the old session's tail.
         self.session_fresh = True
 
-    def begin(self, *, mono_ns: int, t_obs: float, t_send: float, idx_before: int, episode_id: int, epoch: int) -> Outstanding:
+    def begin(
+        self, *, mono_ns: int, t_obs: float, t_send: float, idx_before: int, episode_id: int, epoch: int
+    ) -> Outstanding:
         self.seq += 1
         self.current = self.latest = Outstanding(self.seq, mono_ns, t_obs, t_send, idx_before, episode_id, epoch)
         return self.current

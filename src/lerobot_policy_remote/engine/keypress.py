@@ -18,8 +18,11 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-_STRATEGY_MODULES = ("lerobot.utils.keyboard_input", "lerobot.rollout.strategies.dagger",
-                     "lerobot.rollout.strategies.highlight")
+_STRATEGY_MODULES = (
+    "lerobot.utils.keyboard_input",
+    "lerobot.rollout.strategies.dagger",
+    "lerobot.rollout.strategies.highlight",
+)
 _lock = threading.Lock()
 _dispatchers: list[Callable[[str], None]] = []
 

@@ -82,8 +82,15 @@ class LinkStateMachine:
             self.last_ok = now
 
     # -- periodic evaluation (worker, and the control thread's cheap check) ------
-    def evaluate(self, now: float, fresh_actions: int, streaming_began: bool, paused: bool = False,
-                 request_age: float | None = None, failing: bool = False) -> bool:
+    def evaluate(
+        self,
+        now: float,
+        fresh_actions: int,
+        streaming_began: bool,
+        paused: bool = False,
+        request_age: float | None = None,
+        failing: bool = False,
+    ) -> bool:
         """Time- and queue-driven transitions; returns True when the state changed.
 
         `request_age`: seconds the request in flight has been outstanding (None: none in flight);
@@ -102,7 +109,11 @@ class LinkStateMachine:
                 if failing:
                     return self._go(LinkState.DEGRADED, now, "a request failed")
                 if request_age is not None and request_age > self.degraded_after_s:
-                    return self._go(LinkState.DEGRADED, now, f"request outstanding for more than degraded_after_s={self.degraded_after_s:g}s")
+                    return self._go(
+                        LinkState.DEGRADED,
+                        now,
+                        f"request outstanding for more than degraded_after_s={self.degraded_after_s:g}s",
+                    )
             return False
 
     def snapshot(self) -> tuple[LinkState, float, int]:

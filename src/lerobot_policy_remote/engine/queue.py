@@ -90,8 +90,13 @@ class StampedActionQueue(ActionQueue):
                     new = (original.clone(), added, list(added.clone().unbind(0)), [src_t] * n, [meta] * n)
                 else:
                     assert oq is not None  # the base class sets both queues together
-                    new = (torch.cat([oq, original.clone()])[li:], torch.cat([q, added])[li:],
-                           rows[li:] + list(added.clone().unbind(0)), src[li:] + [src_t] * n, metas[li:] + [meta] * n)
+                    new = (
+                        torch.cat([oq, original.clone()])[li:],
+                        torch.cat([q, added])[li:],
+                        rows[li:] + list(added.clone().unbind(0)),
+                        src[li:] + [src_t] * n,
+                        metas[li:] + [meta] * n,
+                    )
             with self.lock:
                 if self.last_index != li or self.queue is not q:
                     continue  # the robot consumed (or a reset cleared) while we built: redo with the new index

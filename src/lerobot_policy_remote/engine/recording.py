@@ -73,7 +73,9 @@ def attach(dataset: Any, engine: Any, strategy_type: str) -> None:
         is skipped with a warning; lerobot's episodic loop would otherwise end the whole recording on it."""
         if dataset.has_pending_frames():
             return save_episode(*args, **kwargs)
-        logger.warning("Dataset episode %d has no frame (the robot executed no action in it): not saved", dataset.num_episodes)
+        logger.warning(
+            "Dataset episode %d has no frame (the robot executed no action in it): not saved", dataset.num_episodes
+        )
         return None
 
     dataset.save_episode = save_episode_if_any

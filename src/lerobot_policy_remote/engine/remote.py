@@ -52,18 +52,31 @@ logger = logging.getLogger(__name__)
 _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
 _RESET_TIMEOUT_S = 1.0
-STALENESS_REPORT_FRACTION = 2 / 3  # staleness at this fraction of max_action_age_s is reported at once (console alert default)
+STALENESS_REPORT_FRACTION = (
+    2 / 3
+)  # staleness at this fraction of max_action_age_s is reported at once (console alert default)
 
 
 class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
     """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop,
     requests, resets and telemetry; the handshake side is `connect.Connecting`, replies `replies.Replies`."""
 
-    def __init__(self, config: RemoteInferenceConfig, *, hw_features: dict[str, Any], ordered_action_keys: list[str],
-                 task: str, fps: float, model_id: str, policy_type: str = "", robot_type: str = "",
-                 shutdown_event: Event | None = None,
-                 transport: RemoteLink | None = None, request_clock_ns: Callable[[], int] = time.monotonic_ns,
-                 rename_map: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: RemoteInferenceConfig,
+        *,
+        hw_features: dict[str, Any],
+        ordered_action_keys: list[str],
+        task: str,
+        fps: float,
+        model_id: str,
+        policy_type: str = "",
+        robot_type: str = "",
+        shutdown_event: Event | None = None,
+        transport: RemoteLink | None = None,
+        request_clock_ns: Callable[[], int] = time.monotonic_ns,
+        rename_map: dict[str, str] | None = None,
+    ) -> None:
         """`transport`: how the robot reaches the servers (default: Zenoh per `config`; `MemoryLink` in tests).
         `request_clock_ns`: stamps requests and measures RTT -> RTC delay; a seam so the parity test can fix
         the latency like lerobot's engine. `rename_map`: the rollout's `--rename_map` (robot observation key ->
@@ -85,15 +98,22 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         if transport is None:
             from .zenoh_link import ZenohLink
 
-            self.transport: RemoteLink = ZenohLink(config.zenoh_settings(), self.keys, self.client_uuid,
-                                                   direct=config.direct_on_same_host)
+            self.transport: RemoteLink = ZenohLink(
+                config.zenoh_settings(), self.keys, self.client_uuid, direct=config.direct_on_same_host
+            )
         else:
             self.transport = transport
         self._clock_ns = request_clock_ns
 
         rtc = config.rtc
-        self.queue = StampedActionQueue(RTCConfig(enabled=rtc.enabled, prefix_attention_schedule=rtc.prefix_attention_schedule,
-                                                  max_guidance_weight=rtc.max_guidance_weight, execution_horizon=rtc.execution_horizon))
+        self.queue = StampedActionQueue(
+            RTCConfig(
+                enabled=rtc.enabled,
+                prefix_attention_schedule=rtc.prefix_attention_schedule,
+                max_guidance_weight=rtc.max_guidance_weight,
+                execution_horizon=rtc.execution_horizon,
+            )
+        )
         self.latency = WindowedLatency(maxlen=config.latency_window)
         self.states = LinkStateMachine(config.degraded_after_s, config.max_offline_s, time.monotonic())
         grace = config.failover_grace_s if len(config.endpoints()) > 1 else 0.0
@@ -199,7 +219,13 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         if worker:
             self._thread = Thread(target=self._worker, daemon=True, name="RemoteInference")
             self._thread.start()
-        logger.info("Remote inference started: robot %s -> %s (replica %s, session %s)", self.client_uuid, self.keys.base, self.replica, self.session_id)
+        logger.info(
+            "Remote inference started: robot %s -> %s (replica %s, session %s)",
+            self.client_uuid,
+            self.keys.base,
+            self.replica,
+            self.session_id,
+        )
 
     def _never_moved(self) -> None:
         """A failed start: the robot never moved, so lerobot's teardown need not drive it back (`hook.py` sets this)."""
@@ -208,8 +234,14 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
 
     def why_nothing_executed(self) -> str:
         """For a rollout that ends without executing one remote action: the most likely reason, in the user's words."""
-        return startup.nothing_executed(self.counters, self.states.dead_reason, self.client_uuid, self.identity.source,
-                                        bool(self.cfg.tls_cert), self.replica)
+        return startup.nothing_executed(
+            self.counters,
+            self.states.dead_reason,
+            self.client_uuid,
+            self.identity.source,
+            bool(self.cfg.tls_cert),
+            self.replica,
+        )
 
     def stop(self) -> None:
         self._stop.set()
@@ -219,8 +251,13 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
             self._thread.join(timeout=_JOIN_TIMEOUT_S)
         self._thread = None
         self.transport.close()
-        logger.info("Remote inference stopped (executed=%d, fallbacks=%d, stale dropped=%d, %s)",
-                    self.executed_count, self.fallback_count, self.queue.stale_dropped, dict(self.counters))
+        logger.info(
+            "Remote inference stopped (executed=%d, fallbacks=%d, stale dropped=%d, %s)",
+            self.executed_count,
+            self.fallback_count,
+            self.queue.stale_dropped,
+            dict(self.counters),
+        )
 
     def pause(self) -> None:
         """Stop publishing observations; the queue stays intact (parity with RTC)."""
@@ -294,8 +331,14 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         else:
             self._maybe_resend(now)
         now = time.monotonic()
-        self.states.evaluate(now, self.queue.fresh_count(now, self.cfg.max_action_age_s), self.control.streaming_began,
-                             paused=not self._active.is_set(), request_age=self.requests.age(now), failing=self.requests.failing)
+        self.states.evaluate(
+            now,
+            self.queue.fresh_count(now, self.cfg.max_action_age_s),
+            self.control.streaming_began,
+            paused=not self._active.is_set(),
+            request_age=self.requests.age(now),
+            failing=self.requests.failing,
+        )
         self.control.prov_log.flush()
         self.report_telemetry()
         return True
@@ -330,9 +373,18 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         idx_before = self.queue.get_action_index()
         prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None)
         if self.rtc_active:
-            prefix = request.rtc_prefix(self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon))
-        msg = request.build_observation(self._hw_features, obs, task=self._task, delay_steps=self.delay_steps(),
-                                        episode_start=self._episode_start, prefix=prefix, rename_map=self.rename_map)
+            prefix = request.rtc_prefix(
+                self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon)
+            )
+        msg = request.build_observation(
+            self._hw_features,
+            obs,
+            task=self._task,
+            delay_steps=self.delay_steps(),
+            episode_start=self._episode_start,
+            prefix=prefix,
+            rename_map=self.rename_map,
+        )
         if self.cfg.resize_on_robot and self.session.image_sizes:
             msg.images = request.resize_for_model(msg.images, self.session.image_sizes)
         try:
@@ -341,8 +393,14 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
             self.counters["encode_errors"] += 1
             logger.error("Could not encode the observation: %s", exc)
             return
-        out = self.requests.begin(mono_ns=self._clock_ns(), t_obs=t_obs, t_send=time.monotonic(), idx_before=idx_before,
-                                  episode_id=self.episode_id, epoch=self.session_epoch)
+        out = self.requests.begin(
+            mono_ns=self._clock_ns(),
+            t_obs=t_obs,
+            t_send=time.monotonic(),
+            idx_before=idx_before,
+            episode_id=self.episode_id,
+            epoch=self.session_epoch,
+        )
         header = Header(self.session.schema_version, MsgType.OBS, out.seq_id, out.episode_id, out.mono_ns, out.epoch)
         self.transport.publish_observation(body, header)
         self._sent = (out.seq_id, body, header, time.monotonic())
@@ -355,8 +413,12 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         if out is None or sent is None or sent[0] != out.seq_id:
             return
         p50_ms = self.rtt.percentile(0.5)
-        if resend.resend_due(body_bytes=len(sent[1]), age_s=now - out.t_send, since_last_send_s=now - sent[3],
-                             rtt_p50_s=p50_ms / 1000.0 if p50_ms > 0 else None):
+        if resend.resend_due(
+            body_bytes=len(sent[1]),
+            age_s=now - out.t_send,
+            since_last_send_s=now - sent[3],
+            rtt_p50_s=p50_ms / 1000.0 if p50_ms > 0 else None,
+        ):
             self.transport.publish_observation(sent[1], sent[2])
             self._sent = (sent[0], sent[1], sent[2], time.monotonic())
             self.counters["resent"] += 1
@@ -366,21 +428,32 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         if self.reconnect.needed or not self.session_id:
             return
         try:
-            ack = self.transport.server_reset(ResetRequest(session_id=self.session_id, episode_id=self.episode_id), _RESET_TIMEOUT_S)
+            ack = self.transport.server_reset(
+                ResetRequest(session_id=self.session_id, episode_id=self.episode_id), _RESET_TIMEOUT_S
+            )
         except Exception as exc:  # a reset failure is logged, never fatal
             logger.warning("Episode reset query failed: %s", exc)
             return
         if ack is None:
-            logger.warning("Episode reset was not acknowledged within %gs (continuing: requests are stateless)", _RESET_TIMEOUT_S)
+            logger.warning(
+                "Episode reset was not acknowledged within %gs (continuing: requests are stateless)", _RESET_TIMEOUT_S
+            )
         elif not ack.ok:
             logger.warning("Server refused the episode reset: %s", printable(ack.message, 300))
 
     def _apply_operator_resets(self) -> None:
         for query in self.transport.reset_queries():
             if self.on_operator_reset is not None and self.on_operator_reset(self.episode_id + 1):
-                logger.info("Operator episode reset handed to the recording strategy: episode %d next", self.episode_id + 1)
-                query.answer(EpisodeResetAck(ok=True, message="episode reset: the recording ends this episode",
-                                             episode_id=self.episode_id + 1))
+                logger.info(
+                    "Operator episode reset handed to the recording strategy: episode %d next", self.episode_id + 1
+                )
+                query.answer(
+                    EpisodeResetAck(
+                        ok=True,
+                        message="episode reset: the recording ends this episode",
+                        episode_id=self.episode_id + 1,
+                    )
+                )
                 continue
             with self._reset_lock:
                 self._local_reset()
@@ -391,25 +464,43 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
     def delay_steps(self) -> int:
         """The RTC inference delay the next request carries (and telemetry reports): the windowed latency in control
         steps, capped at this session's horizon and chunk size (`request.capped_delay`)."""
-        return request.capped_delay(self.latency.delay_steps(self._dt), int(self.cfg.rtc.execution_horizon),
-                                    self.session.chunk_size)
+        return request.capped_delay(
+            self.latency.delay_steps(self._dt), int(self.cfg.rtc.execution_horizon), self.session.chunk_size
+        )
 
     # -- observability
     def stats(self) -> EngineStats:
         c = self.counters
-        return EngineStats(requests=c["requests"], superseded=c["superseded"], errors=c["bad_chunk"] + c["timeouts"],
-                           fallback_count=self.fallback_count, rtt_p50_ms=self.rtt.percentile(0.5),
-                           rtt_p95_ms=self.rtt.percentile(0.95), delay_steps=self.delay_steps(),
-                           queue_wait_ms_p50=self.timings.queue_wait.percentile(0.5),
-                           inference_ms_p50=self.timings.inference.percentile(0.5), network_ms_p50=self.timings.network.percentile(0.5))
+        return EngineStats(
+            requests=c["requests"],
+            superseded=c["superseded"],
+            errors=c["bad_chunk"] + c["timeouts"],
+            fallback_count=self.fallback_count,
+            rtt_p50_ms=self.rtt.percentile(0.5),
+            rtt_p95_ms=self.rtt.percentile(0.95),
+            delay_steps=self.delay_steps(),
+            queue_wait_ms_p50=self.timings.queue_wait.percentile(0.5),
+            inference_ms_p50=self.timings.inference.percentile(0.5),
+            network_ms_p50=self.timings.network.percentile(0.5),
+        )
 
     def snapshot(self, now: float) -> EngineSnapshot:
         state, since, _ = self.states.snapshot()
         return EngineSnapshot(
-            client_uuid=self.client_uuid, state=state, state_age_s=now - since, model_id=self.model_id, service=self.keys.service,
-            session_id=self.session_id, replica=self.replica, episode_id=self.episode_id, staleness_s=self.queue.head_age(now),
-            queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps, last_outcome=self.last_outcome,
-            dead_reason=self.states.dead_reason, fps=self.fps, seq=self.telemetry_seq,
+            client_uuid=self.client_uuid,
+            state=state,
+            state_age_s=now - since,
+            model_id=self.model_id,
+            service=self.keys.service,
+            session_id=self.session_id,
+            replica=self.replica,
+            episode_id=self.episode_id,
+            staleness_s=self.queue.head_age(now),
+            queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps,
+            last_outcome=self.last_outcome,
+            dead_reason=self.states.dead_reason,
+            fps=self.fps,
+            seq=self.telemetry_seq,
             action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
             max_action_age_s=self.cfg.max_action_age_s,
             rtc=("on" if self.session.rtc_active else "off") if self.session.epoch else "",

@@ -70,7 +70,9 @@ def split_frame(frame: dict[str, Any]) -> tuple[dict[str, NDArray[Any]], dict[st
     return state, images
 
 
-def rtc_prefix(left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
+def rtc_prefix(
+    left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int
+) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
     """The unexecuted head of the queue (model and robot space) the server conditions on.
 
     An empty leftover sends no prefix (lerobot sends zeros: a documented divergence).
@@ -108,8 +110,15 @@ def build_observation(
     if rename_map:
         frame = {renamed(k, rename_map): v for k, v in frame.items()}
     state, images = split_frame(frame)
-    return ObservationMsg(state=state, images=images, task=task, inference_delay_steps=int(delay_steps),
-                          prefix_model=prefix[0], prefix_robot=prefix[1], episode_start=bool(episode_start))
+    return ObservationMsg(
+        state=state,
+        images=images,
+        task=task,
+        inference_delay_steps=int(delay_steps),
+        prefix_model=prefix[0],
+        prefix_robot=prefix[1],
+        episode_start=bool(episode_start),
+    )
 
 
 def resize_for_model(images: dict[str, NDArray[Any]], sizes: dict[str, tuple[int, int]]) -> dict[str, NDArray[Any]]:
@@ -148,7 +157,20 @@ def session_open(
     reply_dtype: str = "float32",
     reply_max_error: float = 0.0,
 ) -> SessionOpen:
-    return SessionOpen(client_uuid=client_uuid, action_names=list(action_names), features=feature_specs(hw_features, rename_map),
-                       model_id=model_id, revision=revision, service=service, policy_type=policy_type, fps=fps, task=task,
-                       rtc=rtc_settings(rtc), tags=dict(tags), expect_fingerprint=expect_fingerprint,
-                       reply_dtype=reply_dtype, reply_max_error=float(reply_max_error), reply_robot_only=True)
+    return SessionOpen(
+        client_uuid=client_uuid,
+        action_names=list(action_names),
+        features=feature_specs(hw_features, rename_map),
+        model_id=model_id,
+        revision=revision,
+        service=service,
+        policy_type=policy_type,
+        fps=fps,
+        task=task,
+        rtc=rtc_settings(rtc),
+        tags=dict(tags),
+        expect_fingerprint=expect_fingerprint,
+        reply_dtype=reply_dtype,
+        reply_max_error=float(reply_max_error),
+        reply_robot_only=True,
+    )

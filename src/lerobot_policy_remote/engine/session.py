@@ -17,7 +17,9 @@ class RemoteSession:
     epoch: int = 0  # bumped per session: replies of an older session are never merged
     rtc_active: bool = False
     chunk_size: int = 0
-    schema_version: int = SCHEMA_VERSION  # negotiated at session open: stamped on every request, required of every chunk
+    schema_version: int = (
+        SCHEMA_VERSION  # negotiated at session open: stamped on every request, required of every chunk
+    )
     action_order_checked: bool | None = None  # None before a session: did the server compare our action names + order?
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # trained (h, w) per camera, from the ack
     same_host: bool = False  # this replica is reached over shared memory: frames need no JPEG
@@ -26,15 +28,27 @@ class RemoteSession:
         """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
         ack = opened.ack
         if not SCHEMA_MIN <= ack.schema_version <= SCHEMA_MAX:
-            raise HandshakeError(f"the server chose schema version {ack.schema_version}, this robot speaks {SCHEMA_MIN}..{SCHEMA_MAX}: "
-                                 "upgrade lerobot_policy_remote on the older side", fatal=True, code=Refusal.SCHEMA_MISMATCH)
+            raise HandshakeError(
+                f"the server chose schema version {ack.schema_version}, this robot speaks {SCHEMA_MIN}..{SCHEMA_MAX}: "
+                "upgrade lerobot_policy_remote on the older side",
+                fatal=True,
+                code=Refusal.SCHEMA_MISMATCH,
+            )
         if ack.action_names and list(ack.action_names) != list(action_names):
-            raise HandshakeError("Action name/order mismatch between server policy and this robot "
-                                 f"(server {ack.action_names}, robot {action_names})", fatal=True, code=Refusal.ACTION_MISMATCH)
+            raise HandshakeError(
+                "Action name/order mismatch between server policy and this robot "
+                f"(server {ack.action_names}, robot {action_names})",
+                fatal=True,
+                code=Refusal.ACTION_MISMATCH,
+            )
         fp = ack.model.fingerprint
         if self.fingerprint and fp and fp != self.fingerprint:
-            raise HandshakeError("the server now runs a different model/revision/checkpoint than this session was opened with: "
-                                 "refusing to execute its chunks", fatal=True, code=Refusal.MODEL_MISMATCH)
+            raise HandshakeError(
+                "the server now runs a different model/revision/checkpoint than this session was opened with: "
+                "refusing to execute its chunks",
+                fatal=True,
+                code=Refusal.MODEL_MISMATCH,
+            )
         self.fingerprint = self.fingerprint or fp
         self.replica = ack.replica or opened.status.replica
         self.session_id = ack.session_id
@@ -45,5 +59,8 @@ class RemoteSession:
         # Older servers send no flag; their ack names the actions exactly when they checked them.
         self.action_order_checked = bool(ack.action_names_checked or ack.action_names)
         self.same_host = opened.same_host
-        self.image_sizes = {k: (int(v[0]), int(v[1])) for k, v in ack.image_sizes.items()
-                            if len(v) == 2 and all(0 < int(x) <= 65535 for x in v)}
+        self.image_sizes = {
+            k: (int(v[0]), int(v[1]))
+            for k, v in ack.image_sizes.items()
+            if len(v) == 2 and all(0 < int(x) <= 65535 for x in v)
+        }

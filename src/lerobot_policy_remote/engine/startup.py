@@ -49,8 +49,11 @@ def router_unreachable(cfg: Any, exc: ZenohConfigError) -> RemoteStartupError:
     if exc.problem:
         return RemoteStartupError(f"{PREFIX}{exc.in_words(ROBOT_FLAGS)}. Check with: {doctor_command(cfg)}")
     zenoh_reason = without_rust_paths(str(exc.__cause__ or exc)).rstrip(".")
-    tls = ("; check --inference.tls_ca, --inference.tls_cert and --inference.tls_key (RUST_LOG=warn shows zenoh's reason)"
-           if "tls/" in endpoint else "")
+    tls = (
+        "; check --inference.tls_ca, --inference.tls_cert and --inference.tls_key (RUST_LOG=warn shows zenoh's reason)"
+        if "tls/" in endpoint
+        else ""
+    )
     return RemoteStartupError(
         f"{PREFIX}cannot reach the Zenoh router at {endpoint!r} ({ZenohConfigError(zenoh_reason).in_words(ROBOT_FLAGS)}). "
         f"Start the router (lerobot-fleet router --listen {endpoint.split(', ')[0]}) or fix --inference.connect_endpoint{tls}. "
@@ -85,7 +88,9 @@ def certificate_scope(cert_path: str | None, cn: str) -> CertificateScope | None
     return CertificateScope(cn, scopes, source)
 
 
-def services_if_wrong_namespace(list_services: Callable[[float], list[ServiceInfo]], exc: HandshakeError) -> list[ServiceInfo]:
+def services_if_wrong_namespace(
+    list_services: Callable[[float], list[ServiceInfo]], exc: HandshakeError
+) -> list[ServiceInfo]:
     """When no replica of the robot's namespace answered but the router lists other services: those services.
 
     The router has answered, so waiting for the connect timeout changes nothing (a router with no service at
@@ -99,9 +104,14 @@ def services_if_wrong_namespace(list_services: Callable[[float], list[ServiceInf
         return []
 
 
-def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], request: Any, exc: HandshakeError,
-                     services: list[ServiceInfo] | None = None, tls: bool = False,
-                     scope: CertificateScope | None = None) -> RemoteStartupError:
+def handshake_failed(
+    list_services: Callable[[float], list[ServiceInfo]],
+    request: Any,
+    exc: HandshakeError,
+    services: list[ServiceInfo] | None = None,
+    tls: bool = False,
+    scope: CertificateScope | None = None,
+) -> RemoteStartupError:
     """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered.
 
     `scope`: under mTLS, what the router lets the robot's certificate see; a certificate bound to some namespaces
@@ -113,15 +123,18 @@ def handshake_failed(list_services: Callable[[float], list[ServiceInfo]], reques
             logger.debug("could not list services: %s", err)
             return RemoteStartupError(f"{PREFIX}{exc}")
         if scope is not None and scope.bounded:
-            report = scoped_report(services, request.model_id, request.revision, request.service, scope.cn,
-                                   scope.scopes, scope.source)
+            report = scoped_report(
+                services, request.model_id, request.revision, request.service, scope.cn, scope.scopes, scope.source
+            )
             return RemoteStartupError(PREFIX + report)
         report = no_server_report(services, request.model_id, request.revision, request.service)
         if not services and tls:  # under an ACL a certificate the inventory does not know sees nothing at all
-            report += (f". With mTLS this is also what a robot whose certificate the router's access control does not know "
-                       f"sees: the robot id CN={request.client_uuid} must be a robot in the router's inventory "
-                       f"(lerobot-fleet pki issue DIR {request.client_uuid} --role robot); the router logs 'ACL refused: "
-                       f"CN={request.client_uuid} ...'")
+            report += (
+                f". With mTLS this is also what a robot whose certificate the router's access control does not know "
+                f"sees: the robot id CN={request.client_uuid} must be a robot in the router's inventory "
+                f"(lerobot-fleet pki issue DIR {request.client_uuid} --role robot); the router logs 'ACL refused: "
+                f"CN={request.client_uuid} ...'"
+            )
         return RemoteStartupError(f"{PREFIX}{report}")
     advice = contract_advice(exc.refusal)  # all replicas refused: the last one's reason (server_full, draining)
     return RemoteStartupError(f"{PREFIX}{exc}" + (f". To fix: {advice}" if advice else ""))
@@ -133,17 +146,23 @@ def nothing_executed(counters: Any, dead_reason: str, robot_id: str, id_source: 
         return f"remote inference went DEAD: {dead_reason}"
     sent, timeouts = counters["requests"], counters["timeouts"]
     if not sent:
-        return ("the robot sent no observation: the rollout ended before the first one (a --duration too short?) or "
-                "the control loop never fed the engine")
+        return (
+            "the robot sent no observation: the rollout ended before the first one (a --duration too short?) or "
+            "the control loop never fed the engine"
+        )
     if timeouts and not counters["chunks"]:
         where = f"replica {replica}" if replica else "the server"
         if tls:
             origin = "its certificate's name" if id_source == "certificate" else "--inference.client_uuid"
-            return (f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts). With mTLS the "
-                    f"router drops what a certificate may not send: the robot id {robot_id} (from {origin}) must be a robot in "
-                    f"the router's inventory with that certificate; the router logs 'ACL refused: CN=...' for each refusal")
-        return (f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts): check the "
-                "server's log (is it stuck or overloaded?) and `lerobot-fleet status`")
+            return (
+                f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts). With mTLS the "
+                f"router drops what a certificate may not send: the robot id {robot_id} (from {origin}) must be a robot in "
+                f"the router's inventory with that certificate; the router logs 'ACL refused: CN=...' for each refusal"
+            )
+        return (
+            f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts): check the "
+            "server's log (is it stuck or overloaded?) and `lerobot-fleet status`"
+        )
     return f"no chunk could be executed ({dict(counters)}): check `lerobot-fleet status` and the server's log"
 
 
@@ -164,21 +183,33 @@ def policy_path_failed(path: str, exc: BaseException) -> RemoteStartupError:
     must serve the same path/id (its `model.repo_or_path`), which is also the namespace robots dial."""
     names = {type(e).__name__ for e in causes(exc)}
     local = os.path.expanduser(path)
-    same = ("the robot reads only its config.json (no weights): pass the checkpoint directory or hub repo id the server "
-            "serves (its model.repo_or_path; `lerobot-fleet status` lists what the router offers)")
+    same = (
+        "the robot reads only its config.json (no weights): pass the checkpoint directory or hub repo id the server "
+        "serves (its model.repo_or_path; `lerobot-fleet status` lists what the router offers)"
+    )
     looks_local = path.startswith((".", "/", "~")) or os.path.exists(local) or path.count("/") != 1
     if os.path.isdir(local):
-        why = (f"{path} is a directory without config.json: point it at the pretrained_model directory of a training run "
-               "(e.g. outputs/train/.../checkpoints/last/pretrained_model)")
+        why = (
+            f"{path} is a directory without config.json: point it at the pretrained_model directory of a training run "
+            "(e.g. outputs/train/.../checkpoints/last/pretrained_model)"
+        )
     elif os.path.exists(local):
         why = f"{path} is a file: pass the directory that holds the policy's config.json"
     elif looks_local or "HFValidationError" in names:
         why = f"no directory {path} on this machine, and it is not a hub repo id like 'org/name'"
     elif names & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError"}:
         why = f"the hub has no config.json for {path} (no such repo or revision, or it is private: log in with `hf auth login`)"
-    elif names & {"LocalEntryNotFoundError", "ConnectError", "ConnectionError", "OfflineModeIsEnabled", "TimeoutException"}:
-        why = (f"no directory {path} on this machine, and its config.json could not be fetched from the hub (no network, or "
-               "HF_HUB_OFFLINE, and not in the local cache)")
+    elif names & {
+        "LocalEntryNotFoundError",
+        "ConnectError",
+        "ConnectionError",
+        "OfflineModeIsEnabled",
+        "TimeoutException",
+    }:
+        why = (
+            f"no directory {path} on this machine, and its config.json could not be fetched from the hub (no network, or "
+            "HF_HUB_OFFLINE, and not in the local cache)"
+        )
     else:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         why = f"lerobot could not read the policy config at {path} ({type(exc).__name__}: {printable(first, 200)})"

@@ -84,8 +84,14 @@ class ProvenanceLog:
             key = (meta.session_id, meta.seq_id)
             if key != self._last:
                 self._last = key
-                prov_logger.info("executing session_id=%s seq_id=%d episode_id=%d replica=%s age=%.3fs",
-                                 printable(meta.session_id, 80), meta.seq_id, meta.episode_id, meta.replica, age)
+                prov_logger.info(
+                    "executing session_id=%s seq_id=%d episode_id=%d replica=%s age=%.3fs",
+                    printable(meta.session_id, 80),
+                    meta.seq_id,
+                    meta.episode_id,
+                    meta.replica,
+                    age,
+                )
 
 
 @dataclass(frozen=True)
@@ -130,12 +136,30 @@ class EngineSnapshot:
 def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
     """What the console shows for this robot: a pure function of the engine's stats and state snapshot."""
     return RobotTelemetry(
-        client_uuid=snap.client_uuid, state=snap.state.value, model_id=snap.model_id, service=snap.service,
-        session_id=snap.session_id, replica=snap.replica, episode_id=snap.episode_id,
-        staleness_s=snap.staleness_s, queue_s=snap.queue_s,
-        rtt_p50_ms=stats.rtt_p50_ms, rtt_p95_ms=stats.rtt_p95_ms, delay_steps=stats.delay_steps,
-        fallback_count=stats.fallback_count, requests=stats.requests, superseded=stats.superseded, errors=stats.errors,
-        last_outcome=snap.dead_reason or snap.last_outcome, state_age_s=snap.state_age_s, fps=snap.fps, seq=snap.seq,
-        queue_wait_ms_p50=stats.queue_wait_ms_p50, inference_ms_p50=stats.inference_ms_p50, network_ms_p50=stats.network_ms_p50,
-        action_order=snap.action_order, max_action_age_s=snap.max_action_age_s, rtc=snap.rtc,
+        client_uuid=snap.client_uuid,
+        state=snap.state.value,
+        model_id=snap.model_id,
+        service=snap.service,
+        session_id=snap.session_id,
+        replica=snap.replica,
+        episode_id=snap.episode_id,
+        staleness_s=snap.staleness_s,
+        queue_s=snap.queue_s,
+        rtt_p50_ms=stats.rtt_p50_ms,
+        rtt_p95_ms=stats.rtt_p95_ms,
+        delay_steps=stats.delay_steps,
+        fallback_count=stats.fallback_count,
+        requests=stats.requests,
+        superseded=stats.superseded,
+        errors=stats.errors,
+        last_outcome=snap.dead_reason or snap.last_outcome,
+        state_age_s=snap.state_age_s,
+        fps=snap.fps,
+        seq=snap.seq,
+        queue_wait_ms_p50=stats.queue_wait_ms_p50,
+        inference_ms_p50=stats.inference_ms_p50,
+        network_ms_p50=stats.network_ms_p50,
+        action_order=snap.action_order,
+        max_action_age_s=snap.max_action_age_s,
+        rtc=snap.rtc,
     )

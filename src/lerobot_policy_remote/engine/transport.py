@@ -54,7 +54,9 @@ class RemoteLink(Protocol):
     def close(self) -> None:
         """Leave the network; safe to call twice."""
 
-    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+    def handshake(
+        self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = ""
+    ) -> OpenedSession:
         """Discover replicas and open a session on one; raises `HandshakeError`. `avoid`: the replica that is
         draining us away; the replicas of the last discovery (without it) may be tried before a new discovery."""
 

@@ -35,7 +35,9 @@ def chunk_problem(msg: ActionChunkMsg, *, session_id: str, action_dim: int, outs
         return f"wrong shape {tuple(robot.shape)} (expected (T, {action_dim}))"
     if not (np.isfinite(robot).all() and np.isfinite(model).all()):
         return "NaN/Inf values"
-    if msg.seq_id_echo not in (0, outstanding.seq_id) or (msg.client_mono_ns_echo and msg.client_mono_ns_echo != outstanding.mono_ns):
+    if msg.seq_id_echo not in (0, outstanding.seq_id) or (
+        msg.client_mono_ns_echo and msg.client_mono_ns_echo != outstanding.mono_ns
+    ):
         return "echo does not match the request"
     return ""
 
@@ -64,8 +66,9 @@ def read_inbound(payload: bytes, attachment: bytes | None) -> tuple[Header, Even
         raise InboundError("bad_event", f"malformed event: {exc}") from None
 
 
-def read_chunk(payload: bytes, *, session_id: str, action_dim: int,
-               outstanding: Outstanding) -> tuple[ActionChunkMsg | None, str, bool]:
+def read_chunk(
+    payload: bytes, *, session_id: str, action_dim: int, outstanding: Outstanding
+) -> tuple[ActionChunkMsg | None, str, bool]:
     """Decode + check a chunk that answers `outstanding`: (chunk, "", False) or (None, why it is refused, foreign).
 
     `foreign` is True when the chunk is well formed but names another session: the server no longer holds

@@ -70,8 +70,9 @@ class ZenohLink:
     """The real transport: one client session through the configured router(s), and for a replica on this host a
     second one straight to it (observations out, chunks in; server/direct.py says why)."""
 
-    def __init__(self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str, session: Any = None,
-                 direct: bool = True) -> None:
+    def __init__(
+        self, settings: ZenohSettings, keys: ServiceKeys, client_uuid: str, session: Any = None, direct: bool = True
+    ) -> None:
         """`session`: an already open Zenoh session to declare on (the fleet simulator multiplexes many robots on
         one); this link then never closes it. Each robot keeps its own token, keys, publishers and inbox.
         `direct`: dial a replica on this host straight when it offers it (never with TLS or a shared session)."""
@@ -95,7 +96,10 @@ class ZenohLink:
         self._scopes = _scope_keys(settings.tls_connect_certificate)
         self._direct_allowed = direct and session is None and not settings.uses_tls
         self._direct: Any = None  # the session straight to the bound replica, when it is on this host
-        self._direct_offer: tuple[str, list[str]] = ("", [])  # (replica, its loopback endpoints) from the last handshake
+        self._direct_offer: tuple[str, list[str]] = (
+            "",
+            [],
+        )  # (replica, its loopback endpoints) from the last handshake
         # close() and bind() never interleave: a worker that outlived the engine's stop (blocked in a handshake past
         # its join timeout) could otherwise open the direct session after close(), and that session's callback
         # thread (not a daemon) would keep the process alive after the rollout ended
@@ -109,7 +113,9 @@ class ZenohLink:
         if self._shared is not None:
             s = self._session = self._shared
         else:
-            problem = probe_router(self.settings, ROBOT_FLAGS)  # a refused port or certificate: said now, not after the timeout
+            problem = probe_router(
+                self.settings, ROBOT_FLAGS
+            )  # a refused port or certificate: said now, not after the timeout
             if problem is not None:
                 raise problem
             s = self._session = open_session(self.settings)
@@ -120,7 +126,9 @@ class ZenohLink:
         self._telemetry_pub = s.declare_publisher(robot(self.client_uuid, "telemetry"))
         self._objs.append(self._telemetry_pub)
         # Every replica of the service, present (history) and future: failover reacts to a new token at once.
-        self._objs.append(s.liveliness().declare_subscriber(self.keys.server("*", "alive"), self._on_server_token, history=True))
+        self._objs.append(
+            s.liveliness().declare_subscriber(self.keys.server("*", "alive"), self._on_server_token, history=True)
+        )
 
     @property
     def direct(self) -> bool:
@@ -156,12 +164,21 @@ class ZenohLink:
             self._session = None
 
     # -- session
-    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+    def handshake(
+        self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = ""
+    ) -> OpenedSession:
         if self._closed:
             raise LinkClosed("the link is closed: no handshake")
         known = [st for st in self._known if st.replica != avoid] if avoid else []
-        opened = open_remote_session(self._session, self.keys, request, timeout_s=timeout_s, expect_fingerprint=expect_fingerprint,
-                                     known=known, seen=self._known)
+        opened = open_remote_session(
+            self._session,
+            self.keys,
+            request,
+            timeout_s=timeout_s,
+            expect_fingerprint=expect_fingerprint,
+            known=known,
+            seen=self._known,
+        )
         opened.same_host = reaches_over_shm(self._session, opened.ack.shm_zids)
         offered = direct_endpoints(opened.ack.direct_endpoints) if opened.same_host and self._direct_allowed else []
         self._direct_offer = (opened.ack.replica, offered)
@@ -182,7 +199,9 @@ class ZenohLink:
         self._replica = replica  # the replica-wide token subscriber of `open` now reports this one's DELETE as lost
         s = self._open_direct(replica) or self._session
         if s is not self._session:  # the replica answers the way the observation came: listen there too
-            self._replica_objs.append(s.declare_subscriber(self.keys.robot(self.client_uuid, "action"), self._on_action))
+            self._replica_objs.append(
+                s.declare_subscriber(self.keys.robot(self.client_uuid, "action"), self._on_action)
+            )
         self._publisher = s.declare_publisher(
             self.keys.obs(replica, self.client_uuid),
             congestion_control=zenoh.CongestionControl.DROP,
@@ -198,8 +217,11 @@ class ZenohLink:
         if is_large(len(body)):  # never silently dropped (engine/resend.py): the same key, BLOCK
             if self._publisher_block is None:
                 self._publisher_block = (self._direct or self._session).declare_publisher(
-                    self.keys.obs(self._replica, self.client_uuid), congestion_control=zenoh.CongestionControl.BLOCK,
-                    priority=zenoh.Priority.DATA, express=False)
+                    self.keys.obs(self._replica, self.client_uuid),
+                    congestion_control=zenoh.CongestionControl.BLOCK,
+                    priority=zenoh.Priority.DATA,
+                    express=False,
+                )
                 self._replica_objs.append(self._publisher_block)
             pub = self._publisher_block
         pub.put(body, attachment=header.pack())
@@ -210,8 +232,13 @@ class ZenohLink:
         offer_replica, endpoints = self._direct_offer
         if offer_replica != replica or not endpoints:
             return None
-        settings = dataclasses.replace(self.settings, mode="client", connect_endpoints=endpoints, listen_endpoints=[],
-                                       connect_timeout_ms=min(self.settings.connect_timeout_ms, 500))
+        settings = dataclasses.replace(
+            self.settings,
+            mode="client",
+            connect_endpoints=endpoints,
+            listen_endpoints=[],
+            connect_timeout_ms=min(self.settings.connect_timeout_ms, 500),
+        )
         try:
             self._direct = open_session(settings)
         except Exception as exc:  # the router path works as before: say so once per bind, never fail the session
@@ -228,7 +255,9 @@ class ZenohLink:
                 logger.debug("closing the direct link: %s", exc)
 
     def server_reset(self, request: ResetRequest, timeout_s: float) -> ResetAck | None:
-        for reply in self._session.get(self.keys.reset(self._replica, self.client_uuid), payload=encode(request), timeout=timeout_s):
+        for reply in self._session.get(
+            self.keys.reset(self._replica, self.client_uuid), payload=encode(request), timeout=timeout_s
+        ):
             if reply.ok is not None:
                 return decode(ResetAck, reply.ok.payload.to_bytes())
         return None

@@ -55,14 +55,31 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def audit_line(s: Session, header: Header | None, outcome: str, replica: str, *, queue_wait_s: float = 0.0,
-               infer_s: float = 0.0, chunk_len: int = 0, superseded: int = 0, error: str = "") -> AuditLine:
+def audit_line(
+    s: Session,
+    header: Header | None,
+    outcome: str,
+    replica: str,
+    *,
+    queue_wait_s: float = 0.0,
+    infer_s: float = 0.0,
+    chunk_len: int = 0,
+    superseded: int = 0,
+    error: str = "",
+) -> AuditLine:
     """The one builder of an audit line: ids from the request header (or the session before one was read)."""
     return AuditLine(
-        ts=now_iso(), session_id=s.session_id, client_uuid=s.client_uuid,
-        seq_id=header.seq_id if header else 0, episode_id=header.episode_id if header else s.episode_id,
-        queue_wait_ms=round(queue_wait_s * 1e3, 3), inference_ms=round(infer_s * 1e3, 3),
-        chunk_range=[0, chunk_len] if chunk_len else [], superseded=superseded, outcome=outcome, replica=replica,
+        ts=now_iso(),
+        session_id=s.session_id,
+        client_uuid=s.client_uuid,
+        seq_id=header.seq_id if header else 0,
+        episode_id=header.episode_id if header else s.episode_id,
+        queue_wait_ms=round(queue_wait_s * 1e3, 3),
+        inference_ms=round(infer_s * 1e3, 3),
+        chunk_range=[0, chunk_len] if chunk_len else [],
+        superseded=superseded,
+        outcome=outcome,
+        replica=replica,
         error=error[:300],
     )
 
@@ -118,7 +135,9 @@ class DebugCapture:
     def submit(self, name: str, tensors: dict[str, Any], meta: dict[str, str]) -> None:
         self._n += 1
         try:
-            self._q.put_nowait((f"{self._n:09d}-{name}", {k: np.ascontiguousarray(v) for k, v in tensors.items()}, meta))
+            self._q.put_nowait(
+                (f"{self._n:09d}-{name}", {k: np.ascontiguousarray(v) for k, v in tensors.items()}, meta)
+            )
         except queue.Full:
             self.dropped += 1
 

@@ -100,12 +100,20 @@ class LerobotBackend(Backend):
 
             raise StartupRefusal(f"policy {cfg.type!r} has no 'action' output feature: nothing to serve")
         action_dim = int(math.prod(action_ft.shape))
-        names, warning, names_source = resolve_action_names(manifest.action_feature_names, cfg, action_dim,
-                                                            m.repo_or_path if local else None)
-        progress(f"Action order: checked against {len(names)} names from {names_source}" if names else
-                 "Action order: UNCHECKED (no action names known; only the dimension is checked). Set action_feature_names "
-                 "in the manifest" + (" or strict_action_names to refuse such robots" if not manifest.strict_action_names
-                                      else "; strict_action_names refuses every robot until then"))
+        names, warning, names_source = resolve_action_names(
+            manifest.action_feature_names, cfg, action_dim, m.repo_or_path if local else None
+        )
+        progress(
+            f"Action order: checked against {len(names)} names from {names_source}"
+            if names
+            else "Action order: UNCHECKED (no action names known; only the dimension is checked). Set action_feature_names "
+            "in the manifest"
+            + (
+                " or strict_action_names to refuse such robots"
+                if not manifest.strict_action_names
+                else "; strict_action_names refuses every robot until then"
+            )
+        )
         images = {k: tuple(ft.shape) for k, ft in cfg.input_features.items() if ft.type is FeatureType.VISUAL}
         state_key = "observation.state" if "observation.state" in cfg.input_features else None
         state_dim = int(math.prod(cfg.input_features[state_key].shape)) if state_key else 0
@@ -218,7 +226,14 @@ class LerobotBackend(Backend):
         for key, value in obs.state.items():
             batch[key] = torch.from_numpy(np.array(value, dtype=np.float32).reshape(-1)).unsqueeze(0)
         for key in self.caps.image_keys:
-            img = torch.from_numpy(np.array(obs.images[key])).permute(2, 0, 1).contiguous().float().div_(255.0).unsqueeze(0)
+            img = (
+                torch.from_numpy(np.array(obs.images[key]))
+                .permute(2, 0, 1)
+                .contiguous()
+                .float()
+                .div_(255.0)
+                .unsqueeze(0)
+            )
             want = self.caps.image_shapes[key]
             if tuple(img.shape[-2:]) != tuple(want[-2:]):
                 img = torch.nn.functional.interpolate(img, size=tuple(want[-2:]), mode="bilinear", align_corners=False)
@@ -258,7 +273,8 @@ class LerobotBackend(Backend):
 
         torch = self._torch
         guided = self.supports_rtc and any(
-            rtc is not None and obs.prefix_model is not None and obs.prefix_model.size for _, obs, rtc in items)
+            rtc is not None and obs.prefix_model is not None and obs.prefix_model.size for _, obs, rtc in items
+        )
         with rtc_guidance.autograd_context(torch, self.guidance is not None, guided):
             pres = [self._pre(state, obs) for state, obs, _ in items]
             # after preprocessing: a relative-action prefix is re-anchored at the state this observation cached
@@ -287,7 +303,13 @@ class LerobotBackend(Backend):
         model = getattr(self.policy, "model", None)
         sample, sampler = getattr(model, "sample_noise", None), getattr(model, "sample_actions", None)
         steps, dims = getattr(self.config, "chunk_size", None), getattr(self.config, "max_action_dim", None)
-        if sample is None or sampler is None or not steps or not dims or "noise" not in inspect.signature(sampler).parameters:
+        if (
+            sample is None
+            or sampler is None
+            or not steps
+            or not dims
+            or "noise" not in inspect.signature(sampler).parameters
+        ):
             return None
         return sample, (1, int(steps), int(dims))
 
@@ -303,7 +325,10 @@ class LerobotBackend(Backend):
         torch = self._torch
         pre: dict[str, Any] = state.pre(self._batch(obs))  # lerobot's pipeline: a batch dict in, a batch dict out
         if self.dtype != torch.float32:
-            pre = {k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in pre.items()}
+            pre = {
+                k: (v.to(self.dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                for k, v in pre.items()
+            }
         return pre
 
     def _post(self, state: SessionPipelines, chunk: Any) -> tuple[NDArray[Any], NDArray[Any]]:
@@ -363,12 +388,16 @@ class LerobotBackend(Backend):
                     model_chunk, _ = self.infer(state, obs, None)
                 obs.prefix_model = model_chunk[1:]
                 obs.inference_delay_steps = 1
-                self.infer(state, obs, RtcSettings(enabled=True, execution_horizon=max(1, min(10, len(model_chunk) // 2))))
+                self.infer(
+                    state, obs, RtcSettings(enabled=True, execution_horizon=max(1, min(10, len(model_chunk) // 2)))
+                )
             except Exception as exc:
                 from .capabilities import StartupRefusal
 
-                raise StartupRefusal(f"real-time chunking cannot run with this {self.config.type} policy "
-                                     f"({type(exc).__name__}: {exc}): serve it with --rtc.enabled=false") from exc
+                raise StartupRefusal(
+                    f"real-time chunking cannot run with this {self.config.type} policy "
+                    f"({type(exc).__name__}: {exc}): serve it with --rtc.enabled=false"
+                ) from exc
             progress(f"Warm-up RTC pass with a prefix: {(time.perf_counter() - t0) * 1000:.0f} ms")
         if self.classification.serving_mode == "exclusive":
             self.policy.reset()
@@ -388,7 +417,10 @@ def stack_batches(batches: list[dict[str, Any]], torch: Any) -> dict[str, Any]:
         vals = [b[k] for b in batches]
         first = vals[0]
         if isinstance(first, torch.Tensor):
-            if any(not isinstance(v, torch.Tensor) or v.ndim == 0 or v.shape[0] != 1 or v.shape[1:] != first.shape[1:] for v in vals):
+            if any(
+                not isinstance(v, torch.Tensor) or v.ndim == 0 or v.shape[0] != 1 or v.shape[1:] != first.shape[1:]
+                for v in vals
+            ):
                 raise ValueError(f"{k}: shapes differ across robots ({[tuple(v.shape) for v in vals]})")
             out[k] = torch.cat(vals, dim=0)
         elif isinstance(first, list) and all(isinstance(v, list) and len(v) == 1 for v in vals):

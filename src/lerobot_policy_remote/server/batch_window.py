@@ -22,8 +22,13 @@ AUTO_FRACTION = 0.5  # of the measured pass time: the most a request waits for i
 class BatchWindow:
     """`fixed_s` None: the derived window; 0: opportunistic (never wait); > 0: wait up to that long."""
 
-    def __init__(self, fixed_s: float | None = None, *, fraction: float = AUTO_FRACTION,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        fixed_s: float | None = None,
+        *,
+        fraction: float = AUTO_FRACTION,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.fixed_s, self.fraction, self.clock = fixed_s, fraction, clock
 
     def horizon_s(self, pass_s: float) -> float:

@@ -51,7 +51,11 @@ def classify(policy: Any, policy_type: str, requested: str) -> Classification:
             "it cannot be served remotely; run it locally with lerobot-rollout instead"
         )
     if policy_type in QUEUE_FED:
-        mode, reason, queue_fed = "exclusive", f"{policy_type}: predict_action_chunk reads observation queues fed by select_action (stateful)", True
+        mode, reason, queue_fed = (
+            "exclusive",
+            f"{policy_type}: predict_action_chunk reads observation queues fed by select_action (stateful)",
+            True,
+        )
     elif policy_type in CHUNK_STATELESS:
         mode, reason, queue_fed = "shared", f"{policy_type}: verified chunk-stateless", False
     elif getattr(type(policy), "supports_stateless_chunking", False) is True:
@@ -64,7 +68,11 @@ def classify(policy: Any, policy_type: str, requested: str) -> Classification:
         else:
             mode, reason, queue_fed = "exclusive", f"smolvla with n_obs_steps={n_obs} keeps observation history", False
     else:
-        mode, reason, queue_fed = "exclusive", f"{policy_type}: not verified chunk-stateless, served to one robot at a time", False
+        mode, reason, queue_fed = (
+            "exclusive",
+            f"{policy_type}: not verified chunk-stateless, served to one robot at a time",
+            False,
+        )
     if requested == "exclusive" and mode == "shared":
         mode, reason = "exclusive", reason + "; forced exclusive by the manifest"
     return Classification(policy_type, mode, reason, queue_fed)
@@ -132,17 +140,20 @@ def dataset_action_names(checkpoint_dir: str | Path | None) -> tuple[list[str], 
     return [], ""
 
 
-def resolve_action_names(manifest_names: list[str], config: Any, action_dim: int,
-                         checkpoint_dir: str | Path | None = None) -> tuple[list[str], str, str]:
+def resolve_action_names(
+    manifest_names: list[str], config: Any, action_dim: int, checkpoint_dir: str | Path | None = None
+) -> tuple[list[str], str, str]:
     """Ordered action names: (names, warning when there are none, where they came from).
 
     Sources in order: the manifest's `action_feature_names`, the policy config's `action_feature_names`, a
     dataset `meta/info.json` beside the checkpoint. A list whose length differs from the policy's action
     dimension is a startup error naming its source.
     """
-    sources = [(list(manifest_names), "manifest action_feature_names"),
-               (list(getattr(config, "action_feature_names", None) or []), "policy config action_feature_names"),
-               dataset_action_names(checkpoint_dir)]
+    sources = [
+        (list(manifest_names), "manifest action_feature_names"),
+        (list(getattr(config, "action_feature_names", None) or []), "policy config action_feature_names"),
+        dataset_action_names(checkpoint_dir),
+    ]
     for names, source in sources:
         if not names:
             continue
@@ -152,19 +163,25 @@ def resolve_action_names(manifest_names: list[str], config: Any, action_dim: int
                 "list exactly one name per action dimension, in the order the policy was trained with"
             )
         return names, "", source
-    return [], (
-        f"action names/order could not be verified: the policy config has no action_feature_names, only the action "
-        f"dimension ({action_dim}) was checked; set action_feature_names in the server manifest "
-        "(the dataset's action names, in order: meta/info.json features.action.names) to verify the order"
-    ), ""
+    return (
+        [],
+        (
+            f"action names/order could not be verified: the policy config has no action_feature_names, only the action "
+            f"dimension ({action_dim}) was checked; set action_feature_names in the server manifest "
+            "(the dataset's action names, in order: meta/info.json features.action.names) to verify the order"
+        ),
+        "",
+    )
 
 
 def exclusive_full_message(caps: Capabilities, active: int) -> str:
     """An exclusive server's refusal: it serves one robot at a time, and why (not a bare 'server full')."""
     why = caps.serving_reason or f"{caps.policy_type} is not verified chunk-stateless"
-    return (f"server full: {active}/{caps.max_sessions} sessions active: this server serves one robot at a time "
-            f"(exclusive policy: {why}), and another robot holds it. Start one lerobot-policy-server per robot "
-            "for this policy, or wait until that robot stops")
+    return (
+        f"server full: {active}/{caps.max_sessions} sessions active: this server serves one robot at a time "
+        f"(exclusive policy: {why}), and another robot holds it. Start one lerobot-policy-server per robot "
+        "for this policy, or wait until that robot stops"
+    )
 
 
 def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool, same_client: bool) -> OpenVerdict:
@@ -183,7 +200,11 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
             f"with {req.expect_fingerprint[:12]}): refusing to serve chunks from another model",
         )
     if req.policy_type and req.policy_type != caps.policy_type:
-        return OpenVerdict(False, Refusal.MODEL_MISMATCH, f"robot expects policy type {req.policy_type!r}, server runs {caps.policy_type!r}")
+        return OpenVerdict(
+            False,
+            Refusal.MODEL_MISMATCH,
+            f"robot expects policy type {req.policy_type!r}, server runs {caps.policy_type!r}",
+        )
     # Action names and order: the sync-safety contract.
     robot_names = list(req.action_names)
     if len(robot_names) != caps.action_dim:
@@ -228,7 +249,9 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
         if len(shape) == 3 and want and len(want) == 3:
             h, w = shape[0], shape[1]
             if h > 0 and w > 0 and not math.isclose(h / w, want[1] / want[2], rel_tol=0.02):
-                warnings.append(f"{key}: aspect ratio {w}x{h} differs from training {want[2]}x{want[1]}; images are resized")
+                warnings.append(
+                    f"{key}: aspect ratio {w}x{h} differs from training {want[2]}x{want[1]}; images are resized"
+                )
     if caps.state_key is not None:
         state = feats.get(caps.state_key)
         dim = math.prod(state.shape) if state is not None and state.shape else 0
@@ -241,7 +264,11 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
             )
     # Task and fps.
     if caps.pin_task and req.task and req.task != caps.default_task:
-        return OpenVerdict(False, Refusal.TASK_MISMATCH, f"this server is pinned to task {caps.default_task!r}; the robot asked for {req.task!r}")
+        return OpenVerdict(
+            False,
+            Refusal.TASK_MISMATCH,
+            f"this server is pinned to task {caps.default_task!r}; the robot asked for {req.task!r}",
+        )
     if req.fps > 0 and abs(req.fps - caps.trained_fps) > caps.fps_tolerance * caps.trained_fps:
         text = f"robot runs at {req.fps:g} fps, the policy was trained at {caps.trained_fps:g} fps"
         if caps.strict_fps:

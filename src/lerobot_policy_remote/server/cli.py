@@ -63,9 +63,11 @@ def preflight(manifest: Manifest) -> str:
             except OSError as exc:
                 if exc.errno != errno.EADDRINUSE:
                     return f"cannot listen on {manifest.health_host}:{manifest.health_port} for /healthz and /metrics: {exc.strerror}"
-                return (f"the health port {manifest.health_port} on {manifest.health_host} is already in use (another "
-                        "lerobot-policy-server on this host?): pass --health_port=<a free port> (each server on a host "
-                        "needs its own), or --health_port=0 to serve no /healthz and /metrics")
+                return (
+                    f"the health port {manifest.health_port} on {manifest.health_host} is already in use (another "
+                    "lerobot-policy-server on this host?): pass --health_port=<a free port> (each server on a host "
+                    "needs its own), or --health_port=0 to serve no /healthz and /metrics"
+                )
     return ""
 
 
@@ -98,18 +100,28 @@ def main(argv: list[str] | None = None) -> int:
 
     verbose, args = verbose_requested(args)
     audit_target, args = take_option(args, "audit_log")
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         audit_where = configure_audit_log(audit_target or AUDIT_LOG_DEFAULT)
     except (OSError, ValueError) as exc:
-        print(f"lerobot-policy-server: error: --audit_log: {exc} (use off, stderr or a writable file path)", file=sys.stderr, flush=True)
+        print(
+            f"lerobot-policy-server: error: --audit_log: {exc} (use off, stderr or a writable file path)",
+            file=sys.stderr,
+            flush=True,
+        )
         return 2
 
     def fail(exc: BaseException, manifest: Manifest | None = None, code: int = 2) -> int:
         """One short message; the traceback only when asked for."""
         if verbose:
             logging.getLogger("lerobot.policy_server").error("startup failed", exc_info=exc)
-        print(f"lerobot-policy-server: error: {explain(exc, manifest, split_manifest(args)[0])}", file=sys.stderr, flush=True)
+        print(
+            f"lerobot-policy-server: error: {explain(exc, manifest, split_manifest(args)[0])}",
+            file=sys.stderr,
+            flush=True,
+        )
         return code
 
     try:
@@ -131,12 +143,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lerobot-policy-server: error: {refused}", file=sys.stderr, flush=True)
             return 2
         if refused:
-            print(f"lerobot-policy-server: warning: {refused} (router_refused=retry: /healthz fails until the router "
-                  "accepts this replica; checking again every few seconds)", file=sys.stderr, flush=True)
+            print(
+                f"lerobot-policy-server: warning: {refused} (router_refused=retry: /healthz fails until the router "
+                "accepts this replica; checking again every few seconds)",
+                file=sys.stderr,
+                flush=True,
+            )
         from .service import PolicyServer
 
-        server = PolicyServer(manifest, progress=lambda text: print(text, flush=True), audit_where=audit_where,
-                              settle=settle_after_startup)  # the model's objects stay out of every later full collection
+        server = PolicyServer(
+            manifest,
+            progress=lambda text: print(text, flush=True),
+            audit_where=audit_where,
+            settle=settle_after_startup,
+        )  # the model's objects stay out of every later full collection
         server.router_refusal = refused
     except Exception as exc:  # bad checkpoint path, unreachable hub id, refused policy, bad zenoh config, ...
         return fail(exc, manifest)

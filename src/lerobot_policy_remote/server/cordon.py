@@ -37,8 +37,10 @@ class Cordon:
         with self._lock:
             changed, self._on = self._on != on, on
         if changed:
-            self.progress(f"{'Cordoned' if on else 'Uncordoned'} ({why or 'requested'}): "
-                          + ("no new sessions; current sessions keep streaming" if on else "admitting new sessions again"))
+            self.progress(
+                f"{'Cordoned' if on else 'Uncordoned'} ({why or 'requested'}): "
+                + ("no new sessions; current sessions keep streaming" if on else "admitting new sessions again")
+            )
         return changed
 
     def admit(self, verdict: OpenVerdict, same_client: bool) -> OpenVerdict:
@@ -48,8 +50,11 @@ class Cordon:
         says `cordoned` (a seat that frees up goes to no new robot)."""
         if not self._on or same_client or not (verdict.ok or verdict.code == Refusal.SERVER_FULL):
             return verdict
-        return OpenVerdict(False, Refusal.CORDONED, f"replica {self.replica} is cordoned: it admits no new sessions; "
-                                                    "try another replica")
+        return OpenVerdict(
+            False,
+            Refusal.CORDONED,
+            f"replica {self.replica} is cordoned: it admits no new sessions; try another replica",
+        )
 
     def answer(self, payload: bytes | None, sessions: list[str]) -> CordonAck:
         """A cordon query's reply: the request applied, with the sessions that keep streaming here."""
@@ -60,6 +65,9 @@ class Cordon:
         changed = self.set(req.cordon, f"{req.reason or 'operator'} (by {req.requested_by or 'operator'})")
         word = "cordoned" if req.cordon else "uncordoned"
         state = word if changed else f"already {word}"
-        detail = ("; new robots go to other replicas, its sessions keep streaming" if req.cordon
-                  else "; it admits new sessions again")
+        detail = (
+            "; new robots go to other replicas, its sessions keep streaming"
+            if req.cordon
+            else "; it admits new sessions again"
+        )
         return CordonAck(True, self._on, state + detail, sessions)

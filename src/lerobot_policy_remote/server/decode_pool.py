@@ -97,7 +97,9 @@ class DecodePool:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._loop, name=f"obs-decode-{i}", daemon=True) for i in range(self.n_threads)]
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"obs-decode-{i}", daemon=True) for i in range(self.n_threads)
+        ]
         for t in self._threads:
             t.start()
 

@@ -43,10 +43,16 @@ class DirectListener:
         last: Exception | None = None
         for _ in range(_TRIES):
             endpoint = f"tcp/127.0.0.1:{free_loopback_port()}"
-            settings = ZenohSettings(mode="peer", listen_endpoints=[endpoint], gossip=False, lease_ms=self._main.lease_ms,
-                                     keep_alive=self._main.keep_alive, shared_memory=self._main.shared_memory,
-                                     tx_queue_interactive_high=self._main.tx_queue_interactive_high,
-                                     max_message_bytes=self._main.max_message_bytes)
+            settings = ZenohSettings(
+                mode="peer",
+                listen_endpoints=[endpoint],
+                gossip=False,
+                lease_ms=self._main.lease_ms,
+                keep_alive=self._main.keep_alive,
+                shared_memory=self._main.shared_memory,
+                tx_queue_interactive_high=self._main.tx_queue_interactive_high,
+                max_message_bytes=self._main.max_message_bytes,
+            )
             try:
                 self.z = open_session(settings)
             except ZenohConfigError as exc:  # the port went to someone else between the pick and the bind

@@ -36,11 +36,23 @@ class Housekeeper:
     `worker_alive()` is the worker's `alive`: nothing here calls back into the server.
     """
 
-    def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, metrics: ServerMetrics,
-                 keys: ServiceKeys, publish: Callable[[str, bytes, bytes], None],
-                 close_session: Callable[[Session, str], None], worker_alive: Callable[[], bool],
-                 session_grace_s: float, drain_timeout_s: float, progress: Callable[[str], None] = print,
-                 rate: RequestRate | None = None, unknown: collections.deque[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        lifecycle: Lifecycle,
+        load: LoadGauge,
+        registry: Registry,
+        metrics: ServerMetrics,
+        keys: ServiceKeys,
+        publish: Callable[[str, bytes, bytes], None],
+        close_session: Callable[[Session, str], None],
+        worker_alive: Callable[[], bool],
+        session_grace_s: float,
+        drain_timeout_s: float,
+        progress: Callable[[str], None] = print,
+        rate: RequestRate | None = None,
+        unknown: collections.deque[tuple[str, int]] | None = None,
+    ) -> None:
         self.lifecycle = lifecycle
         self.load = load
         self.rate = rate
@@ -109,8 +121,11 @@ class Housekeeper:
                 self._unknown_last.clear()
             self._unknown_last[client] = now
             h = Header(SCHEMA_VERSION, MsgType.EVENT, 0, 0, 0, epoch)  # the robot acts on its own session's epoch only
-            self.publish(self.keys.robot(client, "action"),
-                         encode(EventMsg(EventKind.UNKNOWN_SESSION, "no session for this robot on this replica: re-handshake")), h.pack())
+            self.publish(
+                self.keys.robot(client, "action"),
+                encode(EventMsg(EventKind.UNKNOWN_SESSION, "no session for this robot on this replica: re-handshake")),
+                h.pack(),
+            )
 
     def _collect_gone(self) -> None:
         """GC sessions whose robot token has been gone for session_grace_s (never merely idle ones)."""

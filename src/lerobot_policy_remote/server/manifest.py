@@ -87,7 +87,9 @@ class Manifest:
     action_feature_names: list[str] = field(default_factory=list)  # ordered; verifies the robot's order
     strict_action_names: bool = False  # refuse robots whose action order cannot be checked (no names known)
     rtc: RtcSettings = field(default_factory=_server_rtc)
-    replica_id: str = ""  # "" -> the certificate's CN (mTLS), else <hostname>-<health_port> (<hostname>-<pid> without one)
+    replica_id: str = (
+        ""  # "" -> the certificate's CN (mTLS), else <hostname>-<health_port> (<hostname>-<pid> without one)
+    )
     health_port: int = 9100  # /healthz + /metrics; 0 disables
     health_host: str = "127.0.0.1"
     advertise_host: str = ""  # host in ServerStatus.metrics_url; "" -> health_host
@@ -157,9 +159,13 @@ class Manifest:
         if self.session_grace_s < 0 or self.drain_timeout_s < 0 or self.reclaim_idle_s < 0:
             raise ManifestError("session_grace_s, drain_timeout_s and reclaim_idle_s must be >= 0")
         if self.batching.max_batch is not None and self.batching.max_batch < 1:
-            raise ManifestError(f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}")
+            raise ManifestError(
+                f"batching.max_batch must be at least 1 (1 disables batching), got {self.batching.max_batch}"
+            )
         if self.batching.max_wait_ms is not None and not 0 <= self.batching.max_wait_ms <= 1000:
-            raise ManifestError(f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}")
+            raise ManifestError(
+                f"batching.max_wait_ms must be between 0 (opportunistic) and 1000, got {self.batching.max_wait_ms}"
+            )
         if self.router_refused not in ROUTER_REFUSED:
             raise ManifestError(f"router_refused {self.router_refused!r} is not one of {', '.join(ROUTER_REFUSED)}")
         if self.debug.capture_max < 1:
@@ -174,8 +180,10 @@ class Manifest:
             raise ManifestError(str(exc)) from None
         settings = self.zenoh_settings()
         if settings.mode == "peer" and not (settings.listen_endpoints or settings.connect_endpoints):
-            raise ManifestError("zenoh.mode=peer needs zenoh.listen_endpoints (e.g. '[tcp/0.0.0.0:7447]') so robots can "
-                                "dial this server, or zenoh.connect_endpoints to dial a peer")
+            raise ManifestError(
+                "zenoh.mode=peer needs zenoh.listen_endpoints (e.g. '[tcp/0.0.0.0:7447]') so robots can "
+                "dial this server, or zenoh.connect_endpoints to dial a peer"
+            )
         settings.validate()
 
 
@@ -196,15 +204,15 @@ FIELD_HELP: dict[str, str] = {
     "strict_fps": "refuse robots whose fps differs from trained_fps by more than fps_tolerance",
     "fps_tolerance": "relative fps difference tolerated before the warning (or refusal with strict_fps)",
     "action_feature_names": "the training data's action names in order (the dataset's meta/info.json features.action.names); "
-                            "enables the action name+order check",
+    "enables the action name+order check",
     "strict_action_names": "refuse robots when the action order cannot be checked (no names from the manifest, "
-                           "the policy config or a dataset meta/info.json beside the checkpoint)",
+    "the policy config or a dataset meta/info.json beside the checkpoint)",
     "rtc.enabled": "offer real-time chunking (only RTC-capable policies: pi0, pi05, smolvla)",
     "rtc.execution_horizon": "default RTC execution horizon (a robot's own setting overrides it per request)",
     "rtc.max_guidance_weight": "default RTC guidance weight (overridden per robot)",
     "rtc.prefix_attention_schedule": "default RTC prefix schedule: ZEROS, ONES, LINEAR or EXP",
     "replica_id": "this replica's id in keys, logs and metrics; '' means the mTLS certificate's CN, else "
-                  "<hostname>-<health_port> (the same after a restart), or <hostname>-<pid> with health_port=0",
+    "<hostname>-<health_port> (the same after a restart), or <hostname>-<pid> with health_port=0",
     "health_port": "port of GET /healthz and GET /metrics; 0 disables both",
     "health_host": "address /healthz and /metrics bind; 127.0.0.1 is this machine only, 0.0.0.0 lets Prometheus scrape it",
     "advertise_host": "host written into the status' metrics_url (the console links it); '' means health_host",
@@ -213,13 +221,13 @@ FIELD_HELP: dict[str, str] = {
     "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
     "router_refused": "when the router's access control refuses this replica's keys: exit (status 2, one line naming the "
-                      "fix) or retry (serve /healthz as failing and check again every few seconds; for orchestrators)",
+    "fix) or retry (serve /healthz as failing and check again every few seconds; for orchestrators)",
     "direct_link": "offer robots on this host a loopback listener that skips the router (never under TLS); false: all through the router",
     "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
     "batching.max_wait_ms": "unset: wait up to half a measured pass for robots whose next observation is due within it; "
-                            "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
+    "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
     "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "
-                         "replay them with `lerobot-policy-server replay DIR`; null disables",
+    "replay them with `lerobot-policy-server replay DIR`; null disables",
     "debug.capture_max": "captures kept in the ring; the oldest is deleted beyond this",
     "zenoh.mode": "client (dial a router), peer (no router: listen and/or dial peers) or router",
     "zenoh.connect_endpoints": f"endpoints to dial, e.g. '[tcp/router:7447]'; client mode with none dials {DEFAULT_ROUTER}",

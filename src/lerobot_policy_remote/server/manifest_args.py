@@ -38,8 +38,8 @@ def endpoints_as_lists(args: list[str]) -> list[str]:
     out = []
     for a in args:
         flag = next((f for f in _LIST_FLAGS if a.startswith(f)), None)
-        if flag is not None and not a[len(flag):].lstrip().startswith("["):
-            a = f"{flag}[{a[len(flag):]}]"
+        if flag is not None and not a[len(flag) :].lstrip().startswith("["):
+            a = f"{flag}[{a[len(flag) :]}]"
         out.append(a)
     return out
 

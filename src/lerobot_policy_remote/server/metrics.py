@@ -21,25 +21,48 @@ class ServerMetrics:
     def __init__(self, replica: str) -> None:
         r = self.registry = CollectorRegistry()
         self.replica = replica
-        self.requests = Counter(PREFIX + "requests_total", "Inference requests served (chunks sent)", ["client"], registry=r)
+        self.requests = Counter(
+            PREFIX + "requests_total", "Inference requests served (chunks sent)", ["client"], registry=r
+        )
         self.errors = Counter(PREFIX + "errors_total", "Refused or failed requests by reason", ["reason"], registry=r)
-        self.superseded = Counter(PREFIX + "superseded_total", "Observations replaced in a mailbox before inference", ["client"], registry=r)
-        self.unknown = Counter(PREFIX + "dropped_unknown_client_total", "Observations from robots without a session here", registry=r)
+        self.superseded = Counter(
+            PREFIX + "superseded_total", "Observations replaced in a mailbox before inference", ["client"], registry=r
+        )
+        self.unknown = Counter(
+            PREFIX + "dropped_unknown_client_total", "Observations from robots without a session here", registry=r
+        )
         self.opened = Counter(PREFIX + "sessions_opened_total", "Sessions opened", registry=r)
         self.closed = Counter(PREFIX + "sessions_closed_total", "Sessions closed by reason", ["reason"], registry=r)
-        self.rejected = Counter(PREFIX + "sessions_rejected_total", "Session opens refused by code", ["code"], registry=r)
+        self.rejected = Counter(
+            PREFIX + "sessions_rejected_total", "Session opens refused by code", ["code"], registry=r
+        )
         self.active = Gauge(PREFIX + "active_sessions", "Sessions currently open", registry=r)
         self.max_sessions = Gauge(PREFIX + "max_sessions", "Session capacity of this replica", registry=r)
         self.load = Gauge(PREFIX + "server_load", "Fraction of recent wall time the worker spent inferring", registry=r)
         self.draining = Gauge(PREFIX + "draining", "1 while draining", registry=r)
         self.cordoned = Gauge(PREFIX + "cordoned", "1 while cordoned (no new sessions)", registry=r)
         self.worker_alive = Gauge(PREFIX + "worker_alive", "1 while the inference worker thread runs", registry=r)
-        self.queue_wait = Histogram(PREFIX + "queue_wait_seconds", "Observation arrival to inference start", buckets=_LAT_BUCKETS, registry=r)
-        self.inference = Histogram(PREFIX + "inference_seconds", "Preprocess + model + postprocess time", buckets=_LAT_BUCKETS, registry=r)
-        self.batch_size = Histogram(PREFIX + "batch_size", "Robots per forward pass", buckets=_BATCH_BUCKETS, registry=r)
-        self.batch_inference = Histogram(PREFIX + "batch_inference_seconds", "Time of one forward pass (pre + model + post, whole batch)",
-                                         buckets=_LAT_BUCKETS, registry=r)
-        self.info = Gauge(PREFIX + "info", "Static server facts", ["replica", "policy_type", "fingerprint", "serving_mode"], registry=r)
+        self.queue_wait = Histogram(
+            PREFIX + "queue_wait_seconds", "Observation arrival to inference start", buckets=_LAT_BUCKETS, registry=r
+        )
+        self.inference = Histogram(
+            PREFIX + "inference_seconds", "Preprocess + model + postprocess time", buckets=_LAT_BUCKETS, registry=r
+        )
+        self.batch_size = Histogram(
+            PREFIX + "batch_size", "Robots per forward pass", buckets=_BATCH_BUCKETS, registry=r
+        )
+        self.batch_inference = Histogram(
+            PREFIX + "batch_inference_seconds",
+            "Time of one forward pass (pre + model + post, whole batch)",
+            buckets=_LAT_BUCKETS,
+            registry=r,
+        )
+        self.info = Gauge(
+            PREFIX + "info",
+            "Static server facts",
+            ["replica", "policy_type", "fingerprint", "serving_mode"],
+            registry=r,
+        )
         self._served = 0  # every chunk counted since start (requests_served), closed sessions' included
         # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time
         # (forget_client drops it)

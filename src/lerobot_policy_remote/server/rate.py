@@ -19,8 +19,13 @@ RATE_WINDOW_S = 10.0
 class RequestRate:
     """`total()` is the running count of requests served; `update()` samples it, `value` is the rate."""
 
-    def __init__(self, total: Callable[[], float], window_s: float = RATE_WINDOW_S, every_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        total: Callable[[], float],
+        window_s: float = RATE_WINDOW_S,
+        every_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._total = total
         self.window_s = window_s
         self.every_s = every_s

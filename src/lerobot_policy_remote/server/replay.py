@@ -65,7 +65,9 @@ def _max_diff(a: NDArray[Any], b: NDArray[Any]) -> str:
     return f"max |d| {float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0:.3g}"
 
 
-def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Callable[[str], None] = print) -> ReplayReport:
+def replay(
+    backend: Any, captures: list[Capture], limits: WireLimits, out: Callable[[str], None] = print
+) -> ReplayReport:
     """Serve every captured request again, in capture order, with one pipeline state per captured session."""
     report = ReplayReport()
     sessions: dict[str, tuple[Any, int]] = {}  # session_id -> (state, episode_id)
@@ -73,8 +75,10 @@ def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Calla
     for cap in captures:
         meta, t = cap.meta, cap.tensors
         if not warned_fp and meta.get("fingerprint") and meta["fingerprint"] != backend.model_info.fingerprint:
-            out(f"WARNING: the checkpoint changed since the capture (fingerprint {meta['fingerprint'][:16]} captured, "
-                f"{backend.model_info.fingerprint[:16]} loaded): chunks will differ")
+            out(
+                f"WARNING: the checkpoint changed since the capture (fingerprint {meta['fingerprint'][:16]} captured, "
+                f"{backend.model_info.fingerprint[:16]} loaded): chunks will differ"
+            )
             warned_fp = True
         header = Header.unpack(t["obs_header"].tobytes(), expect=MsgType.OBS)
         obs = decode_observation(t["obs_payload"].tobytes(), limits, decode_targets(backend))  # as the worker decoded
@@ -93,8 +97,10 @@ def replay(backend: Any, captures: list[Capture], limits: WireLimits, out: Calla
         sent = decode_chunk(t["chunk_payload"].tobytes())
         if "chunk_model" in t and "chunk_robot" in t:  # the float32 arrays before the reply's dtype/space
             sent.chunk_model, sent.chunk_robot = np.asarray(t["chunk_model"]), np.asarray(t["chunk_robot"])
-        same = all(a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-                   for a, b in ((chunk_model, sent.chunk_model), (chunk_robot, sent.chunk_robot)))
+        same = all(
+            a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+            for a, b in ((chunk_model, sent.chunk_model), (chunk_robot, sent.chunk_robot))
+        )
         report.total += 1
         report.identical += same
         where = f"{cap.name}: robot {meta.get('client_uuid', '?')} episode {header.episode_id} seq {header.seq_id}"
@@ -115,18 +121,27 @@ def main(args: list[str]) -> int:
 
     verbose, args = verbose_requested(args)
     if not args or args[0].startswith("-"):
-        print(f"{USAGE}\nlerobot-policy-server: error: give the capture directory (the manifest's debug.capture_dir)", file=sys.stderr)
+        print(
+            f"{USAGE}\nlerobot-policy-server: error: give the capture directory (the manifest's debug.capture_dir)",
+            file=sys.stderr,
+        )
         return 2
     directory, overrides = Path(args[0]), args[1:]
     manifest_path = directory / CAPTURE_MANIFEST
     if not manifest_path.is_file():
-        print(f"lerobot-policy-server: error: {directory} holds no {CAPTURE_MANIFEST}: it is not a debug.capture_dir written by "
-              "this version (start the server with --debug.capture_dir=DIR, let robots run, then replay DIR)", file=sys.stderr)
+        print(
+            f"lerobot-policy-server: error: {directory} holds no {CAPTURE_MANIFEST}: it is not a debug.capture_dir written by "
+            "this version (start the server with --debug.capture_dir=DIR, let robots run, then replay DIR)",
+            file=sys.stderr,
+        )
         return 2
     captures = load_captures(directory)
     if not captures:
-        print(f"lerobot-policy-server: error: {directory} holds no captures (*.safetensors): no request was served while "
-              "debug.capture_dir was set", file=sys.stderr)
+        print(
+            f"lerobot-policy-server: error: {directory} holds no captures (*.safetensors): no request was served while "
+            "debug.capture_dir was set",
+            file=sys.stderr,
+        )
         return 2
     try:
         manifest = parse_manifest(["--manifest", str(manifest_path), *overrides])
@@ -144,8 +159,11 @@ def main(args: list[str]) -> int:
             traceback.print_exception(exc)
         print(f"lerobot-policy-server: error: {explain(exc, None, str(manifest_path))}", file=sys.stderr, flush=True)
         return 2
-    print(f"Replaying {len(captures)} captures from {directory} on {backend.model_info.device} "
-          f"({backend.model_info.dtype}, fingerprint {backend.model_info.fingerprint[:16]})", flush=True)
+    print(
+        f"Replaying {len(captures)} captures from {directory} on {backend.model_info.device} "
+        f"({backend.model_info.dtype}, fingerprint {backend.model_info.fingerprint[:16]})",
+        flush=True,
+    )
     limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
     reports: list[ReplayReport] = []
 
@@ -160,5 +178,8 @@ def main(args: list[str]) -> int:
         print("lerobot-policy-server: error: the replay stopped on an error (see above)", file=sys.stderr, flush=True)
         return 1
     report = reports[0]
-    print(f"Replayed {report.total} captures: {report.identical} byte-identical, {report.total - report.identical} differ", flush=True)
+    print(
+        f"Replayed {report.total} captures: {report.identical} byte-identical, {report.total - report.identical} differ",
+        flush=True,
+    )
     return 0 if report.ok else 1

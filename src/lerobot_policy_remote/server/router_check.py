@@ -53,7 +53,9 @@ def router_accepts(settings: ZenohSettings, key: str, window_s: float = CHECK_WI
         sessions.append(asker)
         deadline = time.monotonic() + window_s
         while True:
-            replies = asker.get(f"{key}?{CHECK_PARAM}={nonce}", timeout=QUERY_TIMEOUT_S, consolidation=zenoh.ConsolidationMode.NONE)
+            replies = asker.get(
+                f"{key}?{CHECK_PARAM}={nonce}", timeout=QUERY_TIMEOUT_S, consolidation=zenoh.ConsolidationMode.NONE
+            )
             if any(r.ok is not None and r.ok.payload.to_bytes() == token for r in replies):
                 return True
             if time.monotonic() >= deadline:
@@ -72,17 +74,27 @@ def namespace_flag(model: str, revision: str, service: str) -> str:
     return f"model={model},service={service}" + (f",revision={revision}" if revision and revision != "main" else "")
 
 
-def refusal_message(settings: ZenohSettings, keys: ServiceKeys, replica: str, model: str, revision: str, service: str,
-                    replica_given: bool, window_s: float = CHECK_WINDOW_S) -> str:
+def refusal_message(
+    settings: ZenohSettings,
+    keys: ServiceKeys,
+    replica: str,
+    model: str,
+    revision: str,
+    service: str,
+    replica_given: bool,
+    window_s: float = CHECK_WINDOW_S,
+) -> str:
     """One line: who the router saw (certificate CN and the role it was issued for), the namespace this replica
     tried, and the fix."""
     ns = namespace_flag(model, revision, service)
     where = f"namespace {ns!r} (replica {replica}, key {keys.server(replica, 'status')})"
     cert = settings.tls_connect_certificate
     if not cert:
-        return (f"the router did not deliver a query for this replica's own status key to it within {window_s:g}s: its "
-                f"access control (or its zenoh config) drops this replica's keys in {where}, so no robot or console can "
-                "find it. Check the router's log and its access control (docs/security.md)")
+        return (
+            f"the router did not deliver a query for this replica's own status key to it within {window_s:g}s: its "
+            f"access control (or its zenoh config) drops this replica's keys in {where}, so no robot or console can "
+            "find it. Check the router's log and its access control (docs/security.md)"
+        )
     try:
         cn = certificate_cn(cert)
     except (OSError, ValueError):
@@ -92,23 +104,31 @@ def refusal_message(settings: ZenohSettings, keys: ServiceKeys, replica: str, mo
     logs = f"the router logs 'ACL refused: CN={cn or '?'} ...'"
     issue = f"lerobot-fleet pki issue DIR {{name}} --role server --namespace '{ns}'"
     if replica_given and cn and cn != replica:
-        return (f"the router's access control refuses this replica: --zenoh.tls_connect_certificate={cert} is issued to "
-                f"CN={cn} ({issued}) but --replica_id={replica}, and the router knows a server only by its certificate's "
-                f"name ({logs}). Drop --replica_id (the replica is then {cn}) or pass the certificate issued for {replica} "
-                f"({issue.format(name=replica)})")
-    head = (f"the router's access control refuses this replica: certificate CN={cn or '?'} ({issued}) may not serve "
-            f"{where}, so no robot or console can find it ({logs}).")
+        return (
+            f"the router's access control refuses this replica: --zenoh.tls_connect_certificate={cert} is issued to "
+            f"CN={cn} ({issued}) but --replica_id={replica}, and the router knows a server only by its certificate's "
+            f"name ({logs}). Drop --replica_id (the replica is then {cn}) or pass the certificate issued for {replica} "
+            f"({issue.format(name=replica)})"
+        )
+    head = (
+        f"the router's access control refuses this replica: certificate CN={cn or '?'} ({issued}) may not serve "
+        f"{where}, so no robot or console can find it ({logs})."
+    )
     if role and role != "server":
-        return (f"{head} Only a server certificate may serve: issue one ({issue.format(name='NAME')}), restart the router "
-                "with the updated DIR/inventory.yaml and pass --zenoh.tls_connect_certificate=DIR/NAME.crt "
-                "--zenoh.tls_connect_private_key=DIR/NAME.key")
+        return (
+            f"{head} Only a server certificate may serve: issue one ({issue.format(name='NAME')}), restart the router "
+            "with the updated DIR/inventory.yaml and pass --zenoh.tls_connect_certificate=DIR/NAME.crt "
+            "--zenoh.tls_connect_private_key=DIR/NAME.key"
+        )
     name = cn or replica
-    return (f"{head} The router's inventory must give server {name} this namespace: {issue.format(name=name)} (one "
-            "--namespace per namespace it serves), then restart the router with the updated DIR/inventory.yaml")
+    return (
+        f"{head} The router's inventory must give server {name} this namespace: {issue.format(name=name)} (one "
+        "--namespace per namespace it serves), then restart the router with the updated DIR/inventory.yaml"
+    )
 
 
 def router_refusal(manifest: Any, window_s: float = CHECK_WINDOW_S) -> str:
-    """"" when the router delivers this replica's status queries to it (or there is no router: peer mode); else the
+    """ "" when the router delivers this replica's status queries to it (or there is no router: peer mode); else the
     one-line refusal. Raises ZenohConfigError when the router cannot be reached at all."""
     settings = manifest.zenoh_settings()
     if settings.mode != "client":
@@ -116,8 +136,16 @@ def router_refusal(manifest: Any, window_s: float = CHECK_WINDOW_S) -> str:
     keys, replica = manifest.keys(), manifest.replica()
     if router_accepts(settings, keys.server(replica, "status"), window_s):
         return ""
-    return refusal_message(settings, keys, replica, manifest.model.repo_or_path, manifest.model.revision, manifest.service,
-                           bool(manifest.replica_id), window_s)
+    return refusal_message(
+        settings,
+        keys,
+        replica,
+        manifest.model.repo_or_path,
+        manifest.model.revision,
+        manifest.service,
+        bool(manifest.replica_id),
+        window_s,
+    )
 
 
 class RouterWatch:

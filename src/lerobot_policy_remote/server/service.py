@@ -53,8 +53,9 @@ log = logging.getLogger("lerobot.policy_server")
 
 def zenoh_where(z: ZenohSettings) -> str:
     """`connect=a,b listen=c`: the endpoints this session dials and listens on (no spaces inside a value)."""
-    parts = ([f"connect={','.join(z.connect_endpoints)}"] if z.connect_endpoints else []) + \
-            ([f"listen={','.join(z.listen_endpoints)}"] if z.listen_endpoints else [])
+    parts = ([f"connect={','.join(z.connect_endpoints)}"] if z.connect_endpoints else []) + (
+        [f"listen={','.join(z.listen_endpoints)}"] if z.listen_endpoints else []
+    )
     return " ".join(parts)
 
 
@@ -74,9 +75,16 @@ def serving_zenoh_settings(manifest: Manifest, batch_limit: int) -> ZenohSetting
 class PolicyServer:
     """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it."""
 
-    def __init__(self, manifest: Manifest, backend: Backend | None = None, *, scheduler: Scheduler | None = None,
-                 progress: Callable[[str], None] = print, audit_where: str = "",
-                 settle: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        manifest: Manifest,
+        backend: Backend | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+        progress: Callable[[str], None] = print,
+        audit_where: str = "",
+        settle: Callable[[], object] | None = None,
+    ) -> None:
         manifest.validate()
         self.audit_where = audit_where  # the CLI's --audit_log, for the start line
         # Run after warm-up, before any robot can find this replica: the CLI's full collection + gc.freeze holds
@@ -99,29 +107,68 @@ class PolicyServer:
         self.cordon = Cordon(self.replica, progress)  # admits no new sessions while on (cordon.py)
         self.z: Any = None
         self.direct: DirectListener | None = None  # the loopback link for robots on this host (direct.py)
-        self.capture = DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max, manifest) if manifest.debug.capture_dir else None
+        self.capture = (
+            DebugCapture(manifest.debug.capture_dir, manifest.debug.capture_max, manifest)
+            if manifest.debug.capture_dir
+            else None
+        )
         self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open
         self.worker = Worker(
-            lifecycle=self.lifecycle, load=self.load, registry=self.registry, scheduler=self.scheduler, backend=self.backend,
-            metrics=self.metrics, auditor=self.auditor, replica=self.replica, limits=self.limits, batch_limit=self.batch_limit,
-            max_wait_s=None if manifest.batching.max_wait_ms is None else manifest.batching.max_wait_ms / 1e3, capture=self.capture, progress=progress,
+            lifecycle=self.lifecycle,
+            load=self.load,
+            registry=self.registry,
+            scheduler=self.scheduler,
+            backend=self.backend,
+            metrics=self.metrics,
+            auditor=self.auditor,
+            replica=self.replica,
+            limits=self.limits,
+            batch_limit=self.batch_limit,
+            max_wait_s=None if manifest.batching.max_wait_ms is None else manifest.batching.max_wait_ms / 1e3,
+            capture=self.capture,
+            progress=progress,
         )
         self.decoder = DecodePool(self.worker.decode, manifest.max_obs_bytes)  # decodes off the worker (decode_pool.py)
         self.worker.prefetch = self.decoder.submit
-        self.seats = Seats(manifest=manifest, caps=self.caps, backend=self.backend, registry=self.registry,
-                           lifecycle=self.lifecycle, cordon=self.cordon, metrics=self.metrics, keys=self.keys,
-                           replica=self.replica)
+        self.seats = Seats(
+            manifest=manifest,
+            caps=self.caps,
+            backend=self.backend,
+            registry=self.registry,
+            lifecycle=self.lifecycle,
+            cordon=self.cordon,
+            metrics=self.metrics,
+            keys=self.keys,
+            replica=self.replica,
+        )
         # Observations of robots without a session here: deposited by `_on_obs`, answered by the housekeeper.
         self.unknown: collections.deque[tuple[str, int]] = collections.deque(maxlen=256)
         self.housekeeper = Housekeeper(
-            lifecycle=self.lifecycle, load=self.load, registry=self.registry, metrics=self.metrics, keys=self.keys,
-            publish=self._publish_event, close_session=self.seats.close, worker_alive=self.worker.alive,
-            session_grace_s=manifest.session_grace_s, drain_timeout_s=manifest.drain_timeout_s, progress=progress,
-            rate=self.requests_rate, unknown=self.unknown,
+            lifecycle=self.lifecycle,
+            load=self.load,
+            registry=self.registry,
+            metrics=self.metrics,
+            keys=self.keys,
+            publish=self._publish_event,
+            close_session=self.seats.close,
+            worker_alive=self.worker.alive,
+            session_grace_s=manifest.session_grace_s,
+            drain_timeout_s=manifest.drain_timeout_s,
+            progress=progress,
+            rate=self.requests_rate,
+            unknown=self.unknown,
         )
-        self.control = ControlPlane(keys=self.keys, replica=self.replica, metrics=self.metrics, registry=self.registry,
-                                    seats=self.seats, cordon=self.cordon, status=self.status, drain=self.drain,
-                                    wake=self.worker.wake_up)
+        self.control = ControlPlane(
+            keys=self.keys,
+            replica=self.replica,
+            metrics=self.metrics,
+            registry=self.registry,
+            seats=self.seats,
+            cordon=self.cordon,
+            status=self.status,
+            drain=self.drain,
+            wake=self.worker.wake_up,
+        )
         self.warmed_up = False
         self.router_refusal = ""  # the router's access control refuses this replica (router_check.py): /healthz fails
         self.health: HealthServer | None = None
@@ -152,7 +199,9 @@ class PolicyServer:
             self._settle()
         self.warmed_up = self.seats.warmed_up = True
         self.metrics.max_sessions.set(self.caps.max_sessions)
-        self.metrics.info.labels(self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode).set(1)
+        self.metrics.info.labels(
+            self.replica, self.caps.policy_type, self.caps.fingerprint[:16], self.caps.serving_mode
+        ).set(1)
         if m.health_port:
             self.health = HealthServer(m.health_host, m.health_port, self.metrics, self.healthy).start()
         settings = serving_zenoh_settings(self.manifest, self.batch_limit)
@@ -162,15 +211,18 @@ class PolicyServer:
         self._decls += [
             *self.control.declare(self.z),
             self.z.declare_subscriber(k.obs(r, "*"), self._on_obs),
-            self.z.liveliness().declare_subscriber(k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True),
+            self.z.liveliness().declare_subscriber(
+                k.robot("*", "alive"), self.housekeeper.on_robot_alive, history=True
+            ),
         ]
         if self.manifest.direct_link and eligible(settings):
             try:
                 self.direct = self.seats.direct = DirectListener(settings, k.obs(r, "*"), self._on_direct_obs).start()
             except Exception as exc:  # robots on this host then use the router, as every other robot does
                 log.warning("no direct link for robots on this host (%s): they go through the router", exc)
-        self._audit_pub = self.z.declare_publisher(self._audit_key, congestion_control=zenoh.CongestionControl.DROP,
-                                                   priority=zenoh.Priority.BACKGROUND)
+        self._audit_pub = self.z.declare_publisher(
+            self._audit_key, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.BACKGROUND
+        )
         self._token = self.z.liveliness().declare_token(k.server(r, "alive"))
         self.decoder.start()
         housekeeping = threading.Thread(target=self.housekeeper.run, name="housekeeping", daemon=True)
@@ -200,7 +252,11 @@ class PolicyServer:
             return "healthz=off metrics=off (health_port=0)"
         host = self.manifest.health_host
         base = f"http://{host}:{self.health_port}"
-        scope = " (this machine only: health_host=0.0.0.0 to scrape from elsewhere)" if host in ("127.0.0.1", "localhost", "::1") else ""
+        scope = (
+            " (this machine only: health_host=0.0.0.0 to scrape from elsewhere)"
+            if host in ("127.0.0.1", "localhost", "::1")
+            else ""
+        )
         return f"healthz={base}/healthz metrics={base}/metrics{scope}"
 
     def _publish_audit(self, text: str) -> None:
@@ -212,8 +268,14 @@ class PolicyServer:
     def _publish_event(self, key: str, payload: bytes, attachment: bytes) -> None:
         """The housekeeper's sink: an event to a robot outside any session (same QoS as a session's publisher)."""
         if self.z is not None:
-            self.z.put(key, payload, attachment=attachment, congestion_control=zenoh.CongestionControl.DROP,
-                       priority=zenoh.Priority.INTERACTIVE_HIGH, express=True)
+            self.z.put(
+                key,
+                payload,
+                attachment=attachment,
+                congestion_control=zenoh.CongestionControl.DROP,
+                priority=zenoh.Priority.INTERACTIVE_HIGH,
+                express=True,
+            )
 
     def worker_alive(self) -> bool:
         return self.worker.alive()
@@ -241,7 +303,9 @@ class PolicyServer:
         sessions = self.registry.all()
         pending = sum(1 for s in sessions if s.mailbox.pending()) + self.worker.in_flight
         if first:
-            self.progress(f"Draining ({reason or 'requested'}): {len(sessions)} session(s), {pending} pending request(s)")
+            self.progress(
+                f"Draining ({reason or 'requested'}): {len(sessions)} session(s), {pending} pending request(s)"
+            )
             self._announce_drain(sessions)
             self.worker.wake.set()
         return DrainAck(True, "draining" if first else "already draining", [s.session_id for s in sessions], pending)
@@ -253,10 +317,18 @@ class PolicyServer:
         TX queue and most robots never heard it; they waited out the token grace before moving (2.2 s instead of
         about 1 s in `lerobot-fleet simulate`). Still droppable: a callback never blocks, and the token is the fallback."""
         for s in sessions:
-            payload, attachment = s.event_message(EventKind.DRAINING, "server is draining: re-handshake with another replica", None)
+            payload, attachment = s.event_message(
+                EventKind.DRAINING, "server is draining: re-handshake with another replica", None
+            )
             try:
-                self.z.put(self.keys.robot(s.client_uuid, "action"), payload, attachment=attachment,
-                           congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH, express=False)
+                self.z.put(
+                    self.keys.robot(s.client_uuid, "action"),
+                    payload,
+                    attachment=attachment,
+                    congestion_control=zenoh.CongestionControl.DROP,
+                    priority=zenoh.Priority.INTERACTIVE_HIGH,
+                    express=False,
+                )
             except Exception:  # the session is closing, or zenoh is: the token still goes
                 log.debug("drain notice to %s failed", s.client_uuid, exc_info=True)
         self._drop_token()  # robots see the replica leave and ride their buffers
@@ -318,15 +390,33 @@ class PolicyServer:
         c = self.caps
         stats = self.worker.stats
         return ServerStatus(
-            replica=self.replica, model=self.backend.model_info, service=self.manifest.service,
-            default_task=self.manifest.default_task, pin_task=self.manifest.pin_task, serving_mode=c.serving_mode,
-            max_sessions=c.max_sessions, active_sessions=self.registry.count(), load=self.load.value,
-            supports_rtc=c.supports_rtc, chunk_size=c.chunk_size, trained_fps=c.trained_fps, inference_ms_p50=stats.pass_ms_p50(),
-            action_names=list(c.action_names), image_features=list(c.image_keys), state_dim=c.state_dim,
-            schema_min=c.schema_min, schema_max=c.schema_max, metrics_url=self.metrics_url(),
-            draining=self.lifecycle.draining, warmed_up=self.warmed_up, sessions=[s.info() for s in self.registry.all()] if sessions else [],
-            max_batch=self.batch_limit, batch_size_mean=stats.mean_batch(), chunks_per_s=stats.chunks_per_s(),
-            requests_per_s=round(self.requests_rate.value, 3), cordoned=self.cordon.on,
+            replica=self.replica,
+            model=self.backend.model_info,
+            service=self.manifest.service,
+            default_task=self.manifest.default_task,
+            pin_task=self.manifest.pin_task,
+            serving_mode=c.serving_mode,
+            max_sessions=c.max_sessions,
+            active_sessions=self.registry.count(),
+            load=self.load.value,
+            supports_rtc=c.supports_rtc,
+            chunk_size=c.chunk_size,
+            trained_fps=c.trained_fps,
+            inference_ms_p50=stats.pass_ms_p50(),
+            action_names=list(c.action_names),
+            image_features=list(c.image_keys),
+            state_dim=c.state_dim,
+            schema_min=c.schema_min,
+            schema_max=c.schema_max,
+            metrics_url=self.metrics_url(),
+            draining=self.lifecycle.draining,
+            warmed_up=self.warmed_up,
+            sessions=[s.info() for s in self.registry.all()] if sessions else [],
+            max_batch=self.batch_limit,
+            batch_size_mean=stats.mean_batch(),
+            chunks_per_s=stats.chunks_per_s(),
+            requests_per_s=round(self.requests_rate.value, 3),
+            cordoned=self.cordon.on,
         )
 
     def open_session(self, req: SessionOpen) -> SessionAck:

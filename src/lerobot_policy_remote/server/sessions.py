@@ -51,7 +51,9 @@ class Mailbox:
         self.superseded_pending = 0  # superseded since the last chunk was sent
         self.superseded_total = 0
         self.last_arrival = float("-inf")  # t_arrival of the newest deposit
-        self.interval: float | None = None  # smoothed time between deposits: when is this robot's next one due (batch window)?
+        self.interval: float | None = (
+            None  # smoothed time between deposits: when is this robot's next one due (batch window)?
+        )
 
     def deposit(self, mail: Mail) -> bool:
         """Returns True when an unread observation was replaced."""
@@ -72,7 +74,9 @@ class Mailbox:
     def take(self) -> tuple[Mail | None, int]:
         with self._lock:
             mail, self._mail = self._mail, None
-            sup, self.superseded_pending = (self.superseded_pending, 0) if mail is not None else (0, self.superseded_pending)
+            sup, self.superseded_pending = (
+                (self.superseded_pending, 0) if mail is not None else (0, self.superseded_pending)
+            )
             return mail, sup
 
     def pending(self) -> bool:
@@ -116,14 +120,26 @@ class Session:
 
     def info(self) -> SessionInfo:
         """For status replies, which any robot may read: the id's first 8 hex digits name it, never act for it."""
-        return SessionInfo(self.session_id[:SESSION_ID_SHOWN], self.client_uuid, self.episode_id, self.requests,
-                           self.mailbox.superseded_total, self.errors, dict(self.tags))
+        return SessionInfo(
+            self.session_id[:SESSION_ID_SHOWN],
+            self.client_uuid,
+            self.episode_id,
+            self.requests,
+            self.mailbox.superseded_total,
+            self.errors,
+            dict(self.tags),
+        )
 
     def event_message(self, event: EventKind, message: str, header: Header | None) -> tuple[bytes, bytes]:
         """An event's payload and attachment (echoing the request's header when there is one)."""
-        h = Header(self.schema_version, MsgType.EVENT, header.seq_id if header else 0,
-                   header.episode_id if header else self.episode_id, header.client_mono_ns if header else 0,
-                   header.session_epoch if header else 0)
+        h = Header(
+            self.schema_version,
+            MsgType.EVENT,
+            header.seq_id if header else 0,
+            header.episode_id if header else self.episode_id,
+            header.client_mono_ns if header else 0,
+            header.session_epoch if header else 0,
+        )
         return encode(EventMsg(event, message, self.session_id, h.seq_id)), h.pack()
 
     @property
@@ -155,8 +171,13 @@ def declare_action_publisher(z: Any, key: str, express: bool = True) -> Any:
     `express=False` for the chunks of a pass but its last: each express put is its own socket write (~30 us of
     CPU each), and a burst of 32 of them overflowed the TX queue (chunks dropped); queued, they leave in one batch
     that the pass's last (express) chunk flushes, as it shares their priority queue."""
-    return z.declare_publisher(key, congestion_control=zenoh.CongestionControl.DROP, priority=zenoh.Priority.INTERACTIVE_HIGH,
-                               express=express, reliability=zenoh.Reliability.RELIABLE)
+    return z.declare_publisher(
+        key,
+        congestion_control=zenoh.CongestionControl.DROP,
+        priority=zenoh.Priority.INTERACTIVE_HIGH,
+        express=express,
+        reliability=zenoh.Reliability.RELIABLE,
+    )
 
 
 def new_session_id() -> str:
@@ -239,4 +260,8 @@ def reply_terms(req: SessionOpen, rtc_active: bool) -> tuple[str, float, bool]:
     robot that accepts it and a session without RTC (its merge never reads model space).
     """
     f16 = req.reply_dtype == "float16" and req.reply_max_error > 0 and math.isfinite(req.reply_max_error)
-    return ("float16" if f16 else "float32"), (float(req.reply_max_error) if f16 else 0.0), not (req.reply_robot_only and not rtc_active)
+    return (
+        ("float16" if f16 else "float32"),
+        (float(req.reply_max_error) if f16 else 0.0),
+        not (req.reply_robot_only and not rtc_active),
+    )

@@ -20,20 +20,48 @@ class StubBackend(Backend):
     Sleeping releases the GIL like a GPU forward does, so the threading picture matches a real server.
     """
 
-    def __init__(self, infer_s: float, action_names: list[str], chunk_size: int = 10, max_sessions: int = 16,
-                 serving_mode: str = "shared", image_keys: tuple[str, ...] = (), per_robot_s: float | None = None) -> None:
+    def __init__(
+        self,
+        infer_s: float,
+        action_names: list[str],
+        chunk_size: int = 10,
+        max_sessions: int = 16,
+        serving_mode: str = "shared",
+        image_keys: tuple[str, ...] = (),
+        per_robot_s: float | None = None,
+    ) -> None:
         self.infer_s = infer_s
-        self.per_robot_s = per_robot_s  # None: cannot batch; else a pass of B robots takes infer_s + per_robot_s * (B - 1)
+        self.per_robot_s = (
+            per_robot_s  # None: cannot batch; else a pass of B robots takes infer_s + per_robot_s * (B - 1)
+        )
         n = len(action_names)
         self.caps = Capabilities(
-            policy_type="stub", action_dim=n, action_names=list(action_names), image_keys=list(image_keys),
-            image_shapes={k: (3, 96, 128) for k in image_keys}, state_dim=n, state_key="observation.state",
-            chunk_size=chunk_size, trained_fps=30.0, strict_fps=False, fps_tolerance=0.05, default_task="",
-            pin_task=False, supports_rtc=False, serving_mode=serving_mode,
-            max_sessions=1 if serving_mode == "exclusive" else max_sessions, fingerprint="stub" * 16,
+            policy_type="stub",
+            action_dim=n,
+            action_names=list(action_names),
+            image_keys=list(image_keys),
+            image_shapes={k: (3, 96, 128) for k in image_keys},
+            state_dim=n,
+            state_key="observation.state",
+            chunk_size=chunk_size,
+            trained_fps=30.0,
+            strict_fps=False,
+            fps_tolerance=0.05,
+            default_task="",
+            pin_task=False,
+            supports_rtc=False,
+            serving_mode=serving_mode,
+            max_sessions=1 if serving_mode == "exclusive" else max_sessions,
+            fingerprint="stub" * 16,
         )
-        self.model_info = ModelInfo(repo_or_path="stub", revision="main", policy_type="stub", fingerprint=self.caps.fingerprint,
-                                    dtype="float32", device="cpu")
+        self.model_info = ModelInfo(
+            repo_or_path="stub",
+            revision="main",
+            policy_type="stub",
+            fingerprint=self.caps.fingerprint,
+            dtype="float32",
+            device="cpu",
+        )
         self.calls = 0
 
     def new_session_state(self) -> dict[str, Any]:

@@ -60,8 +60,10 @@ def own_loader(policy: Any) -> bool:
     if hasattr(policy, "_fix_pytorch_state_dict_keys"):
         return False
     cls = type(policy)
-    return any(getattr(cls, name).__func__ is not getattr(PreTrainedPolicy, name).__func__
-               for name in ("from_pretrained", "_load_as_safetensor"))
+    return any(
+        getattr(cls, name).__func__ is not getattr(PreTrainedPolicy, name).__func__
+        for name in ("from_pretrained", "_load_as_safetensor")
+    )
 
 
 def as_loaded(policy: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
@@ -106,8 +108,11 @@ def compare(model_state: dict[str, Any], loaded: dict[str, tuple[int, ...]]) -> 
     out = Mismatch()
     out.missing = [k for k, t in model_state.items() if not present(k, t)]
     out.unexpected = [k for k in loaded if k not in model_state]
-    out.shapes = [(k, loaded[k], tuple(t.shape)) for k, t in model_state.items()
-                  if k in loaded and tuple(loaded[k]) != tuple(t.shape)]
+    out.shapes = [
+        (k, loaded[k], tuple(t.shape))
+        for k, t in model_state.items()
+        if k in loaded and tuple(loaded[k]) != tuple(t.shape)
+    ]
     return out
 
 
@@ -134,13 +139,17 @@ def describe(policy_type: str, m: Mismatch, *, compared: tuple[str, ...] = ("mis
         "shapes": _count(len(m.shapes), "shape mismatch")
         + _first([f"{k} {_shape(f)} in the file, {_shape(w)} in the model" for k, f, w in m.shapes]),
     }
-    return (f"the checkpoint's weights do not fit this {policy_type} model: {', '.join(parts[k] for k in compared)}: "
-            "the checkpoint is incomplete or was trained with another configuration (config.json); re-export it from "
-            "the training run (config.json and model.safetensors of the same pretrained_model directory)")
+    return (
+        f"the checkpoint's weights do not fit this {policy_type} model: {', '.join(parts[k] for k in compared)}: "
+        "the checkpoint is incomplete or was trained with another configuration (config.json); re-export it from "
+        "the training run (config.json and model.safetensors of the same pretrained_model directory)"
+    )
 
 
-_SIZE = re.compile(r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from checkpoint, "
-                   r"the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
+_SIZE = re.compile(
+    r"size mismatch for (\S+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) from checkpoint, "
+    r"the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
+)
 _KEYS = re.compile(r'(Missing|Unexpected) key\(s\) in state_dict: ((?:"[^"]*"(?:, )?)+)')
 
 
@@ -173,8 +182,10 @@ def check_weights(policy: Any, policy_type: str, files: list[Path]) -> None:
     # what lerobot's loaders read (never a processor's normalizer stats, which the backend's glob may return)
     files = [f for f in files if f.name == "model.safetensors"] or [f for f in files if f.name.startswith("model")]
     if not files:
-        raise StartupRefusal(f"the checkpoint has no model.safetensors, so this {policy_type} model would run randomly "
-                             "initialised: copy the whole pretrained_model directory of the training run")
+        raise StartupRefusal(
+            f"the checkpoint has no model.safetensors, so this {policy_type} model would run randomly "
+            "initialised: copy the whole pretrained_model directory of the training run"
+        )
     mismatch = compare(policy.state_dict(), as_loaded(policy, file_shapes(files)))
     if mismatch:
         raise StartupRefusal(describe(policy_type, mismatch))

@@ -84,10 +84,23 @@ class Worker:
     died, for /healthz) and `wake` (set by callbacks when there is work).
     """
 
-    def __init__(self, *, lifecycle: Lifecycle, load: LoadGauge, registry: Registry, scheduler: Scheduler,
-                 backend: Backend, metrics: ServerMetrics, auditor: Auditor, replica: str, limits: WireLimits,
-                 batch_limit: int = 1, max_wait_s: float | None = None, capture: DebugCapture | None = None,
-                 progress: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        *,
+        lifecycle: Lifecycle,
+        load: LoadGauge,
+        registry: Registry,
+        scheduler: Scheduler,
+        backend: Backend,
+        metrics: ServerMetrics,
+        auditor: Auditor,
+        replica: str,
+        limits: WireLimits,
+        batch_limit: int = 1,
+        max_wait_s: float | None = None,
+        capture: DebugCapture | None = None,
+        progress: Callable[[str], None] = print,
+    ) -> None:
         self.lifecycle = lifecycle
         self.load = load
         self.registry = registry
@@ -178,8 +191,11 @@ class Worker:
         pass_s = self.stats.pass_ms_p50() / 1e3
         # No wait is possible (a full pick, nothing to batch, an opportunistic or zero window): skip the look at
         # every other session, which cost O(sessions) per pass.
-        if not batchable or len(batchable) >= self.batch_limit or (
-                win.horizon_s(pass_s) <= 0 if win.fixed_s is None else win.fixed_s <= 0):
+        if (
+            not batchable
+            or len(batchable) >= self.batch_limit
+            or (win.horizon_s(pass_s) <= 0 if win.fixed_s is None else win.fixed_s <= 0)
+        ):
             return chosen
         # a request that runs alone is never waited for
         sessions = [s for s in self.registry.all() if self._may_share(s)]
@@ -254,9 +270,12 @@ class Worker:
             self._refuse(s, exc.reason, f"bad observation header: {exc}", None)
             return None
         if header.schema_version != s.schema_version:
-            self._refuse(s, Reason.SCHEMA_MISMATCH,
-                         f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}",
-                         header)
+            self._refuse(
+                s,
+                Reason.SCHEMA_MISMATCH,
+                f"header.schema_version: {header.schema_version}, but this session speaks {s.schema_version}",
+                header,
+            )
             return None
         size = mail.size or len(mail.payload)
         max_bytes = self.limits.max_payload_bytes
@@ -303,7 +322,9 @@ class Worker:
                 results = self.backend.infer_batch([(r.s.state, r.obs, r.s.rtc) for r in group])
         except Exception as exc:  # a model error is reported to the robot(s), never kills the worker
             if len(group) > 1:
-                log.warning("batched pass of %d failed (%s: %s); serving each robot alone", len(group), type(exc).__name__, exc)
+                log.warning(
+                    "batched pass of %d failed (%s: %s); serving each robot alone", len(group), type(exc).__name__, exc
+                )
                 for r in group:
                     self._run([r])
                 return
@@ -327,19 +348,49 @@ class Worker:
         s.errors += 1
         self.metrics.errors.labels(Reason.INFERENCE_ERROR.value).inc()
         s.send_event(EventKind.ERROR, f"inference failed: {type(exc).__name__}: {exc}", r.header)
-        self.auditor.emit(audit_line(s, r.header, "error", self.replica, queue_wait_s=r.t_start - r.t_arrival,
-                                     superseded=r.superseded, error=str(exc)))
+        self.auditor.emit(
+            audit_line(
+                s,
+                r.header,
+                "error",
+                self.replica,
+                queue_wait_s=r.t_start - r.t_arrival,
+                superseded=r.superseded,
+                error=str(exc),
+            )
+        )
 
-    def _publish(self, r: Request, chunk_model: NDArray[Any], chunk_robot: NDArray[Any], infer_s: float, batch: int = 1,
-                 queued: bool = False) -> None:
+    def _publish(
+        self,
+        r: Request,
+        chunk_model: NDArray[Any],
+        chunk_robot: NDArray[Any],
+        infer_s: float,
+        batch: int = 1,
+        queued: bool = False,
+    ) -> None:
         """`queued`: a later express chunk of this pass flushes this one (Session.out_batched)."""
         s, h = r.s, r.header
         queue_wait = r.t_start - r.t_arrival
-        msg = ActionChunkMsg(chunk_model, chunk_robot, s.session_id, h.seq_id, h.client_mono_ns,
-                             queue_wait * 1e3, infer_s * 1e3, r.superseded, self.load.value)
+        msg = ActionChunkMsg(
+            chunk_model,
+            chunk_robot,
+            s.session_id,
+            h.seq_id,
+            h.client_mono_ns,
+            queue_wait * 1e3,
+            infer_s * 1e3,
+            r.superseded,
+            self.load.value,
+        )
         reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
-        dtype = "float16" if s.reply_dtype == "float16" and float16_fits(chunk_robot, s.reply_max_error) and (
-            not s.reply_model_space or float16_fits(chunk_model, s.reply_max_error)) else "float32"
+        dtype = (
+            "float16"
+            if s.reply_dtype == "float16"
+            and float16_fits(chunk_robot, s.reply_max_error)
+            and (not s.reply_model_space or float16_fits(chunk_model, s.reply_max_error))
+            else "float32"
+        )
         payload, attachment = encode_chunk(msg, dtype=dtype, model_space=s.reply_model_space), reply.pack()
         # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
         s.requests += 1
@@ -352,22 +403,59 @@ class Worker:
             self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
             log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
         self.metrics.queue_wait.observe(queue_wait)
-        self.auditor.emit(audit_line(s, h, outcome, self.replica, queue_wait_s=queue_wait, infer_s=infer_s,
-                                     chunk_len=int(chunk_robot.shape[0]), superseded=r.superseded))
+        self.auditor.emit(
+            audit_line(
+                s,
+                h,
+                outcome,
+                self.replica,
+                queue_wait_s=queue_wait,
+                infer_s=infer_s,
+                chunk_len=int(chunk_robot.shape[0]),
+                superseded=r.superseded,
+            )
+        )
         if self.capture is not None and r.mail is not None:
             self._capture(r, chunk_model, chunk_robot, payload, attachment, queue_wait, infer_s, batch)
 
-    def _capture(self, r: Request, chunk_model: NDArray[Any], chunk_robot: NDArray[Any], payload: bytes,
-                 attachment: bytes, queue_wait: float, infer_s: float, batch: int) -> None:
+    def _capture(
+        self,
+        r: Request,
+        chunk_model: NDArray[Any],
+        chunk_robot: NDArray[Any],
+        payload: bytes,
+        attachment: bytes,
+        queue_wait: float,
+        infer_s: float,
+        batch: int,
+    ) -> None:
         """The request and the reply as they crossed the wire, plus what replaying them needs (DebugCapture)."""
         s, h, cap, info = r.s, r.header, self.capture, self.backend.model_info
         assert cap is not None and r.mail is not None
-        tensors = {"obs_payload": cap.wire(r.mail.payload), "obs_header": cap.wire(r.mail.attachment),
-                   "chunk_payload": cap.wire(payload), "chunk_header": cap.wire(attachment),
-                   "chunk_model": chunk_model, "chunk_robot": chunk_robot}
-        meta = {"client_uuid": s.client_uuid, "session_id": s.session_id, "seq_id": str(h.seq_id), "episode_id": str(h.episode_id),
-                "schema_version": str(s.schema_version), "rtc": json.dumps(dataclasses.asdict(s.rtc)) if s.rtc else "null",
-                "task": r.obs.task, "replica": self.replica, "policy_type": info.policy_type, "fingerprint": info.fingerprint,
-                "dtype": info.dtype, "device": info.device, "batch_size": str(batch), "queue_wait_ms": f"{queue_wait * 1e3:.3f}",
-                "inference_ms": f"{infer_s * 1e3:.3f}", "superseded": str(r.superseded)}
+        tensors = {
+            "obs_payload": cap.wire(r.mail.payload),
+            "obs_header": cap.wire(r.mail.attachment),
+            "chunk_payload": cap.wire(payload),
+            "chunk_header": cap.wire(attachment),
+            "chunk_model": chunk_model,
+            "chunk_robot": chunk_robot,
+        }
+        meta = {
+            "client_uuid": s.client_uuid,
+            "session_id": s.session_id,
+            "seq_id": str(h.seq_id),
+            "episode_id": str(h.episode_id),
+            "schema_version": str(s.schema_version),
+            "rtc": json.dumps(dataclasses.asdict(s.rtc)) if s.rtc else "null",
+            "task": r.obs.task,
+            "replica": self.replica,
+            "policy_type": info.policy_type,
+            "fingerprint": info.fingerprint,
+            "dtype": info.dtype,
+            "device": info.device,
+            "batch_size": str(batch),
+            "queue_wait_ms": f"{queue_wait * 1e3:.3f}",
+            "inference_ms": f"{infer_s * 1e3:.3f}",
+            "superseded": str(r.superseded),
+        }
         cap.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", tensors, meta)

@@ -4,4 +4,13 @@ from .configuration_rtc_toy import RtcToyConfig
 from .robot import SimArm, SimArmConfig, SimBase, SimBaseConfig, SimCameraConfig
 from .teleop import SimLeader, SimLeaderConfig
 
-__all__ = ["RtcToyConfig", "SimArm", "SimArmConfig", "SimBase", "SimBaseConfig", "SimCameraConfig", "SimLeader", "SimLeaderConfig"]
+__all__ = [
+    "RtcToyConfig",
+    "SimArm",
+    "SimArmConfig",
+    "SimBase",
+    "SimBaseConfig",
+    "SimCameraConfig",
+    "SimLeader",
+    "SimLeaderConfig",
+]

@@ -69,7 +69,11 @@ class RtcToyPolicy(PreTrainedPolicy):
                 img = batch[key].float()
                 base = base + cfg.image_gain * (img.mean(dim=(1, 2, 3)) - 0.5).unsqueeze(-1)
         t = torch.arange(cfg.chunk_size, dtype=torch.float32, device=base.device)
-        ramp = cfg.step_scale * t[None, :, None] * torch.linspace(1.0, -1.0, self.action_dim, device=base.device)[None, None, :]
+        ramp = (
+            cfg.step_scale
+            * t[None, :, None]
+            * torch.linspace(1.0, -1.0, self.action_dim, device=base.device)[None, None, :]
+        )
         chunk = base[:, None, :] + ramp  # (B, T, A)
         if prev_chunk_left_over is not None:
             prefix = prev_chunk_left_over.float().to(base.device)

@@ -12,5 +12,7 @@ from .configuration_rtc_toy import RtcToyConfig
 
 def make_rtc_toy_pre_post_processors(
     config: RtcToyConfig, dataset_stats: dict[str, dict[str, torch.Tensor]] | None = None
-) -> tuple[PolicyProcessorPipeline[dict[str, Any], dict[str, Any]], PolicyProcessorPipeline[PolicyAction, PolicyAction]]:
+) -> tuple[
+    PolicyProcessorPipeline[dict[str, Any], dict[str, Any]], PolicyProcessorPipeline[PolicyAction, PolicyAction]
+]:
     return make_default_pre_post_processors(config, dataset_stats, normalizer_device=config.device)

@@ -136,8 +136,12 @@ class _SimRobot(Robot):
                 if k in cmd and math.isfinite(cmd[k]):
                     self.target[i] = cmd[k]
             prov = latest()
-            rec = {"t": time.monotonic(), "action": cmd, "provenance": prov.as_dict() if prov else None,
-                   "degraded": degraded()}
+            rec = {
+                "t": time.monotonic(),
+                "action": cmd,
+                "provenance": prov.as_dict() if prov else None,
+                "degraded": degraded(),
+            }
             if len(self.commands) < self.config.max_records:
                 self.commands.append(rec)
             if self._record_file is not None:

@@ -43,7 +43,7 @@ class SimLeaderConfig(TeleoperatorConfig):
 
 
 def parse_key_script(script: str) -> list[tuple[float, str]]:
-    """"1.0:space,2:s" -> [(1.0, "space"), (2.0, "s")], sorted; ValueError names the bad item."""
+    """ "1.0:space,2:s" -> [(1.0, "space"), (2.0, "s")], sorted; ValueError names the bad item."""
     out: list[tuple[float, str]] = []
     for item in filter(None, (s.strip() for s in script.split(","))):
         at, sep, key = item.partition(":")
@@ -106,8 +106,10 @@ class SimLeader(Teleoperator):
 
     def pose(self, t: float) -> dict[str, float]:
         w = 2 * math.pi / max(self.config.period_s, 1e-3)
-        return {f"{m}.pos": c + self.config.amplitude * math.sin(w * t + i * 0.5)
-                for i, (m, c) in enumerate(zip(ARM_MOTORS, self.config.center, strict=True))}
+        return {
+            f"{m}.pos": c + self.config.amplitude * math.sin(w * t + i * 0.5)
+            for i, (m, c) in enumerate(zip(ARM_MOTORS, self.config.center, strict=True))
+        }
 
     def get_action(self) -> dict[str, float]:
         now = time.monotonic()
@@ -133,8 +135,10 @@ class SimLeader(Teleoperator):
         deadline = time.monotonic() + self.config.key_script_timeout_s
         while provenance.latest() is None and not self._stop.is_set():
             if time.monotonic() > deadline:
-                logger.warning("sim_leader key_script: no remote action within %gs, script not played",
-                               self.config.key_script_timeout_s)
+                logger.warning(
+                    "sim_leader key_script: no remote action within %gs, script not played",
+                    self.config.key_script_timeout_s,
+                )
                 return
             self._stop.wait(0.02)
         start = time.monotonic()

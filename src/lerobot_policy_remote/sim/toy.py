@@ -6,7 +6,9 @@ from pathlib import Path
 
 import torch
 
-SIM_ARM_ACTIONS = [f"{m}.pos" for m in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")]
+SIM_ARM_ACTIONS = [
+    f"{m}.pos" for m in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+]
 
 
 def save_rtc_toy(
@@ -34,7 +36,9 @@ def save_rtc_toy(
     for cam, (h, w) in cameras.items():
         inputs[f"observation.images.{cam}"] = PolicyFeature(type=FeatureType.VISUAL, shape=(3, h, w))
     outputs = {"action": PolicyFeature(type=FeatureType.ACTION, shape=(action_dim,))}
-    cfg = RtcToyConfig(input_features=inputs, output_features=outputs, chunk_size=chunk_size, n_action_steps=chunk_size, device="cpu")
+    cfg = RtcToyConfig(
+        input_features=inputs, output_features=outputs, chunk_size=chunk_size, n_action_steps=chunk_size, device="cpu"
+    )
     mean = torch.tensor([0.0, -30.0, 40.0, 20.0, 0.0, 25.0] * ((max(state_dim, action_dim) // 6) + 1))
     std = torch.tensor([20.0, 15.0, 15.0, 10.0, 30.0, 10.0] * ((max(state_dim, action_dim) // 6) + 1))
     stats = {
@@ -63,7 +67,11 @@ def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
     relative = RelativeActionsProcessorStep(enabled=True, exclude_joints=["gripper"], action_names=action_names)
     return make_policy_processor_pipelines(
         input_steps=[steps.rename_observations, steps.add_batch_dim, relative, steps.to_device, steps.normalize],
-        output_steps=[steps.unnormalize, AbsoluteActionsProcessorStep(enabled=True, relative_step=relative), steps.to_cpu],
+        output_steps=[
+            steps.unnormalize,
+            AbsoluteActionsProcessorStep(enabled=True, relative_step=relative),
+            steps.to_cpu,
+        ],
     )
 
 

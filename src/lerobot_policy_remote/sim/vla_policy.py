@@ -14,8 +14,10 @@ KINDS = ("smolvla", "pi0", "pi05")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lerobot_policy_remote.sim.vla_policy",
-                                     description="Build a tiny offline SmolVLA / pi0 / pi0.5 checkpoint (random weights).")
+    parser = argparse.ArgumentParser(
+        prog="python -m lerobot_policy_remote.sim.vla_policy",
+        description="Build a tiny offline SmolVLA / pi0 / pi0.5 checkpoint (random weights).",
+    )
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("path", help="directory the checkpoint is saved to")
     args = parser.parse_args(argv)

@@ -16,4 +16,15 @@ from __future__ import annotations
 from .procs import VENV_BIN, Proc, Router, free_port, policy_server, stop_all
 from .waiting import WaitTimeout, assert_never, wait_until, wait_until_async
 
-__all__ = ["VENV_BIN", "Proc", "Router", "WaitTimeout", "assert_never", "free_port", "policy_server", "stop_all", "wait_until", "wait_until_async"]
+__all__ = [
+    "VENV_BIN",
+    "Proc",
+    "Router",
+    "WaitTimeout",
+    "assert_never",
+    "free_port",
+    "policy_server",
+    "stop_all",
+    "wait_until",
+    "wait_until_async",
+]

@@ -32,8 +32,15 @@ class Executed:
 class ControlLoop:
     """A control thread at `fps`; `observe()` gives the observation (default: `robot.get_observation()`)."""
 
-    def __init__(self, engine: Any, robot: Any = None, *, fps: float = 30.0, max_action_age_s: float | None = None,
-                 observe: Callable[[], dict] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        robot: Any = None,
+        *,
+        fps: float = 30.0,
+        max_action_age_s: float | None = None,
+        observe: Callable[[], dict] | None = None,
+    ) -> None:
         if robot is None and observe is None:
             raise ValueError("ControlLoop needs a robot or an observe() function")
         self.engine, self.robot, self.period = engine, robot, 1.0 / fps

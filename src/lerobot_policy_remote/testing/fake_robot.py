@@ -53,8 +53,16 @@ class FakeRobot:
     WireError they raised, so a test can assert on them.
     """
 
-    def __init__(self, z: Any, keys: ServiceKeys, client_uuid: str, *, token: bool = True, listen: bool = True,
-                 inbox_size: int = 1024) -> None:
+    def __init__(
+        self,
+        z: Any,
+        keys: ServiceKeys,
+        client_uuid: str,
+        *,
+        token: bool = True,
+        listen: bool = True,
+        inbox_size: int = 1024,
+    ) -> None:
         self.z, self.keys, self.uuid = z, keys, client_uuid
         self.inbox: queue.Queue[tuple[Header | None, Any]] = queue.Queue(maxsize=inbox_size)
         self.sub = z.declare_subscriber(keys.robot(client_uuid, "action"), self._on_action) if listen else None
@@ -70,7 +78,10 @@ class FakeRobot:
         try:
             h = Header.unpack(sample.attachment.to_bytes() if sample.attachment is not None else None)
             data = sample.payload.to_bytes()
-            item: tuple[Header | None, Any] = (h, decode_chunk(data) if h.msg_type is MsgType.CHUNK else decode(EventMsg, data))
+            item: tuple[Header | None, Any] = (
+                h,
+                decode_chunk(data) if h.msg_type is MsgType.CHUNK else decode(EventMsg, data),
+            )
         except WireError as exc:
             item = (None, exc)
         try:
@@ -88,21 +99,36 @@ class FakeRobot:
                 out.append(decode(ServerStatus, rp.ok.payload.to_bytes()))
         return out
 
-    def open(self, replica: str | None = None, *, action_names: list[str] | None = None, features: list[FeatureSpec] | None = None,
-             rtc: bool = False, timeout: float = 5.0, **kw: Any) -> SessionAck:
+    def open(
+        self,
+        replica: str | None = None,
+        *,
+        action_names: list[str] | None = None,
+        features: list[FeatureSpec] | None = None,
+        rtc: bool = False,
+        timeout: float = 5.0,
+        **kw: Any,
+    ) -> SessionAck:
         """Open a session (on the first replica that answers status when `replica` is None)."""
         if replica is None:
             found = self.statuses()
             assert found, f"{self.uuid}: no replica answered the status query under {self.keys.base}"
             replica = found[0].replica
-        req = SessionOpen(self.uuid, list(SIM_ARM_ACTION_NAMES if action_names is None else action_names),
-                          default_features() if features is None else features, rtc=RtcSettings(enabled=rtc), **{"fps": 30.0, **kw})
+        req = SessionOpen(
+            self.uuid,
+            list(SIM_ARM_ACTION_NAMES if action_names is None else action_names),
+            default_features() if features is None else features,
+            rtc=RtcSettings(enabled=rtc),
+            **{"fps": 30.0, **kw},
+        )
         return self.open_raw(replica, encode(req), timeout)
 
     def open_raw(self, replica: str, payload: bytes, timeout: float = 5.0, as_robot: str = "") -> SessionAck:
         """Send `payload` as a session open on `as_robot`'s key (default: this robot's own)."""
         replies = list(self.z.get(self.keys.session(replica, as_robot or self.uuid), payload=payload, timeout=timeout))
-        assert replies and replies[0].ok is not None, f"no session reply: {[r.err and r.err.payload.to_bytes() for r in replies]}"
+        assert replies and replies[0].ok is not None, (
+            f"no session reply: {[r.err and r.err.payload.to_bytes() for r in replies]}"
+        )
         ack = decode(SessionAck, replies[0].ok.payload.to_bytes())
         if ack.ok:
             self.replica, self.ack = replica, ack
@@ -110,8 +136,18 @@ class FakeRobot:
 
     # ------------------------------------------------------------------ data plane
 
-    def send(self, state: np.ndarray, image: np.ndarray | None = None, *, seq: int | None = None, episode_start: bool = False,
-             schema: int = SCHEMA_VERSION, prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0, quality: int = 90) -> int:
+    def send(
+        self,
+        state: np.ndarray,
+        image: np.ndarray | None = None,
+        *,
+        seq: int | None = None,
+        episode_start: bool = False,
+        schema: int = SCHEMA_VERSION,
+        prefix: tuple[np.ndarray, np.ndarray] | None = None,
+        delay: int = 0,
+        quality: int = 90,
+    ) -> int:
         """Send one observation (state + a 96x128 front camera) to the session's replica; returns its seq id."""
         self.seq = self.seq + 1 if seq is None else seq
         body = self._body(state, image, episode_start=episode_start, prefix=prefix, delay=delay, quality=quality)
@@ -128,13 +164,25 @@ class FakeRobot:
         return self.seq
 
     @staticmethod
-    def _body(state: np.ndarray, image: np.ndarray | None = None, *, episode_start: bool = False,
-              prefix: tuple[np.ndarray, np.ndarray] | None = None, delay: int = 0, quality: int = 90) -> bytes:
+    def _body(
+        state: np.ndarray,
+        image: np.ndarray | None = None,
+        *,
+        episode_start: bool = False,
+        prefix: tuple[np.ndarray, np.ndarray] | None = None,
+        delay: int = 0,
+        quality: int = 90,
+    ) -> bytes:
         """State + a 96x128 front camera (grey unless `image`), encoded as a robot sends it."""
         img = np.full((96, 128, 3), 100, np.uint8) if image is None else image
-        msg = ObservationMsg({"observation.state": np.asarray(state, np.float32)}, {"observation.images.front": img},
-                             episode_start=episode_start, inference_delay_steps=delay,
-                             prefix_model=None if prefix is None else prefix[0], prefix_robot=None if prefix is None else prefix[1])
+        msg = ObservationMsg(
+            {"observation.state": np.asarray(state, np.float32)},
+            {"observation.images.front": img},
+            episode_start=episode_start,
+            inference_delay_steps=delay,
+            prefix_model=None if prefix is None else prefix[0],
+            prefix_robot=None if prefix is None else prefix[1],
+        )
         return encode_observation(msg, quality)
 
     def _put(self, body: bytes, schema: int) -> None:
@@ -143,8 +191,12 @@ class FakeRobot:
     def send_raw(self, payload: bytes, attachment: bytes | None) -> None:
         import zenoh
 
-        self.z.put(self.keys.obs(self.replica, self.uuid), payload, attachment=attachment,
-                   congestion_control=zenoh.CongestionControl.DROP)
+        self.z.put(
+            self.keys.obs(self.replica, self.uuid),
+            payload,
+            attachment=attachment,
+            congestion_control=zenoh.CongestionControl.DROP,
+        )
 
     def recv(self, timeout: float = 30.0) -> tuple[Header | None, Any]:
         """The next (header, body) from the action key; queue.Empty after `timeout`."""
@@ -161,7 +213,9 @@ class FakeRobot:
     def request(self, state: np.ndarray, timeout: float = 30.0, **kw: Any) -> ActionChunkMsg:
         """Send an observation and return the chunk that answers it."""
         seq = self.send(state, **kw)
-        _, body = self.wait_for(lambda h, b: isinstance(b, ActionChunkMsg) and h is not None and h.seq_id == seq, timeout)
+        _, body = self.wait_for(
+            lambda h, b: isinstance(b, ActionChunkMsg) and h is not None and h.seq_id == seq, timeout
+        )
         return body
 
     def reset(self, episode: int, timeout: float = 2.0) -> ResetAck:

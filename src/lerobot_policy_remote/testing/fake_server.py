@@ -67,14 +67,27 @@ class ChunkResponder:
     The callback only decodes and deposits; a worker thread publishes.
     """
 
-    def __init__(self, session: Any, keys: ServiceKeys, replica: str = "*", robot: str = "*", *, action_dim: int = 6, chunk: int = 20,
-                 faults: Faults | None = None, fill: float | None = None, inference_ms: float = 12.0,
-                 session_for: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self,
+        session: Any,
+        keys: ServiceKeys,
+        replica: str = "*",
+        robot: str = "*",
+        *,
+        action_dim: int = 6,
+        chunk: int = 20,
+        faults: Faults | None = None,
+        fill: float | None = None,
+        inference_ms: float = 12.0,
+        session_for: Callable[[str], str] | None = None,
+    ) -> None:
         self.session, self.keys = session, keys
         self.action_dim, self.chunk, self.fill, self.inference_ms = action_dim, chunk, fill, inference_ms
         self.faults = faults or Faults()
         self.session_for = session_for or (lambda robot: "")
-        self.obs_seen: collections.deque[tuple[Header, ObservationMsg]] = collections.deque(maxlen=1000)  # the latest, bounded
+        self.obs_seen: collections.deque[tuple[Header, ObservationMsg]] = collections.deque(
+            maxlen=1000
+        )  # the latest, bounded
         self.sent = 0
         self.bad_obs = 0
         self._inbox: collections.deque[tuple[str, Header]] = collections.deque(maxlen=256)
@@ -101,7 +114,9 @@ class ChunkResponder:
         """Deposit only: decode (bounded by the codec), queue, wake the worker; hostile bytes are counted."""
         try:
             robot = parse_key(str(sample.key_expr)).robot or ""
-            header = Header.unpack(sample.attachment.to_bytes() if sample.attachment is not None else None, expect=MsgType.OBS)
+            header = Header.unpack(
+                sample.attachment.to_bytes() if sample.attachment is not None else None, expect=MsgType.OBS
+            )
             msg = decode_observation(sample.payload.to_bytes())
         except (WireError, ValueError):
             self.bad_obs += 1
@@ -123,9 +138,22 @@ class ChunkResponder:
         """Publish the chunk for `header` on `robot`'s action key, with the header echoed as the real server does."""
         arr = self.chunk_for(header)
         sid = "someone-else" if self.faults.mode == "foreign_session" else self.session_for(robot)
-        body = ActionChunkMsg(chunk_model=arr, chunk_robot=arr, session_id=sid, seq_id_echo=header.seq_id,
-                              client_mono_ns_echo=header.client_mono_ns, inference_ms=self.inference_ms)
-        att = Header(header.schema_version, MsgType.CHUNK, header.seq_id, header.episode_id, header.client_mono_ns, header.session_epoch)
+        body = ActionChunkMsg(
+            chunk_model=arr,
+            chunk_robot=arr,
+            session_id=sid,
+            seq_id_echo=header.seq_id,
+            client_mono_ns_echo=header.client_mono_ns,
+            inference_ms=self.inference_ms,
+        )
+        att = Header(
+            header.schema_version,
+            MsgType.CHUNK,
+            header.seq_id,
+            header.episode_id,
+            header.client_mono_ns,
+            header.session_epoch,
+        )
         self.session.put(self.keys.robot(robot, "action"), encode_chunk(body), attachment=att.pack())
         self.sent += 1
 
@@ -142,9 +170,21 @@ class ChunkResponder:
 class FakeServer:
     """A replica on `session` under `keys`; its :class:`ChunkResponder` answers observations (`serve_obs=False`: none)."""
 
-    def __init__(self, session: Any, keys: ServiceKeys, action_dim: int = 6, chunk: int = 20, replica: str = "fake-1",
-                 rtc: bool = False, faults: Faults | None = None, *, max_sessions: int = 4, metrics_url: str = "",
-                 inference_ms: float = 12.0, serve_obs: bool = True) -> None:
+    def __init__(
+        self,
+        session: Any,
+        keys: ServiceKeys,
+        action_dim: int = 6,
+        chunk: int = 20,
+        replica: str = "fake-1",
+        rtc: bool = False,
+        faults: Faults | None = None,
+        *,
+        max_sessions: int = 4,
+        metrics_url: str = "",
+        inference_ms: float = 12.0,
+        serve_obs: bool = True,
+    ) -> None:
         self.session, self.keys, self.replica = session, keys, replica
         self.action_dim, self.chunk, self.rtc = action_dim, chunk, rtc
         self._faults = faults or Faults()
@@ -163,8 +203,20 @@ class FakeServer:
             s.liveliness().declare_token(keys.server(replica, "alive")),
         ]
         self._audit = s.declare_publisher(keys.server(replica, "audit"))
-        self.responder = ChunkResponder(s, keys, replica, action_dim=action_dim, chunk=chunk, faults=self._faults,
-                                        inference_ms=inference_ms, session_for=lambda robot: self.sessions.get(robot, "")) if serve_obs else None
+        self.responder = (
+            ChunkResponder(
+                s,
+                keys,
+                replica,
+                action_dim=action_dim,
+                chunk=chunk,
+                faults=self._faults,
+                inference_ms=inference_ms,
+                session_for=lambda robot: self.sessions.get(robot, ""),
+            )
+            if serve_obs
+            else None
+        )
 
     @property
     def faults(self) -> Faults:
@@ -192,8 +244,11 @@ class FakeServer:
     # ------------------------------------------------------------------ what it says
 
     def model(self) -> ModelInfo:
-        return ModelInfo(repo_or_path=decode_segment(self.keys.model), revision=decode_segment(self.keys.revision),
-                         fingerprint=self.faults.fingerprint)
+        return ModelInfo(
+            repo_or_path=decode_segment(self.keys.model),
+            revision=decode_segment(self.keys.revision),
+            fingerprint=self.faults.fingerprint,
+        )
 
     def add_session(self, client_uuid: str, session_id: str | None = None) -> str:
         """Record a session as if `client_uuid` had opened one (for console tests that need no real robot)."""
@@ -207,9 +262,18 @@ class FakeServer:
         with self._lock:
             sessions = [SessionInfo(session_id=sid, client_uuid=uuid) for uuid, sid in self.sessions.items()]
         return ServerStatus(
-            replica=self.replica, model=self.model(), service=decode_segment(self.keys.service), max_sessions=self.max_sessions,
-            active_sessions=len(sessions), supports_rtc=self.rtc, chunk_size=self.chunk, trained_fps=30.0,
-            inference_ms_p50=self.inference_ms, metrics_url=self.metrics_url, draining=self.draining, warmed_up=True,
+            replica=self.replica,
+            model=self.model(),
+            service=decode_segment(self.keys.service),
+            max_sessions=self.max_sessions,
+            active_sessions=len(sessions),
+            supports_rtc=self.rtc,
+            chunk_size=self.chunk,
+            trained_fps=30.0,
+            inference_ms_p50=self.inference_ms,
+            metrics_url=self.metrics_url,
+            draining=self.draining,
+            warmed_up=True,
             sessions=sessions,
         )
 
@@ -218,9 +282,17 @@ class FakeServer:
 
     def audit(self, client_uuid: str, seq_id: int, episode_id: int = 0, **kw: Any) -> AuditLine:
         """Publish one audit line for `client_uuid` (a request this replica 'served')."""
-        line = AuditLine(ts=kw.pop("ts", "2026-01-01T00:00:00+00:00"), session_id=self.sessions.get(client_uuid, ""),
-                         client_uuid=client_uuid, seq_id=seq_id, episode_id=episode_id, queue_wait_ms=kw.pop("queue_wait_ms", 1.0),
-                         inference_ms=kw.pop("inference_ms", self.inference_ms), replica=self.replica, **kw)
+        line = AuditLine(
+            ts=kw.pop("ts", "2026-01-01T00:00:00+00:00"),
+            session_id=self.sessions.get(client_uuid, ""),
+            client_uuid=client_uuid,
+            seq_id=seq_id,
+            episode_id=episode_id,
+            queue_wait_ms=kw.pop("queue_wait_ms", 1.0),
+            inference_ms=kw.pop("inference_ms", self.inference_ms),
+            replica=self.replica,
+            **kw,
+        )
         self.publish_audit(line)
         return line
 
@@ -241,8 +313,17 @@ class FakeServer:
                     ack = SessionAck(ok=False, code=Refusal.MODEL_MISMATCH, message="different model")
                 else:
                     sid = self.add_session(req.client_uuid)
-                    ack = SessionAck(ok=True, session_id=sid, replica=self.replica, model=self.model(), action_names=req.action_names,
-                                     chunk_size=self.chunk, supports_rtc=self.rtc, rtc_active=self.rtc and req.rtc.enabled, warmed_up=True)
+                    ack = SessionAck(
+                        ok=True,
+                        session_id=sid,
+                        replica=self.replica,
+                        model=self.model(),
+                        action_names=req.action_names,
+                        chunk_size=self.chunk,
+                        supports_rtc=self.rtc,
+                        rtc_active=self.rtc and req.rtc.enabled,
+                        warmed_up=True,
+                    )
             query.reply(str(query.key_expr), encode(ack))
 
     def _on_reset(self, query: Any) -> None:
@@ -262,7 +343,10 @@ class FakeServer:
                 self.stats.drains.append(req)
                 self.draining = True
                 sessions = list(self.sessions.values())
-            query.reply(self.keys.server(self.replica, "drain"), encode(DrainAck(ok=True, message="draining", sessions=sessions)))
+            query.reply(
+                self.keys.server(self.replica, "drain"),
+                encode(DrainAck(ok=True, message="draining", sessions=sessions)),
+            )
 
     def close(self) -> None:
         """Undeclare everything (the session stays open: it belongs to the caller)."""

@@ -35,8 +35,20 @@ STATES = ["STREAMING"] * 17 + ["DEGRADED", "STALLED", "RECONNECTING"]
 class FleetPublisher:
     """`robots` robots spread round-robin over `servers` replicas of one service, published round by round."""
 
-    def __init__(self, endpoint: str, robots: int, servers: int, *, model: str = "bench/act", revision: str = "main",
-                 service: str = "bench task", max_sessions: int = 32, chunk: int = 50, first: int = 0, server_prefix: str = "bench-gpu") -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        robots: int,
+        servers: int,
+        *,
+        model: str = "bench/act",
+        revision: str = "main",
+        service: str = "bench task",
+        max_sessions: int = 32,
+        chunk: int = 50,
+        first: int = 0,
+        server_prefix: str = "bench-gpu",
+    ) -> None:
         """`first`, `server_prefix`: where this publisher's robot ids start and how its replicas are named, so several
         publisher processes together make one fleet (`bench/console.py --publishers`)."""
         self.keys = ServiceKeys.for_service(model, revision, service)
@@ -47,8 +59,16 @@ class FleetPublisher:
         self.requests = dict.fromkeys(self.replicas, 0)  # what each replica's /metrics reports
         self._httpds = {rep: _metrics_server(self.requests, rep) for rep in self.replicas}
         self.servers = {
-            rep: FakeServer(self.session, self.keys, replica=rep, chunk=chunk, max_sessions=max_sessions, inference_ms=20.0,
-                            metrics_url=f"http://127.0.0.1:{self._httpds[rep].server_address[1]}/metrics", serve_obs=False)
+            rep: FakeServer(
+                self.session,
+                self.keys,
+                replica=rep,
+                chunk=chunk,
+                max_sessions=max_sessions,
+                inference_ms=20.0,
+                metrics_url=f"http://127.0.0.1:{self._httpds[rep].server_address[1]}/metrics",
+                serve_obs=False,
+            )
             for rep in self.replicas
         }
         for rid in self.robot_ids:
@@ -61,9 +81,18 @@ class FleetPublisher:
     def telemetry(self, i: int, rid: str, n: int) -> RobotTelemetry:
         """Robot `i`'s sample for round `n`: states rotate, RTTs wander, `seq` is the monotonic send time in ms."""
         return RobotTelemetry(
-            client_uuid=rid, state=STATES[(i + n // 50) % len(STATES)], replica=self.owner[rid], session_id=f"s-{rid}",
-            episode_id=n // 100, rtt_p50_ms=25.0 + (i * 7 + n) % 30, rtt_p95_ms=60.0 + (i + n) % 40, queue_s=0.8,
-            delay_steps=1 + (n + i) % 3, requests=n, superseded=n // 20, seq=time.monotonic_ns() // 1_000_000,
+            client_uuid=rid,
+            state=STATES[(i + n // 50) % len(STATES)],
+            replica=self.owner[rid],
+            session_id=f"s-{rid}",
+            episode_id=n // 100,
+            rtt_p50_ms=25.0 + (i * 7 + n) % 30,
+            rtt_p95_ms=60.0 + (i + n) % 40,
+            queue_s=0.8,
+            delay_steps=1 + (n + i) % 3,
+            requests=n,
+            superseded=n // 20,
+            seq=time.monotonic_ns() // 1_000_000,
         )
 
     def publish_round(self) -> None:
@@ -103,8 +132,10 @@ class FleetPublisher:
             self.publish_round()
             if time.monotonic() >= next_note:  # what was sent, for the bench to prove its load (CLOCK_MONOTONIC)
                 next_note += 1.0
-                print(f"PUBLISHER PROGRESS rounds={self.rounds} samples={self.rounds * len(self.robot_ids)} mono={time.monotonic():.3f}",
-                      flush=True)
+                print(
+                    f"PUBLISHER PROGRESS rounds={self.rounds} samples={self.rounds * len(self.robot_ids)} mono={time.monotonic():.3f}",
+                    flush=True,
+                )
             delay = start + (self.rounds - first) * period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)  # pacing, not synchronisation
@@ -153,13 +184,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hz", type=float, default=10.0)
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--first", type=int, default=0, help="index of this publisher's first robot id")
-    p.add_argument("--server-prefix", default="bench-gpu", help="this publisher's replica names: PREFIX-00, PREFIX-01, ...")
+    p.add_argument(
+        "--server-prefix", default="bench-gpu", help="this publisher's replica names: PREFIX-00, PREFIX-01, ..."
+    )
     args = p.parse_args(argv)
     fleet = FleetPublisher(args.endpoint, args.robots, args.servers, first=args.first, server_prefix=args.server_prefix)
     try:
         print("PUBLISHER READY", flush=True)
         rate = fleet.run(args.hz, args.seconds)
-        print(f"PUBLISHER DONE rounds={fleet.rounds} achieved_hz={rate:.2f} samples_per_s={rate * args.robots:.0f}", flush=True)
+        print(
+            f"PUBLISHER DONE rounds={fleet.rounds} achieved_hz={rate:.2f} samples_per_s={rate * args.robots:.0f}",
+            flush=True,
+        )
     finally:
         fleet.close()
     return 0

@@ -62,8 +62,14 @@ class MemoryReplica:
     def status(self) -> ServerStatus:
         with self.lock:
             active = self.max_sessions if self.refuse == Refusal.SERVER_FULL else len(self.seated)
-        return ServerStatus(replica=self.replica, model=ModelInfo(fingerprint=self.fingerprint), max_sessions=self.max_sessions,
-                            active_sessions=active, draining=self.draining, warmed_up=True)
+        return ServerStatus(
+            replica=self.replica,
+            model=ModelInfo(fingerprint=self.fingerprint),
+            max_sessions=self.max_sessions,
+            active_sessions=active,
+            draining=self.draining,
+            warmed_up=True,
+        )
 
     def seat(self, client_uuid: str) -> bool:
         """Take a seat for `client_uuid` atomically, as a server's registry would; False when full."""
@@ -119,33 +125,61 @@ class MemoryLink:
     def close(self) -> None:
         self.closed = True
 
-    def handshake(self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = "") -> OpenedSession:
+    def handshake(
+        self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = ""
+    ) -> OpenedSession:
         """In memory every status is current: `avoid` is recorded, not used (a draining replica refuses anyway)."""
         self.handshakes.append(avoid)
         with self._lock:
             replicas = list(self.replicas.values())
         if not replicas:
-            raise HandshakeError("no policy server answered (in-memory link has no replica)", fatal=False, code=Refusal.NO_SERVER)
-        return pick([r.status() for r in replicas], lambda st: self._open(self.replicas[st.replica], request), expect_fingerprint)
+            raise HandshakeError(
+                "no policy server answered (in-memory link has no replica)", fatal=False, code=Refusal.NO_SERVER
+            )
+        return pick(
+            [r.status() for r in replicas],
+            lambda st: self._open(self.replicas[st.replica], request),
+            expect_fingerprint,
+        )
 
     def _open(self, rep: MemoryReplica, request: SessionOpen) -> SessionAck:
         rep.sessions.append(request)
         if rep.refuse:
-            return SessionAck(ok=False, code=rep.refuse, message=f"refused by the test ({rep.refuse})", active_sessions=rep.max_sessions,
-                              max_sessions=rep.max_sessions)
+            return SessionAck(
+                ok=False,
+                code=rep.refuse,
+                message=f"refused by the test ({rep.refuse})",
+                active_sessions=rep.max_sessions,
+                max_sessions=rep.max_sessions,
+            )
         if request.expect_fingerprint and request.expect_fingerprint != rep.fingerprint:
             return SessionAck(ok=False, code=Refusal.MODEL_MISMATCH, message="different model")
         if not rep.seat(request.client_uuid):
-            return SessionAck(ok=False, code=Refusal.SERVER_FULL, message=f"server full: {rep.max_sessions}/{rep.max_sessions} sessions active",
-                              active_sessions=rep.max_sessions, max_sessions=rep.max_sessions)
+            return SessionAck(
+                ok=False,
+                code=Refusal.SERVER_FULL,
+                message=f"server full: {rep.max_sessions}/{rep.max_sessions} sessions active",
+                active_sessions=rep.max_sessions,
+                max_sessions=rep.max_sessions,
+            )
         sid = f"mem-session-{next(self._ids)}"
         with self._lock:
             self._sessions[rep.replica] = sid
         warnings = [] if rep.names_checked else ["action names/order could not be verified: (memory replica)"]
-        return SessionAck(ok=True, session_id=sid, replica=rep.replica, model=ModelInfo(fingerprint=rep.fingerprint),
-                          action_names=list(request.action_names) if rep.names_checked else [], chunk_size=rep.chunk_size,
-                          supports_rtc=rep.rtc, rtc_active=rep.rtc and request.rtc.enabled, warmed_up=True,
-                          schema_version=rep.schema_version, warnings=warnings, action_names_checked=rep.names_checked)
+        return SessionAck(
+            ok=True,
+            session_id=sid,
+            replica=rep.replica,
+            model=ModelInfo(fingerprint=rep.fingerprint),
+            action_names=list(request.action_names) if rep.names_checked else [],
+            chunk_size=rep.chunk_size,
+            supports_rtc=rep.rtc,
+            rtc_active=rep.rtc and request.rtc.enabled,
+            warmed_up=True,
+            schema_version=rep.schema_version,
+            warnings=warnings,
+            action_names_checked=rep.names_checked,
+        )
 
     direct = False  # one in-memory path: there is no router to skip
 
@@ -197,27 +231,64 @@ class MemoryLink:
         with self._lock:
             return self._sessions.get(replica or self.bound, "")
 
-    def reply(self, request: Header, chunk_robot: np.ndarray, *, chunk_model: np.ndarray | None = None, session_id: str | None = None,
-              seq_id_echo: int | None = None, mono_echo: int | None = None, header: Header | None = None,
-              queue_wait_ms: float = 0.0, inference_ms: float = 0.0) -> None:
+    def reply(
+        self,
+        request: Header,
+        chunk_robot: np.ndarray,
+        *,
+        chunk_model: np.ndarray | None = None,
+        session_id: str | None = None,
+        seq_id_echo: int | None = None,
+        mono_echo: int | None = None,
+        header: Header | None = None,
+        queue_wait_ms: float = 0.0,
+        inference_ms: float = 0.0,
+    ) -> None:
         """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header and schema)."""
         robot = np.asarray(chunk_robot, dtype=np.float32)
-        msg = ActionChunkMsg(chunk_model=robot if chunk_model is None else np.asarray(chunk_model, dtype=np.float32), chunk_robot=robot,
-                             session_id=self.session_id() if session_id is None else session_id,
-                             seq_id_echo=request.seq_id if seq_id_echo is None else seq_id_echo,
-                             client_mono_ns_echo=request.client_mono_ns if mono_echo is None else mono_echo,
-                             queue_wait_ms=queue_wait_ms, inference_ms=inference_ms)
-        att = header or Header(request.schema_version, MsgType.CHUNK, request.seq_id, request.episode_id, request.client_mono_ns, request.session_epoch)
+        msg = ActionChunkMsg(
+            chunk_model=robot if chunk_model is None else np.asarray(chunk_model, dtype=np.float32),
+            chunk_robot=robot,
+            session_id=self.session_id() if session_id is None else session_id,
+            seq_id_echo=request.seq_id if seq_id_echo is None else seq_id_echo,
+            client_mono_ns_echo=request.client_mono_ns if mono_echo is None else mono_echo,
+            queue_wait_ms=queue_wait_ms,
+            inference_ms=inference_ms,
+        )
+        att = header or Header(
+            request.schema_version,
+            MsgType.CHUNK,
+            request.seq_id,
+            request.episode_id,
+            request.client_mono_ns,
+            request.session_epoch,
+        )
         self.deliver(encode_chunk(msg), att.pack())
 
-    def event(self, event: EventKind | str, request: Header | None = None, message: str = "", *, epoch: int | None = None,
-              session_id: str | None = None) -> None:
+    def event(
+        self,
+        event: EventKind | str,
+        request: Header | None = None,
+        message: str = "",
+        *,
+        epoch: int | None = None,
+        session_id: str | None = None,
+    ) -> None:
         """A server event on the robot's action key (answering `request` when given; `session_id`: default the bound one)."""
         seq = request.seq_id if request else 0
         ep = epoch if epoch is not None else (request.session_epoch if request else 0)
         att = Header(SCHEMA_VERSION, MsgType.EVENT, seq, request.episode_id if request else 0, 0, ep)
-        self.deliver(encode(EventMsg(event=event, message=message, session_id=self.session_id() if session_id is None else session_id,
-                                    seq_id=seq)), att.pack())
+        self.deliver(
+            encode(
+                EventMsg(
+                    event=event,
+                    message=message,
+                    session_id=self.session_id() if session_id is None else session_id,
+                    seq_id=seq,
+                )
+            ),
+            att.pack(),
+        )
 
     def deliver(self, payload: bytes, attachment: bytes | None) -> None:
         """Raw bytes on the robot's action key (hostile input included)."""

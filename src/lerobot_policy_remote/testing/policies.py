@@ -83,7 +83,9 @@ def _relative_pipelines(config: Any, stats: dict, action_names: list[str] | None
     )
 
 
-def _save(policy: Any, config: Any, stats: dict, path: Path, relative_actions: bool, action_names: list[str] | None) -> Path:
+def _save(
+    policy: Any, config: Any, stats: dict, path: Path, relative_actions: bool, action_names: list[str] | None
+) -> Path:
     """Write config, weights and processor pipelines exactly like a training checkpoint."""
     from lerobot.policies.factory import make_pre_post_processors
 

@@ -46,15 +46,32 @@ class Proc:
     `keep_lines` bounds the lines held in memory for long-running children.
     """
 
-    def __init__(self, argv: Sequence[str], *, name: str, env: dict[str, str] | None = None, max_seconds: float | None = 600,
-                 log: Path | None = None, keep_lines: int | None = None, cwd: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        name: str,
+        env: dict[str, str] | None = None,
+        max_seconds: float | None = 600,
+        log: Path | None = None,
+        keep_lines: int | None = None,
+        cwd: str | Path | None = None,
+    ) -> None:
         self.name = name
         self.log = log
         self.wrapped = max_seconds is not None
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         cmd = ["timeout", "-s", "KILL", str(int(max_seconds)), *argv] if max_seconds is not None else list(argv)
-        self.popen = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-                                      env=full_env, start_new_session=True, cwd=cwd)
+        self.popen = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            env=full_env,
+            start_new_session=True,
+            cwd=cwd,
+        )
         self.lines: deque[str] = deque(maxlen=keep_lines)
         self._count = 0
         self._eof = False
@@ -92,7 +109,7 @@ class Proc:
             while True:
                 new = self._count - scanned
                 if new:
-                    recent = list(self.lines)[-min(new, len(self.lines)):] if self.lines else []
+                    recent = list(self.lines)[-min(new, len(self.lines)) :] if self.lines else []
                     scanned = self._count
                     for line in recent:
                         if text in line:
@@ -103,7 +120,9 @@ class Proc:
                 self._cond.wait(min(left, 0.5))
         why = f"exited with {self._exit_code()}" if self._eof else f"not seen within {timeout:g}s"
         where = f" (full log: {self.log})" if self.log else ""
-        raise NotReady(f"{self.name} did not become ready ({text!r} {why}); its output ends with{where}:\n" + self.tail(60))
+        raise NotReady(
+            f"{self.name} did not become ready ({text!r} {why}); its output ends with{where}:\n" + self.tail(60)
+        )
 
     def _exit_code(self) -> int | None:
         """The exit status once the output has ended (the pipe closes a moment before the child is reaped)."""
@@ -196,8 +215,11 @@ class Router:
         self.proc: Proc | None = None
 
     def start(self) -> Router:
-        self.proc = Proc([tool("lerobot-fleet"), "router", "--listen", self.endpoint, *self.extra], name="router",
-                         max_seconds=self.max_seconds)
+        self.proc = Proc(
+            [tool("lerobot-fleet"), "router", "--listen", self.endpoint, *self.extra],
+            name="router",
+            max_seconds=self.max_seconds,
+        )
         self.proc.wait_for("Zenoh router up", timeout=30)
         return self
 
@@ -220,15 +242,28 @@ class Router:
 SERVER_READY = "Policy server up"
 
 
-def policy_server(model: str | Path, task: str, endpoints: str | Sequence[str], *extra: str, name: str = "server",
-                  health_port: int | None = 0, max_seconds: float = 600, ready_timeout: float = 300,
-                  log: Path | None = None, wait: bool = True) -> Proc:
+def policy_server(
+    model: str | Path,
+    task: str,
+    endpoints: str | Sequence[str],
+    *extra: str,
+    name: str = "server",
+    health_port: int | None = 0,
+    max_seconds: float = 600,
+    ready_timeout: float = 300,
+    log: Path | None = None,
+    wait: bool = True,
+) -> Proc:
     """`lerobot-policy-server` for `model` under `task` on the given router endpoint(s), started and
     (unless `wait=False`) past its ready line. `extra` are more `--flag=value` overrides. NotReady says
     why it did not come up, with the server's output tail."""
     eps = [endpoints] if isinstance(endpoints, str) else list(endpoints)
-    argv = [tool("lerobot-policy-server"), f"--model.repo_or_path={model}", f"--default_task={task}",
-            f"--zenoh.connect_endpoints=[{','.join(eps)}]"]
+    argv = [
+        tool("lerobot-policy-server"),
+        f"--model.repo_or_path={model}",
+        f"--default_task={task}",
+        f"--zenoh.connect_endpoints=[{','.join(eps)}]",
+    ]
     if health_port is not None:
         argv.append(f"--health_port={health_port}")
     p = Proc([*argv, *extra], name=name, max_seconds=max_seconds, log=log)

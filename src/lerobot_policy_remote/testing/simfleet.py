@@ -40,7 +40,7 @@ CHUNK = 30  # one observation per chunk: 1 s of actions at 30 fps, sent when 0.5
 # bursts a robot's own link never sees. Deeper TX queues for the priorities the protocol uses keep those
 # multiplexing bursts from being dropped (robots' publishers use CongestionControl.DROP); `lerobot-fleet simulate`
 # gives its routers the same (docs/decisions.md, "A drain of hundreds of robots at once").
-MUX_QUEUES_JSON5 = '{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}'
+MUX_QUEUES_JSON5 = "{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}"
 # The link's lease: zenoh runs every robot's callbacks on the link's one RX task, under this process's one GIL (shared
 # with 250 robots' control loops and up to 32 handshakes after a drain). A callback that waited over a second for the
 # GIL let the 1 s lease of a single robot's link expire: all 250 robots lost every replica's token at once and
@@ -56,11 +56,25 @@ def run_replica(a: argparse.Namespace) -> int:
     from ..zenoh_config import ZenohSettings
 
     settings = ZenohSettings(mode="client", connect_endpoints=[a.endpoint])
-    manifest = Manifest(model=ModelSpec(repo_or_path=MODEL), default_task=TASK, max_sessions=a.max_sessions, health_port=0,
-                        warmup_inferences=0, replica_id=a.replica_id, zenoh=settings, session_grace_s=3.0, drain_timeout_s=10.0,
-                        batching=BatchingSpec(max_batch=a.max_batch, max_wait_ms=0.0))
-    backend = StubBackend(a.infer_ms / 1000.0, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=a.max_sessions,
-                          per_robot_s=a.per_robot_ms / 1000.0)
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path=MODEL),
+        default_task=TASK,
+        max_sessions=a.max_sessions,
+        health_port=0,
+        warmup_inferences=0,
+        replica_id=a.replica_id,
+        zenoh=settings,
+        session_grace_s=3.0,
+        drain_timeout_s=10.0,
+        batching=BatchingSpec(max_batch=a.max_batch, max_wait_ms=0.0),
+    )
+    backend = StubBackend(
+        a.infer_ms / 1000.0,
+        SIM_ARM_ACTION_NAMES,
+        chunk_size=CHUNK,
+        max_sessions=a.max_sessions,
+        per_robot_s=a.per_robot_ms / 1000.0,
+    )
     server = PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
     print(f"REPLICA READY {a.replica_id}", flush=True)
     try:
@@ -72,7 +86,13 @@ def run_replica(a: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- robots
 def _hw_features() -> dict:
-    return {"observation.state": {"dtype": "float32", "shape": (len(SIM_ARM_ACTION_NAMES),), "names": list(SIM_ARM_ACTION_NAMES)}}
+    return {
+        "observation.state": {
+            "dtype": "float32",
+            "shape": (len(SIM_ARM_ACTION_NAMES),),
+            "names": list(SIM_ARM_ACTION_NAMES),
+        }
+    }
 
 
 def _move(e: Any) -> None:
@@ -97,8 +117,16 @@ class SimRobot:
 class RobotHost:
     """`count` robots on one Zenoh session; `step_all` and `control_all` are the two loops."""
 
-    def __init__(self, endpoints: list[str], first: int, count: int, *, prefix: str = "sim-arm",
-                 telemetry_period_s: float = 1.0, telemetry_max_period_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        endpoints: list[str],
+        first: int,
+        count: int,
+        *,
+        prefix: str = "sim-arm",
+        telemetry_period_s: float = 1.0,
+        telemetry_max_period_s: float = 1.0,
+    ) -> None:
         from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
         from ..engine.config import RemoteInferenceConfig
@@ -109,24 +137,44 @@ class RobotHost:
 
         self.robots: list[SimRobot] = []
         cfg0 = RemoteInferenceConfig(connect_endpoints=list(endpoints))
-        self.session = open_session(dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5, lease_ms=MUX_LEASE_MS))
+        self.session = open_session(
+            dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5, lease_ms=MUX_LEASE_MS)
+        )
         keys = ServiceKeys.for_service(MODEL, "main", TASK)
         for i in range(first, first + count):
             cfg = RemoteInferenceConfig(
-                connect_endpoints=list(endpoints), client_uuid=f"{prefix}-{i:04d}", rtc=RTCConfig(enabled=False), buffer_time_s=0.5,
-                max_action_age_s=3.0, request_timeout_s=3.0, reconnect_initial_backoff_s=0.2, reconnect_max_backoff_s=1.0,
-                handshake_jitter_s=0.05, max_offline_s=3600.0, connect_timeout_s=30.0, telemetry_period_s=telemetry_period_s,
+                connect_endpoints=list(endpoints),
+                client_uuid=f"{prefix}-{i:04d}",
+                rtc=RTCConfig(enabled=False),
+                buffer_time_s=0.5,
+                max_action_age_s=3.0,
+                request_timeout_s=3.0,
+                reconnect_initial_backoff_s=0.2,
+                reconnect_max_backoff_s=1.0,
+                handshake_jitter_s=0.05,
+                max_offline_s=3600.0,
+                connect_timeout_s=30.0,
+                telemetry_period_s=telemetry_period_s,
                 telemetry_max_period_s=telemetry_max_period_s,
                 # the simulated robots stand for arms on machines of their own: their frames go as across a network
-                raw_frames_on_same_host=False)
+                raw_frames_on_same_host=False,
+            )
             link = ZenohLink(cfg.zenoh_settings(), keys, cfg.client_uuid, session=self.session)
-            e = RemoteInferenceEngine(cfg, hw_features=_hw_features(), ordered_action_keys=list(SIM_ARM_ACTION_NAMES), task=TASK, fps=FPS,
-                                      model_id=MODEL, transport=link)
+            e = RemoteInferenceEngine(
+                cfg,
+                hw_features=_hw_features(),
+                ordered_action_keys=list(SIM_ARM_ACTION_NAMES),
+                task=TASK,
+                fps=FPS,
+                model_id=MODEL,
+                transport=link,
+            )
             self.robots.append(SimRobot(e, i))
         self._halt = threading.Event()
 
     def start(self, parallel: int = 8) -> None:
         """Every robot's first handshake (a few at a time), then its loop is active."""
+
         def one(r: SimRobot) -> None:
             r.e.start(worker=False)
             r.e.resume()
@@ -164,7 +212,9 @@ class RobotHost:
                         e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
                     if e.reconnect.needed:
                         moves.append(i)
-                for i in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
+                for (
+                    i
+                ) in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
                     busy[i] = pool.submit(_move, self.robots[i].e)
                 self._halt.wait(max(0.0, period_s - (time.monotonic() - t0)))
 
@@ -199,8 +249,10 @@ class RobotHost:
         """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
         `linger()` is true: a host that tears its robots down while another host still measures would load the
         routers with hundreds of undeclarations inside the other's window (robots that stall together at the end)."""
-        threads = [threading.Thread(target=self.step_all, daemon=True, name="sim-workers"),
-                   threading.Thread(target=self.control_all, daemon=True, name="sim-control")]
+        threads = [
+            threading.Thread(target=self.step_all, daemon=True, name="sim-workers"),
+            threading.Thread(target=self.control_all, daemon=True, name="sim-control"),
+        ]
         for t in threads:
             t.start()
         print(ready, flush=True)
@@ -232,14 +284,23 @@ class RobotHost:
         robots = []
         for r in self.robots:
             e = r.e
-            robots.append({
-                "robot": e.client_uuid, "state": e.state.value, "replica": e.replica, "chunks": e.counters["chunks"],
-                "chunks_per_s": round(e.counters["chunks"] / wall_s, 3), "executed": r.executed, "holds": r.holds,
-                "stale_actions": r.stale, "nan_actions": r.nan, "max_action_age_s": round(r.max_exec_age, 3),
-                "staleness_mean_s": round(r.staleness_sum / max(1, r.staleness_n), 3),
-                "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-200:]],
-                "replicas": sorted({p for p in [e.replica] if p}),
-            })
+            robots.append(
+                {
+                    "robot": e.client_uuid,
+                    "state": e.state.value,
+                    "replica": e.replica,
+                    "chunks": e.counters["chunks"],
+                    "chunks_per_s": round(e.counters["chunks"] / wall_s, 3),
+                    "executed": r.executed,
+                    "holds": r.holds,
+                    "stale_actions": r.stale,
+                    "nan_actions": r.nan,
+                    "max_action_age_s": round(r.max_exec_age, 3),
+                    "staleness_mean_s": round(r.staleness_sum / max(1, r.staleness_n), 3),
+                    "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-200:]],
+                    "replicas": sorted({p for p in [e.replica] if p}),
+                }
+            )
         ru = resource.getrusage(resource.RUSAGE_SELF)
         return {"wall_s": round(wall_s, 2), "cpu_s": round(ru.ru_utime + ru.ru_stime - self._cpu0, 2), "robots": robots}
 
@@ -247,8 +308,14 @@ class RobotHost:
 def run_robots(a: argparse.Namespace) -> int:
     import os
 
-    host = RobotHost(a.endpoint, a.first, a.count, prefix=a.prefix, telemetry_period_s=a.telemetry_period,
-                     telemetry_max_period_s=a.telemetry_max_period)
+    host = RobotHost(
+        a.endpoint,
+        a.first,
+        a.count,
+        prefix=a.prefix,
+        telemetry_period_s=a.telemetry_period,
+        telemetry_max_period_s=a.telemetry_max_period,
+    )
 
     def write(report: dict) -> None:
         tmp = a.out + ".tmp"

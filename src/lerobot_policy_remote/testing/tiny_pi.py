@@ -21,7 +21,13 @@ from typing import Any
 TINY_VLM = {"width": 64, "depth": 2, "mlp_dim": 128, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16}
 TINY_EXPERT = {"width": 32, "depth": 2, "mlp_dim": 64, "num_heads": 2, "num_kv_heads": 1, "head_dim": 16}
 TINY_VOCAB = 1024  # the tiny tokenizer's ids all fall below this (testing.vla trains it so)
-TINY_VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 8}
+TINY_VISION = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "patch_size": 8,
+}
 
 SITE_DIR = Path(__file__).with_name("tiny_pi_site")
 _installed = False
@@ -90,7 +96,12 @@ def installed() -> bool:
 
 def tiny_sizes() -> dict[str, dict[str, int]]:
     """The sizes in force under the hook (for docs and assertions)."""
-    return {"vlm": dict(TINY_VLM), "expert": dict(TINY_EXPERT), "vision": dict(TINY_VISION), "vocab": {"size": TINY_VOCAB}}
+    return {
+        "vlm": dict(TINY_VLM),
+        "expert": dict(TINY_EXPERT),
+        "vision": dict(TINY_VISION),
+        "vocab": {"size": TINY_VOCAB},
+    }
 
 
 __all__ = ["SITE_DIR", "install", "installed", "tiny_sizes"]

@@ -21,11 +21,26 @@ from lerobot_policy_remote.testing.policies import _features, make_dataset_stats
 from lerobot_policy_remote.testing.tiny_pi import TINY_VOCAB
 
 # Special tokens the SmolVLM processor and the PaliGemma prompt format look up by name.
-_SPECIAL = ["<pad>", "<unk>", "<bos>", "<eos>", "<image>", "<fake_token_around_image>", "<global-img>",
-            "<end_of_utterance>", "<video>"]
+_SPECIAL = [
+    "<pad>",
+    "<unk>",
+    "<bos>",
+    "<eos>",
+    "<image>",
+    "<fake_token_around_image>",
+    "<global-img>",
+    "<end_of_utterance>",
+    "<video>",
+]
 _CORPUS = [
-    "pick up the cube", "pick the red cube and place it in the bowl", "fold the towel", "open the drawer",
-    "stack the blocks", "push the t to the target", "Task: State: Action: ;", "move the arm to the left",
+    "pick up the cube",
+    "pick the red cube and place it in the bowl",
+    "fold the towel",
+    "open the drawer",
+    "stack the blocks",
+    "push the t to the target",
+    "Task: State: Action: ;",
+    "move the arm to the left",
 ] + [" ".join(str(n) for n in range(i, i + 16)) for i in range(0, 256, 16)]
 VLA_CAMERA = "front"
 
@@ -40,13 +55,23 @@ def save_tokenizer(path: str | Path, vocab_size: int = 512) -> Path:
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=_SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=_SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     tok.train_from_iterator(_CORPUS * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<bos>",
-                                   eos_token="<eos>", extra_special_tokens={
-                                       "image_token": "<image>", "fake_image_token": "<fake_token_around_image>",
-                                       "global_image_token": "<global-img>", "end_of_utterance_token": "<end_of_utterance>"})
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<bos>",
+        eos_token="<eos>",
+        extra_special_tokens={
+            "image_token": "<image>",
+            "fake_image_token": "<fake_token_around_image>",
+            "global_image_token": "<global-img>",
+            "end_of_utterance_token": "<end_of_utterance>",
+        },
+    )
     fast.model_max_length = 512
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(path)
@@ -61,13 +86,34 @@ def save_tiny_smolvlm(path: str | Path, image_size: int = 64) -> Path:
     path = Path(path)
     save_tokenizer(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    text = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": len(tokenizer),
-            "max_position_embeddings": 512, "rms_norm_eps": 1e-5, "pad_token_id": tokenizer.pad_token_id}
-    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "image_size": image_size, "patch_size": 16}
-    config = SmolVLMConfig(text_config=text, vision_config=vision, scale_factor=2,
-                           image_token_id=tokenizer.convert_tokens_to_ids("<image>"), pad_token_id=tokenizer.pad_token_id)
+    text = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": len(tokenizer),
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-5,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": image_size,
+        "patch_size": 16,
+    }
+    config = SmolVLMConfig(
+        text_config=text,
+        vision_config=vision,
+        scale_factor=2,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        pad_token_id=tokenizer.pad_token_id,
+    )
     config.save_pretrained(path)
     size = {"longest_edge": image_size}
     processor = SmolVLMProcessor(
@@ -92,8 +138,16 @@ def _camera(size: int) -> dict[str, tuple[int, int]]:
     return {VLA_CAMERA: (size, size)}
 
 
-def save_tiny_smolvla(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
-                      num_steps: int = 3, image_size: int = 64, seed: int = 0) -> Path:
+def save_tiny_smolvla(
+    path: str | Path,
+    *,
+    state_dim: int = 6,
+    action_dim: int = 6,
+    chunk_size: int = 30,
+    num_steps: int = 3,
+    image_size: int = 64,
+    seed: int = 0,
+) -> Path:
     """A random-weight SmolVLA checkpoint whose backbone lives in `<path>/vlm` (no hub access at load time)."""
     from lerobot.policies.factory import make_pre_post_processors
     from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
@@ -104,10 +158,20 @@ def save_tiny_smolvla(path: str | Path, *, state_dim: int = 6, action_dim: int =
     cameras = _camera(image_size)
     inputs, outputs = _features(state_dim, action_dim, cameras)
     config = SmolVLAConfig(
-        device="cpu", input_features=inputs, output_features=outputs, chunk_size=chunk_size,
-        n_action_steps=chunk_size, num_steps=num_steps, vlm_model_name=str(vlm.resolve()), load_vlm_weights=False,
-        num_vlm_layers=2, resize_imgs_with_padding=(image_size, image_size), tokenizer_max_length=16,
-        max_state_dim=8, max_action_dim=8, push_to_hub=False,
+        device="cpu",
+        input_features=inputs,
+        output_features=outputs,
+        chunk_size=chunk_size,
+        n_action_steps=chunk_size,
+        num_steps=num_steps,
+        vlm_model_name=str(vlm.resolve()),
+        load_vlm_weights=False,
+        num_vlm_layers=2,
+        resize_imgs_with_padding=(image_size, image_size),
+        tokenizer_max_length=16,
+        max_state_dim=8,
+        max_action_dim=8,
+        push_to_hub=False,
     )
     torch.manual_seed(seed)
     policy = SmolVLAPolicy(config)
@@ -140,9 +204,19 @@ def _tokenizer_from(local: Path) -> Iterator[None]:
         tokenizer_processor.AutoTokenizer = real
 
 
-def save_pi(kind: str, path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
-            num_steps: int = 3, image_size: int = 32, cameras: list[str] | None = None, tiny: bool = True,
-            seed: int = 0) -> Path:
+def save_pi(
+    kind: str,
+    path: str | Path,
+    *,
+    state_dim: int = 6,
+    action_dim: int = 6,
+    chunk_size: int = 30,
+    num_steps: int = 3,
+    image_size: int = 32,
+    cameras: list[str] | None = None,
+    tiny: bool = True,
+    seed: int = 0,
+) -> Path:
     """A random-weight pi0 / pi0.5 ("pi0" | "pi05") checkpoint with the stock config and lerobot's own pipelines.
 
     `tiny` (the default) builds it under `testing.tiny_pi`'s hook; `tiny=False` builds the stock gemma_2b +
@@ -167,9 +241,16 @@ def save_pi(kind: str, path: str | Path, *, state_dim: int = 6, action_dim: int 
         from lerobot.policies.pi05.configuration_pi05 import PI05Config as Config
     padded = {"max_state_dim": max(8, state_dim), "max_action_dim": max(8, action_dim)} if tiny else {}
     config = Config(
-        device="cpu", input_features=inputs, output_features=outputs, chunk_size=chunk_size, n_action_steps=chunk_size,
-        num_inference_steps=num_steps, image_resolution=(image_size, image_size), tokenizer_max_length=24 if tiny else 48,
-        push_to_hub=False, **padded,
+        device="cpu",
+        input_features=inputs,
+        output_features=outputs,
+        chunk_size=chunk_size,
+        n_action_steps=chunk_size,
+        num_inference_steps=num_steps,
+        image_resolution=(image_size, image_size),
+        tokenizer_max_length=24 if tiny else 48,
+        push_to_hub=False,
+        **padded,
     )
     torch.manual_seed(seed)
     policy = get_policy_class(kind)(config)
@@ -187,18 +268,50 @@ def save_pi(kind: str, path: str | Path, *, state_dim: int = 6, action_dim: int 
     return path
 
 
-def save_tiny_pi0(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
-                  num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
+def save_tiny_pi0(
+    path: str | Path,
+    *,
+    state_dim: int = 6,
+    action_dim: int = 6,
+    chunk_size: int = 30,
+    num_steps: int = 3,
+    image_size: int = 32,
+    seed: int = 0,
+) -> Path:
     """A random-weight pi0 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
-    return save_pi("pi0", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
-                   image_size=image_size, seed=seed)
+    return save_pi(
+        "pi0",
+        path,
+        state_dim=state_dim,
+        action_dim=action_dim,
+        chunk_size=chunk_size,
+        num_steps=num_steps,
+        image_size=image_size,
+        seed=seed,
+    )
 
 
-def save_tiny_pi05(path: str | Path, *, state_dim: int = 6, action_dim: int = 6, chunk_size: int = 30,
-                   num_steps: int = 3, image_size: int = 32, seed: int = 0) -> Path:
+def save_tiny_pi05(
+    path: str | Path,
+    *,
+    state_dim: int = 6,
+    action_dim: int = 6,
+    chunk_size: int = 30,
+    num_steps: int = 3,
+    image_size: int = 32,
+    seed: int = 0,
+) -> Path:
     """A random-weight pi0.5 checkpoint with the stock config and tiny sizes (`testing.tiny_pi`)."""
-    return save_pi("pi05", path, state_dim=state_dim, action_dim=action_dim, chunk_size=chunk_size, num_steps=num_steps,
-                   image_size=image_size, seed=seed)
+    return save_pi(
+        "pi05",
+        path,
+        state_dim=state_dim,
+        action_dim=action_dim,
+        chunk_size=chunk_size,
+        num_steps=num_steps,
+        image_size=image_size,
+        seed=seed,
+    )
 
 
 SAVERS = {"smolvla": save_tiny_smolvla, "pi0": save_tiny_pi0, "pi05": save_tiny_pi05}

@@ -43,8 +43,13 @@ def wait_until(cond: Callable[[], T], timeout: float, interval: float = 0.05, me
         return done.value
 
 
-async def wait_until_async(cond: Callable[[], T], timeout: float, interval: float = 0.05, message: str = "condition",
-                           pause: Callable[[float], Awaitable[object]] | None = None) -> T:
+async def wait_until_async(
+    cond: Callable[[], T],
+    timeout: float,
+    interval: float = 0.05,
+    message: str = "condition",
+    pause: Callable[[float], Awaitable[object]] | None = None,
+) -> T:
     """:func:`wait_until` for code on an event loop: yields with `pause(interval)` (default `asyncio.sleep`;
     Textual tests pass `pilot.pause`) so the app keeps running between polls."""
     sleep = pause or asyncio.sleep
@@ -56,7 +61,9 @@ async def wait_until_async(cond: Callable[[], T], timeout: float, interval: floa
         return done.value
 
 
-def assert_never(cond: Callable[[], object], duration: float, interval: float = 0.05, message: str = "condition") -> None:
+def assert_never(
+    cond: Callable[[], object], duration: float, interval: float = 0.05, message: str = "condition"
+) -> None:
     """Watch for `duration` seconds that `cond()` stays falsy: a bounded wait for something that must NOT happen."""
     deadline = time.monotonic() + duration
     while True:

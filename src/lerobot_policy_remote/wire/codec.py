@@ -27,7 +27,9 @@ def pack(obj: Any) -> bytes:
     return packed
 
 
-def unpack_map(data: bytes | bytearray | memoryview | None, field: str, limits: WireLimits, max_bytes: int) -> dict[str, Any]:
+def unpack_map(
+    data: bytes | bytearray | memoryview | None, field: str, limits: WireLimits, max_bytes: int
+) -> dict[str, Any]:
     """msgpack bytes -> dict, refusing oversize input before parsing and bounding every container."""
     if data is None:
         raise WireError(field, "empty payload")
@@ -65,8 +67,15 @@ def _plan(cls: type) -> tuple[tuple[str, Any, bool, bool], ...]:
     """(name, annotation, required, exact-type fast path) per field of `cls`, computed once per class: the
     console decodes ~20,000 telemetry samples/s and `dataclasses.fields` + a path string per field dominated."""
     hints = _hints(cls)
-    return tuple((f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                  hints[f.name] in _EXACT) for f in dataclasses.fields(cls))
+    return tuple(
+        (
+            f.name,
+            hints[f.name],
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            hints[f.name] in _EXACT,
+        )
+        for f in dataclasses.fields(cls)
+    )
 
 
 def from_dict(cls: type[T], value: Any, field: str) -> T:
@@ -158,7 +167,12 @@ def encode(msg: Any) -> bytes:
     return pack(to_dict(msg))
 
 
-def decode(cls: type[T], data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS, max_bytes: int = CONTROL_MAX_BYTES) -> T:
+def decode(
+    cls: type[T],
+    data: bytes | bytearray | memoryview | None,
+    limits: WireLimits = DEFAULT_LIMITS,
+    max_bytes: int = CONTROL_MAX_BYTES,
+) -> T:
     """msgpack bytes -> dataclass `cls`; only WireError comes out for bad input."""
     return from_dict(cls, unpack_map(data, cls.__name__, limits, max_bytes), cls.__name__)
 

@@ -42,11 +42,20 @@ class Refusal(StrEnum):
             return None
 
 
-CONTRACT_REFUSALS: frozenset[Refusal] = frozenset({
-    Refusal.ACTION_MISMATCH, Refusal.ACTION_ORDER_UNCHECKED, Refusal.CAMERA_MISMATCH, Refusal.STATE_DIM_MISMATCH, Refusal.SCHEMA_MISMATCH,
-    Refusal.MODEL_MISMATCH, Refusal.TASK_MISMATCH, Refusal.FPS_MISMATCH, Refusal.BAD_REQUEST,
-    Refusal.IDENTITY_MISMATCH,
-})
+CONTRACT_REFUSALS: frozenset[Refusal] = frozenset(
+    {
+        Refusal.ACTION_MISMATCH,
+        Refusal.ACTION_ORDER_UNCHECKED,
+        Refusal.CAMERA_MISMATCH,
+        Refusal.STATE_DIM_MISMATCH,
+        Refusal.SCHEMA_MISMATCH,
+        Refusal.MODEL_MISMATCH,
+        Refusal.TASK_MISMATCH,
+        Refusal.FPS_MISMATCH,
+        Refusal.BAD_REQUEST,
+        Refusal.IDENTITY_MISMATCH,
+    }
+)
 """Refusals that no other replica of the same service would lift: the rollout cannot go on."""
 
 

@@ -50,8 +50,11 @@ def encode_observation(msg: ObservationMsg, jpeg_quality: int = 90) -> bytes:
     return pack(body)
 
 
-def decode_observation(data: bytes | bytearray | memoryview | None, limits: WireLimits = DEFAULT_LIMITS,
-                       targets: dict[str, tuple[int, int]] | None = None) -> ObservationMsg:
+def decode_observation(
+    data: bytes | bytearray | memoryview | None,
+    limits: WireLimits = DEFAULT_LIMITS,
+    targets: dict[str, tuple[int, int]] | None = None,
+) -> ObservationMsg:
     """Validates everything (sizes, dtypes, NaN state, JPEG dims) before decoding pixels.
 
     `targets`: camera key -> (height, width) the model resizes to; much larger JPEGs are decoded at a DCT
@@ -128,7 +131,9 @@ def encode_chunk(msg: ActionChunkMsg, *, dtype: str = "float32", model_space: bo
     if dtype not in REPLY_DTYPES:
         raise ValueError(f"reply dtype must be one of {REPLY_DTYPES}, got {dtype!r}")
     np_dtype = np.float16 if dtype == "float16" else np.float32
-    body: dict[str, Any] = {"chunk_robot": encode_tensor(np.asarray(msg.chunk_robot, dtype=np.float32).astype(np_dtype))}
+    body: dict[str, Any] = {
+        "chunk_robot": encode_tensor(np.asarray(msg.chunk_robot, dtype=np.float32).astype(np_dtype))
+    }
     if model_space:
         body["chunk_model"] = encode_tensor(np.asarray(msg.chunk_model, dtype=np.float32).astype(np_dtype))
     for name, tp in _CHUNK_SCALARS.items():

@@ -69,6 +69,7 @@ def each_frame(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool
 
 def encode_images(images: Mapping[str, NDArray[Any]], quality: int = 90) -> dict[str, dict[str, Any]]:
     """Every camera of one observation, as `encode_image` does one; large JPEG frames at the same time."""
+
     def pixels(v: NDArray[Any]) -> int:
         shape = np.shape(v)
         return shape[0] * shape[1] if len(shape) >= 2 else 0
@@ -77,15 +78,22 @@ def encode_images(images: Mapping[str, NDArray[Any]], quality: int = 90) -> dict
     return each_frame(images, lambda _k, v: encode_image(v, quality), big)
 
 
-def decode_images(values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS,
-                  targets: Mapping[str, tuple[int, int]] | None = None) -> dict[str, NDArray[Any]]:
+def decode_images(
+    values: Mapping[str, Any], limits: WireLimits = DEFAULT_LIMITS, targets: Mapping[str, tuple[int, int]] | None = None
+) -> dict[str, NDArray[Any]]:
     """Every camera of one observation (`images.<key>` in errors), as `decode_image` does one; large JPEGs at once."""
     targets = targets or {}
 
     def big(v: Any) -> bool:
         shape = v.get("shape") if isinstance(v, dict) else None
-        return (isinstance(v, dict) and v.get("codec") == "jpeg" and isinstance(shape, list) and len(shape) == 3
-                and all(type(d) is int for d in shape) and shape[0] * shape[1] >= PARALLEL_MIN_PIXELS)
+        return (
+            isinstance(v, dict)
+            and v.get("codec") == "jpeg"
+            and isinstance(shape, list)
+            and len(shape) == 3
+            and all(type(d) is int for d in shape)
+            and shape[0] * shape[1] >= PARALLEL_MIN_PIXELS
+        )
 
     parallel = sum(big(v) for v in values.values()) >= 2
     return each_frame(values, lambda k, v: decode_image(v, f"images.{k}", limits, targets.get(k)), parallel)
@@ -104,14 +112,20 @@ def encode_image(rgb: NDArray[Any], quality: int = 90) -> dict[str, Any]:
     if quality <= 0:  # a view, not a copy: msgpack copies it once into the message (a 640x480 frame is 0.9 MB)
         return {"codec": "raw", "shape": [h, w, c], "data": memoryview(np.ascontiguousarray(img)).cast("B")}
     try:  # 4:2:0 chroma, as cv2 wrote: the same bytes on the wire for the same quality
-        buf = simplejpeg.encode_jpeg(np.ascontiguousarray(img), quality=int(min(quality, 100)),
-                                     colorspace="GRAY" if c == 1 else "RGB", colorsubsampling="420")
+        buf = simplejpeg.encode_jpeg(
+            np.ascontiguousarray(img),
+            quality=int(min(quality, 100)),
+            colorspace="GRAY" if c == 1 else "RGB",
+            colorsubsampling="420",
+        )
     except (ValueError, RuntimeError) as exc:
         raise WireError("image", f"JPEG encoding failed: {exc}") from exc
     return {"codec": "jpeg", "shape": [h, w, c], "data": buf}
 
 
-def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, target: tuple[int, int] | None = None) -> NDArray[Any]:
+def decode_image(
+    value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, target: tuple[int, int] | None = None
+) -> NDArray[Any]:
     """Wire dict -> HxWxC uint8 RGB array.
 
     `target` (height, width): the size the model will resize this frame to. When the JPEG is at least
@@ -128,14 +142,20 @@ def decode_image(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS, ta
     h, w, c = _check_shape(shape, field, limits)
     if codec == "raw":
         if len(data) != h * w * c:
-            raise WireError(f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}", Reason.BAD_SHAPE)
+            raise WireError(
+                f"{field}.data", f"raw {h}x{w}x{c} needs {h * w * c} bytes, got {len(data)}", Reason.BAD_SHAPE
+            )
         return np.frombuffer(data, dtype=np.uint8).reshape(h, w, c)
     _check_jpeg_header(data, (h, w, c), field)
     th, tw = target if target is not None else (0, 0)
     scaled = target is not None and h >= DCT_SCALE_MIN * th and w >= DCT_SCALE_MIN * tw
     try:
-        decoded: NDArray[Any] = simplejpeg.decode_jpeg(bytes(data), colorspace="GRAY" if c == 1 else "RGB",
-                                                       min_height=th if scaled else 0, min_width=tw if scaled else 0)
+        decoded: NDArray[Any] = simplejpeg.decode_jpeg(
+            bytes(data),
+            colorspace="GRAY" if c == 1 else "RGB",
+            min_height=th if scaled else 0,
+            min_width=tw if scaled else 0,
+        )
     except (ValueError, RuntimeError) as exc:
         raise WireError(f"{field}.data", f"JPEG data is corrupt: {exc}") from exc
     dh, dw = decoded.shape[:2]
@@ -151,7 +171,9 @@ def _check_shape(shape: Any, field: str, limits: WireLimits) -> tuple[int, int, 
     if c not in (1, 3):
         raise WireError(f"{field}.shape", f"channels must be 1 or 3, got {c}", Reason.BAD_SHAPE)
     if not (0 < h <= limits.max_image_side and 0 < w <= limits.max_image_side) or h * w > limits.max_image_pixels:
-        raise WireError(f"{field}.shape", f"{h}x{w} is outside the limits ({limits.max_image_side} per side)", Reason.BAD_SHAPE)
+        raise WireError(
+            f"{field}.shape", f"{h}x{w} is outside the limits ({limits.max_image_side} per side)", Reason.BAD_SHAPE
+        )
     return h, w, c
 
 
@@ -185,4 +207,8 @@ def _check_jpeg_header(data: bytes | bytearray | memoryview, expected: tuple[int
     if got is None:
         raise WireError(f"{field}.data", "not a readable JPEG (no frame header)")
     if got != expected:
-        raise WireError(f"{field}.data", f"JPEG header says {got[0]}x{got[1]}x{got[2]} but the message declared {expected}", Reason.BAD_SHAPE)
+        raise WireError(
+            f"{field}.data",
+            f"JPEG header says {got[0]}x{got[1]}x{got[2]} but the message declared {expected}",
+            Reason.BAD_SHAPE,
+        )

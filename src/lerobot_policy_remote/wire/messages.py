@@ -17,7 +17,9 @@ SCHEMA_MIN = 1
 SCHEMA_MAX = 1
 
 
-def negotiate_schema(client_min: int, client_max: int, server_min: int = SCHEMA_MIN, server_max: int = SCHEMA_MAX) -> int:
+def negotiate_schema(
+    client_min: int, client_max: int, server_min: int = SCHEMA_MIN, server_max: int = SCHEMA_MAX
+) -> int:
     """Highest version both sides speak; SchemaVersionError when the ranges do not overlap."""
     low, high = max(client_min, server_min), min(client_max, server_max)
     if low > high:

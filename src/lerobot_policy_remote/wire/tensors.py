@@ -37,7 +37,11 @@ def encode_tensor(array: Any) -> dict[str, Any]:
     arr = np.asarray(array)
     name = _NAME_BY_KIND.get((arr.dtype.kind, arr.dtype.itemsize))
     if name is None:
-        raise WireError("tensor.dtype", f"dtype {arr.dtype} is not allowed on the wire (allowed: {', '.join(DTYPES)})", Reason.BAD_DTYPE)
+        raise WireError(
+            "tensor.dtype",
+            f"dtype {arr.dtype} is not allowed on the wire (allowed: {', '.join(DTYPES)})",
+            Reason.BAD_DTYPE,
+        )
     data = np.ascontiguousarray(arr, dtype=DTYPES[name]).tobytes()
     return {"dtype": name, "shape": list(arr.shape), "data": data}
 
@@ -69,12 +73,18 @@ def decode_tensor(
         raise WireError(f"{field}.shape", f"expected {ndim} dims, got {len(shape)}", Reason.BAD_SHAPE)
     count = math.prod(shape)
     if count > limits.max_tensor_elements:
-        raise WireError(f"{field}.shape", f"{count} elements exceeds the limit {limits.max_tensor_elements}", Reason.OVERSIZE)
+        raise WireError(
+            f"{field}.shape", f"{count} elements exceeds the limit {limits.max_tensor_elements}", Reason.OVERSIZE
+        )
     if not isinstance(data, (bytes, bytearray)):
         raise WireError(f"{field}.data", "expected bytes")
     dt = DTYPES[name]
     if len(data) != count * dt.itemsize:
-        raise WireError(f"{field}.data", f"shape {shape} {name} needs {count * dt.itemsize} bytes, got {len(data)}", Reason.BAD_SHAPE)
+        raise WireError(
+            f"{field}.data",
+            f"shape {shape} {name} needs {count * dt.itemsize} bytes, got {len(data)}",
+            Reason.BAD_SHAPE,
+        )
     arr = np.frombuffer(data, dtype=dt).reshape(shape)
     if finite and dt.kind == "f" and not np.isfinite(arr).all():
         raise WireError(field, "contains NaN or Inf", Reason.NON_FINITE)
