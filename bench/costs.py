@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--telemetry", action="store_true", help="one more run at 5x the telemetry rate (its marginal cost)"
     )
-    ap.add_argument("--bare-router", action="store_true", help="one more run through a bare zenoh router")
+    ap.add_argument("--bare-router", action="store_true", help="a run through a bare zenoh router in each repeat")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--from-json", type=Path, default=None, help="print and rewrite the tables of a stored run")
     ap.add_argument(
@@ -477,18 +477,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         load = [round(os.getloadavg()[0], 2), "1-min load average at the start"]
         rows = []
-        for _ in range(a.repeats):
+        for _ in range(a.repeats):  # alternated, so a drift of the box's speed lands on every arm alike
             run_phase(rows, "new", None, a)
             if a.baseline is not None:
                 run_phase(rows, "baseline", a.baseline, a)
+            if a.bare_router:
+                run_phase(rows, "new bare router", None, a, bare=True)
         if a.stages:
             run_phase(rows, "new stages", None, a, stages=True)
             if a.baseline is not None:
                 run_phase(rows, "baseline stages", a.baseline, a, stages=True)
         if a.telemetry:
             run_phase(rows, "new telemetry x5", None, a, telemetry_period=0.2)
-        if a.bare_router:
-            run_phase(rows, "new bare router", None, a, bare=True)
         commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip()
