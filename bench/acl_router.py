@@ -149,7 +149,8 @@ def main() -> int:
             p99s = [q for _, q in rows]
             med = statistics.median(p50s)
             print(
-                f"{name:<10} {med:7.0f} ({min(p50s):.0f}-{max(p50s):.0f}) {statistics.median(p99s):14.0f} {med / ref:15.2f}"
+                f"{name:<10} {med:7.0f} ({min(p50s):.0f}-{max(p50s):.0f}) "
+                f"{statistics.median(p99s):14.0f} {med / ref:15.2f}"
             )
     return 0
 

@@ -102,7 +102,8 @@ def main() -> None:
         for name in calls:
             v = sorted(times[name])
             print(
-                f"{name:8} median {statistics.median(v) * 1e3:8.2f} ms  p10 {v[len(v) // 10] * 1e3:8.2f}  p90 {v[9 * len(v) // 10] * 1e3:8.2f}"
+                f"{name:8} median {statistics.median(v) * 1e3:8.2f} ms  p10 {v[len(v) // 10] * 1e3:8.2f}  "
+                f"p90 {v[9 * len(v) // 10] * 1e3:8.2f}"
             )
         print(f"backend / wrapper: {b / w:.3f} (aim <= 1.05)")
         if args.profile:

@@ -300,7 +300,8 @@ def run(
     inboxes = [Inbox() for _ in range(n)]
     sessions = []
     for i in range(n):
-        # the session as opened: with RTC, the robot's settings from its session open (what the worker hands the backend)
+        # the session as opened: with RTC, the robot's settings from its session open (what the worker hands the
+        # backend)
         s = Session(new_session_id(), f"robot-{i}", backend.new_session_state(), feeds[i].rtc, SCHEMA_VERSION)
         s.pub = inboxes[i]
         server.registry.add(s)
@@ -382,8 +383,8 @@ def table(
         + f"; {cell:.1f} s per cell"
     )
     print(
-        f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} {'Jain':>6} {'batch':>6}"
-        + (f" {'prefixed':>8}" if probe else "")
+        f"{'N':>3} {'mode':>4} {'chunks/s':>9} {'bound':>7} {'of bound':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'Jain':>6} {'batch':>6}" + (f" {'prefixed':>8}" if probe else "")
     )
     out = {}
     for n in NS:
@@ -403,7 +404,8 @@ def table(
                 r["prefixed"] = prefixed / planned if planned else 0.0
                 extra = f" {r['prefixed']:>8.2f}"
             print(
-                f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} {r['p50_ms']:>8.1f} "
+                f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} "
+                f"{r['p50_ms']:>8.1f} "
                 f"{r['p99_ms']:>8.1f} {r['jain']:>6.3f} {r['mean_batch']:>6.2f}{extra}"
                 + (f"  ERRORS {r['errors']:.0f}" if r["errors"] else "")
             )
@@ -423,9 +425,11 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
     errors = sum(r["errors"] for cells in res.values() for r in cells["rows"].values())
     print(
         f"RTC check: {probe.passes} passes planned, {probe.prefixed} of {probe.rows} rows with a prefix, up to "
-        f"{probe.max_guided_batch} robots with a prefix in one pass ({probe.max_settings} different delay/horizon pairs), "
+        f"{probe.max_guided_batch} robots with a prefix in one pass "
+        f"({probe.max_settings} different delay/horizon pairs), "
         f"delays {sorted(probe.delays)}, horizons {sorted(probe.horizons)}, {probe.guided_steps} denoise steps guided; "
-        f"mean batch at N=8 on / opp {res[8]['rows']['on']['mean_batch']:.2f} / {res[8]['rows']['opp']['mean_batch']:.2f}; "
+        f"mean batch at N=8 on / opp {res[8]['rows']['on']['mean_batch']:.2f} / "
+        f"{res[8]['rows']['opp']['mean_batch']:.2f}; "
         f"errors {errors:.0f}"
     )
     assert errors == 0, "a robot got an error instead of a chunk"
@@ -488,7 +492,10 @@ def main() -> None:
         r8 = res[8]
         lines += [
             f"with max_wait_ms 0 (opportunistic): speedup at N=8: {r8['opp']:.2f}",
-            f"batching speedup at N=8: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)",
+            (
+                f"batching speedup at N=8: {r8['on']:.2f} "
+                f"(model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"
+            ),
         ]
         print("\n".join(lines))
     if "vla" in args.models:
@@ -520,7 +527,8 @@ def main() -> None:
         r8 = res[8]
         print(f"VLA with max_wait_ms 0 (opportunistic): speedup at N=8 with RTC: {r8['opp']:.2f}")
         print(
-            f"VLA batching speedup at N=8 with RTC: {r8['on']:.2f} (model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"
+            f"VLA batching speedup at N=8 with RTC: {r8['on']:.2f} "
+            f"(model bound {r8['bound']:.2f}, {r8['on'] / r8['bound']:.2f} of it)"
         )
 
 

@@ -174,7 +174,8 @@ def main() -> None:
 
     med = {k: statistics.median(v) for k, v in results.items()}
     print(
-        f"payload sizes: obs q90 {len(jpeg_payload):,} B, obs raw {len(raw_payload):,} B, chunk {len(chunk_payload):,} B"
+        f"payload sizes: obs q90 {len(jpeg_payload):,} B, obs raw {len(raw_payload):,} B, "
+        f"chunk {len(chunk_payload):,} B"
     )
     print(f"{'case':34} {'median us':>10} {'min':>9} {'max':>9}")
     for name, vals in results.items():
@@ -188,7 +189,8 @@ def main() -> None:
     )
     print(
         f"\nJPEG request round trip (encode+decode obs, encode+decode chunk): ours {ours_rt / 1000:.2f} ms, "
-        f"cv2 floor {floor_rt / 1000:.2f} ms, ratio {ours_rt / floor_rt:.3f} (overhead {100 * (ours_rt / floor_rt - 1):.1f}%)"
+        f"cv2 floor {floor_rt / 1000:.2f} ms, ratio {ours_rt / floor_rt:.3f} "
+        f"(overhead {100 * (ours_rt / floor_rt - 1):.1f}%)"
     )
     print(
         f"paired per-request ratio ours/floor: median {statistics.median(ratios):.3f} "

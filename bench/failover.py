@@ -9,7 +9,8 @@ Faults, each repeated `--trials` times; times come from the engine's own state h
 Over the whole run every executed action is checked: older than max_action_age_s, NaN, or from a
 session the robot did not open with its pinned model fingerprint -> counted (the aim is 0).
 
-    .venv/bin/python -c 'from lerobot_policy_remote.testing.policies import save_tiny_act; save_tiny_act("/tmp/fo/act", cameras={"front": (48, 64)}, chunk_size=50)'
+    .venv/bin/python -c 'from lerobot_policy_remote.testing.policies import save_tiny_act; save_tiny_act(
+        "/tmp/fo/act", cameras={"front": (48, 64)}, chunk_size=50)'
     .venv/bin/python bench/failover.py --model /tmp/fo/act --trials 10
 """
 
@@ -209,7 +210,8 @@ def main() -> None:
         print(f"| {k} | {len(vs)} | {statistics.median(vs):.3f} | {max(vs):.3f} |")
     d = rig.drv
     print(
-        f"\nexecuted actions: {len(d.executed)}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; from a foreign session: {d.foreign}"
+        f"\nexecuted actions: {len(d.executed)}; older than max_action_age_s: {d.stale}; NaN: {d.nan}; "
+        f"from a foreign session: {d.foreign}"
     )
 
 

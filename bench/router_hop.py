@@ -169,7 +169,8 @@ def main() -> None:
         flush=True,
     )
     print(
-        f"{'topology':8s} {'settings':13s} {'payload':>8s} {'p50 us':>9s} {'p10-p90 us':>15s} {'p99 us':>9s} {'p50 over rounds':>22s}"
+        f"{'topology':8s} {'settings':13s} {'payload':>8s} {'p50 us':>9s} {'p10-p90 us':>15s} {'p99 us':>9s} "
+        f"{'p50 over rounds':>22s}"
     )
     for variant in SETTINGS:
         for topology in ("peer", "router"):
@@ -179,7 +180,8 @@ def main() -> None:
                 p50s = [statistics.median(r[size]) for r in per_round]
                 print(
                     f"{topology:8s} {variant:13s} {size:8d} {statistics.median(allx):9.0f} "
-                    f"{pct(allx, 10):7.0f}-{pct(allx, 90):<7.0f} {pct(allx, 99):9.0f} {min(p50s):10.0f}-{max(p50s):<10.0f}",
+                    f"{pct(allx, 10):7.0f}-{pct(allx, 90):<7.0f} {pct(allx, 99):9.0f} "
+                    f"{min(p50s):10.0f}-{max(p50s):<10.0f}",
                     flush=True,
                 )
 

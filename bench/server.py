@@ -105,15 +105,18 @@ def main() -> None:
     router = Router().start()
     try:
         print(
-            f"stub inference t={args.t * 1000:.0f} ms, ideal {1 / args.t:.1f} chunks/s, window {args.seconds:.0f} s, shm={args.shm}"
+            f"stub inference t={args.t * 1000:.0f} ms, ideal {1 / args.t:.1f} chunks/s, "
+            f"window {args.seconds:.0f} s, shm={args.shm}"
         )
         print(
-            f"{'N':>3} {'chunks/s':>9} {'of 1/t':>7} {'qwait p50':>10} {'qwait p99':>10} {'Jain':>6} {'superseded':>11}  per-robot"
+            f"{'N':>3} {'chunks/s':>9} {'of 1/t':>7} {'qwait p50':>10} {'qwait p99':>10} {'Jain':>6} "
+            f"{'superseded':>11}  per-robot"
         )
         for n in args.n:
             r = run(router, n, args.t, args.seconds, args.shm)
             print(
-                f"{r['n']:>3} {r['chunks_per_s']:>9.1f} {r['ratio'] * 100:>6.1f}% {r['qwait_p50_ms']:>8.1f}ms {r['qwait_p99_ms']:>8.1f}ms "
+                f"{r['n']:>3} {r['chunks_per_s']:>9.1f} {r['ratio'] * 100:>6.1f}% {r['qwait_p50_ms']:>8.1f}ms "
+                f"{r['qwait_p99_ms']:>8.1f}ms "
                 f"{r['jain']:>6.3f} {r['superseded']:>11}  {r['per_robot']}",
                 flush=True,
             )

@@ -1,8 +1,8 @@
 """The small real ACT (on CPU, or `--device cuda`), the same checkpoint for every system.
 
 `save_act(dir)` builds ACT from config (random weights, no backbone download) for this workload
-(two cameras, 14-dim state, 50x14 chunks; 480x640 frames on the wire, 120x160 into the model) and saves it with its processors, so each system
-runs a real load path: ours through `lerobot-policy-server`, legacy through its own
+(two cameras, 14-dim state, 50x14 chunks; 480x640 frames on the wire, 120x160 into the model) and saves it with its
+processors, so each system runs a real load path: ours through `lerobot-policy-server`, legacy through its own
 `SendPolicyInstructions`, and the openpi/GR00T-style servers through `ActPolicy` below (what their
 users write: preprocess, `predict_action_chunk`, postprocess).
 """

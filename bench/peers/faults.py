@@ -83,8 +83,10 @@ def fault_run(
     row = {"arm": arm, "fault": fault, **analyse(procs.result(line), t_fault, t_end, t_back)}
     fmt = lambda v: "never" if v is None else f"{v:.2f}s"  # noqa: E731
     log(
-        f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  fresh again {fmt(row['run_again_s']):>6}  "
-        f"stale>1s executed {row['stale_executed']:3d} (worst chunk lag {row['max_lag_s']:.2f}s)  errors {row['error_kinds']}"
+        f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  "
+        f"fresh again {fmt(row['run_again_s']):>6}  "
+        f"stale>1s executed {row['stale_executed']:3d} (worst chunk lag {row['max_lag_s']:.2f}s)  "
+        f"errors {row['error_kinds']}"
     )
     return row
 

@@ -153,7 +153,8 @@ def link_run(
         "robot_error_samples": [e[1] if isinstance(e, (list, tuple)) else str(e) for e in res["errors"][:3]],
     }
     log(
-        f"link {arm:12s} {link:13s} first chunk {row['ttfc_s'] or float('nan'):5.2f}s  rtt p50 {row['rtt_p50_ms']:7.1f} p99 {row['rtt_p99_ms']:7.1f} ms  "
+        f"link {arm:12s} {link:13s} first chunk {row['ttfc_s'] or float('nan'):5.2f}s  "
+        f"rtt p50 {row['rtt_p50_ms']:7.1f} p99 {row['rtt_p99_ms']:7.1f} ms  "
         f"queue dry {100 * row['dry_fraction']:5.1f}% of ticks  errors {row['errors']}/{row['robot_errors']}"
     )
     return row

@@ -15,15 +15,20 @@ def _spread(row: dict[str, Any], key: str) -> str:
 
 def latency_table(rows: list[dict[str, Any]]) -> str:
     out = [
-        "| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req | server CPU ms/req | req/s | errors | re-sends |",
+        (
+            "| arm | S ms | round trip - S p50 ms | p99 ms | up kB/req | down kB/reply | client CPU ms/req "
+            "| server CPU ms/req | req/s | errors | re-sends |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lo50, hi50 = (x - r["sleep_ms"] for x in r["rtt_p50_ms_spread"])
         lo99, hi99 = (x - r["sleep_ms"] for x in r["rtt_p99_ms_spread"])
         out.append(
-            f"| {r['arm']} | {r['sleep_ms']:.0f} | {r['over_p50_ms']:.1f} ({lo50:.1f}-{hi50:.1f}) | {r['over_p99_ms']:.1f} ({lo99:.1f}-{hi99:.1f}) "
-            f"| {r['up_bytes'] / 1e3:.1f} | {r['down_bytes'] / 1e3:.1f} | {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} "
+            f"| {r['arm']} | {r['sleep_ms']:.0f} | {r['over_p50_ms']:.1f} ({lo50:.1f}-{hi50:.1f}) "
+            f"| {r['over_p99_ms']:.1f} ({lo99:.1f}-{hi99:.1f}) "
+            f"| {r['up_bytes'] / 1e3:.1f} | {r['down_bytes'] / 1e3:.1f} | {_spread(r, 'client_cpu_ms')} "
+            f"| {_spread(r, 'server_cpu_ms')} "
             f"| {_spread(r, 'req_per_s')} | {r['errors']} | {r.get('resends', 0)} |"
         )
     return "\n".join(out)
@@ -31,14 +36,18 @@ def latency_table(rows: list[dict[str, Any]]) -> str:
 
 def scaling_table(rows: list[dict[str, Any]]) -> str:
     out = [
-        "| arm | servers | N | total req/s | per robot req/s (min-max) | p50 ms | p99 ms | Jain | errors | wrong chunks | server RSS MB |",
+        (
+            "| arm | servers | N | total req/s | per robot req/s (min-max) | p50 ms | p99 ms | Jain | errors "
+            "| wrong chunks | server RSS MB |"
+        ),
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         per = r["per_robot_req_s"] or [0.0]
         out.append(
-            f"| {r['arm']} | {r['mode']} | {r['n']} | {r['req_per_s']:.1f} | {min(per):.1f}-{max(per):.1f} | {r['rtt_p50_ms']:.1f} "
-            f"| {r['rtt_p99_ms']:.1f} | {r['jain']:.2f} | {r['errors']} | {r['wrong_chunks']} | {r['server_rss_mb']:.0f} |"
+            f"| {r['arm']} | {r['mode']} | {r['n']} | {r['req_per_s']:.1f} | {min(per):.1f}-{max(per):.1f} "
+            f"| {r['rtt_p50_ms']:.1f} | {r['rtt_p99_ms']:.1f} | {r['jain']:.2f} | {r['errors']} | {r['wrong_chunks']} "
+            f"| {r['server_rss_mb']:.0f} |"
         )
     return "\n".join(out)
 
@@ -61,7 +70,8 @@ def faults_table(rows: list[dict[str, Any]]) -> str:
             )
         out.append(
             f"| {r['arm']} | {r['fault']} | {fmt(r['noticed_s'])} | {r['dry_s']:.2f} | {again} | "
-            f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | {r['max_lag_s']:.2f} | "
+            f"{fmt(r['server_back_s']) if r['fault'] == 'kill' else '-'} | {r['stale_executed']} | "
+            f"{r['max_lag_s']:.2f} | "
             f"{', '.join(r['error_kinds']) or 'nothing'} |"
         )
     return "\n".join(out)
@@ -72,31 +82,40 @@ def vla_table(rows: list[dict[str, Any]]) -> str:
     above 1 for chunks/s: ours delivers more)."""
     first = rows[0] if rows else {}
     out = [
-        f"pi0 {first.get('size', '')} ({first.get('parameters', 0) / 1e6:.1f} M parameters) on {first.get('device', '')}. "
+        f"pi0 {first.get('size', '')} ({first.get('parameters', 0) / 1e6:.1f} M parameters) "
+        f"on {first.get('device', '')}. "
         "RTC: ours serves each robot's request with its prefix (the unexecuted head of its previous chunk) and batches "
         "as by default; the openpi- and GR00T-style servers run `predict_action_chunk` without RTC, as they do in "
         "reality: neither protocol carries a prefix.",
         "",
-        "| arm | N | RTC | round trip p50 ms | p99 ms | chunks/s | client CPU ms/req | server CPU ms/req | server RSS MB | errors | wrong chunks |",
+        (
+            "| arm | N | RTC | round trip p50 ms | p99 ms | chunks/s | client CPU ms/req | server CPU ms/req "
+            "| server RSS MB | errors | wrong chunks |"
+        ),
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         out.append(
-            f"| {r['arm']} | {r['n']} | {r['rtc']} | {_spread(r, 'rtt_p50_ms')} | {_spread(r, 'rtt_p99_ms')} | {_spread(r, 'req_per_s')} "
-            f"| {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} | {r['server_rss_mb']:.0f} | {r['errors']} | {r['wrong_chunks']} |"
+            f"| {r['arm']} | {r['n']} | {r['rtc']} | {_spread(r, 'rtt_p50_ms')} | {_spread(r, 'rtt_p99_ms')} "
+            f"| {_spread(r, 'req_per_s')} | {_spread(r, 'client_cpu_ms')} | {_spread(r, 'server_cpu_ms')} "
+            f"| {r['server_rss_mb']:.0f} | {r['errors']} | {r['wrong_chunks']} |"
         )
     ours = [r for r in rows if "vs_best_peer" in r]
     if ours:
         out += [
             "",
-            "| ours | N | p50 ours / best peer | p99 ours / best peer | chunks/s ours / best peer | robots per pass (max batch) |",
+            (
+                "| ours | N | p50 ours / best peer | p99 ours / best peer | chunks/s ours / best peer "
+                "| robots per pass (max batch) |"
+            ),
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for r in ours:
             v = r["vs_best_peer"]
             batch = f"{r.get('server_batch_mean') or 0:.2f} ({r.get('server_max_batch')})"
             out.append(
-                f"| {r['arm']} | {r['n']} | {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}) | {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}) "
+                f"| {r['arm']} | {r['n']} | {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}) "
+                f"| {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}) "
                 f"| {v['chunks_s']:.2f} ({v['chunks_s_peer']}) | {batch} |"
             )
     return "\n".join(out)

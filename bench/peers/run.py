@@ -184,7 +184,8 @@ def wire_bytes(server: Server, system: str, extra: list[str]) -> tuple[float, fl
 
 
 def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
-    """CPU the idle servers of the other arms use while one arm is measured (% of one core): the price of interleaving."""
+    """CPU the idle servers of the other arms use while one arm is measured (% of one core): the price of
+    interleaving."""
     pids = [p.pid for s in servers for p in [*s.procs, *([s.router] if s.router is not None else [])]]
     c0 = sum(proc_cpu_s(p) for p in pids)
     time.sleep(seconds)
@@ -252,8 +253,10 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
                 )
                 row["over_p50_ms"], row["over_p99_ms"] = row["rtt_p50_ms"] - s * 1000, row["rtt_p99_ms"] - s * 1000
                 log(
-                    f"latency {arm:12s} S={s * 1000:4.0f}ms  over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
-                    f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
+                    f"latency {arm:12s} S={s * 1000:4.0f}ms  "
+                    f"over p50 {row['over_p50_ms']:7.1f} p99 {row['over_p99_ms']:7.1f} ms  "
+                    f"up {up / 1e3:8.1f} kB down {down / 1e3:6.1f} kB  "
+                    f"cpu c/s {row['client_cpu_ms']:5.1f}/{row['server_cpu_ms']:5.1f} ms  "
                     f"{row['req_per_s']:6.1f} req/s  errors {row['errors']}  resends {row['resends']}"
                 )
                 rows.append(row)
@@ -263,7 +266,8 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
 def act_rows(
     sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu"
 ) -> list[dict[str, Any]]:
-    """The small real ACT on `device`, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved repeats)."""
+    """The small real ACT on `device`, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved
+    repeats)."""
     from .act import save_act
 
     path = save_act(out / "act-checkpoint", device=device)
@@ -303,8 +307,9 @@ def act_rows(
                     reps[arm],
                 )
                 log(
-                    f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  cpu c/s {r['client_cpu_ms']:6.1f}/"
-                    f"{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}"
+                    f"act     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
+                    f"cpu c/s {r['client_cpu_ms']:6.1f}/{r['server_cpu_ms']:6.1f} ms  {r['req_per_s']:5.2f} req/s  "
+                    f"rss {r['server_rss_mb']:5.0f} MB  errors {r['errors']}"
                 )
                 rows.append(r)
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
@@ -313,15 +318,17 @@ def act_rows(
 def vla_rows(
     sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu", size: str = "tiny"
 ) -> list[dict[str, Any]]:
-    """pi0 on `device`, the same checkpoint everywhere: round trip, chunks/s at N robots (interleaved repeats). Ours serves it
-    with RTC (each robot's request carries its prefix) and batching, as by default; the peers run `predict_action_chunk`
-    without RTC, as their servers do. Each row of ours also carries ours / the best peer at that N."""
+    """pi0 on `device`, the same checkpoint everywhere: round trip, chunks/s at N robots (interleaved repeats). Ours
+    serves it with RTC (each robot's request carries its prefix) and batching, as by default; the peers run
+    `predict_action_chunk` without RTC, as their servers do. Each row of ours also carries ours / the best peer at that
+    N."""
     from .vla import info, save_pi0
 
     path = save_pi0(out / f"pi0-{size}-checkpoint", size=size, device=device)
     model = info(path)
     log(
-        f"vla: pi0 {size} ({model['parameters'] / 1e6:.1f} M parameters, {model['image']}x{model['image']} images) on {device}"
+        f"vla: pi0 {size} ({model['parameters'] / 1e6:.1f} M parameters, "
+        f"{model['image']}x{model['image']} images) on {device}"
     )
     rows = []
     for n in ns:
@@ -376,8 +383,10 @@ def vla_rows(
                         server_max_batch=last.get("server_max_batch"), server_batch_mean=last.get("server_batch_mean")
                     )
                 log(
-                    f"vla     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  {r['chunks_s']:6.2f} chunks/s  "
-                    f"cpu c/s {r['client_cpu_ms']:6.1f}/{r['server_cpu_ms']:6.1f} ms  rss {r['server_rss_mb']:5.0f} MB  RTC {r['rtc']}"
+                    f"vla     {arm:12s} N={n}  rtt p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
+                    f"{r['chunks_s']:6.2f} chunks/s  "
+                    f"cpu c/s {r['client_cpu_ms']:6.1f}/{r['server_cpu_ms']:6.1f} ms  "
+                    f"rss {r['server_rss_mb']:5.0f} MB  RTC {r['rtc']}"
                     + (
                         f" ({r['rtc_prefixed']} requests with a prefix, max_batch {r['server_max_batch']}, "
                         f"mean batch {r['server_batch_mean'] or 0:.2f})"
@@ -411,7 +420,8 @@ def vs_best_peer(group: list[dict[str, Any]], log: Any) -> None:
             }
             v = r["vs_best_peer"]
             log(
-                f"vla     {r['arm']:12s} N={r['n']}  ours / best peer: rtt p50 {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}), "
+                f"vla     {r['arm']:12s} N={r['n']}  ours / best peer: "
+                f"rtt p50 {v['rtt_p50']:.2f} ({v['rtt_p50_peer']}), "
                 f"p99 {v['rtt_p99']:.2f} ({v['rtt_p99_peer']}), chunks/s {v['chunks_s']:.2f} ({v['chunks_s_peer']})"
             )
 
@@ -454,7 +464,8 @@ def scaling(
                 arm=arm, mode=mode, n=n, sleep_ms=sleep_s * 1000, jain=jain(r["per_robot_req_s"]), server_rss_mb=rss
             )
             log(
-                f"scaling {arm:12s} {mode:20s} N={n:2d}  {r['req_per_s']:6.1f} req/s  p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
+                f"scaling {arm:12s} {mode:20s} N={n:2d}  {r['req_per_s']:6.1f} req/s  "
+                f"p50 {r['rtt_p50_ms']:7.1f} p99 {r['rtt_p99_ms']:7.1f} ms  "
                 f"Jain {r['jain']:.2f}  errors {r['errors']}  wrong {r['wrong_chunks']}  rss {rss:6.0f} MB"
             )
             rows.append(r)
@@ -476,7 +487,10 @@ def main() -> None:
         "--vla-size",
         choices=["tiny", "full"],
         default=None,
-        help="pi0's size: tiny (the test kit's hook) or full (stock gemma_2b + gemma_300m); default tiny on cpu, full on cuda",
+        help=(
+            "pi0's size: tiny (the test kit's hook) or full (stock gemma_2b + gemma_300m); "
+            "default tiny on cpu, full on cuda"
+        ),
     )
     ap.add_argument("--vla-arms", nargs="*", default=VLA_ARMS, choices=list(ARMS), help="the systems of the vla rows")
     ap.add_argument("--arms", nargs="*", default=list(ARMS))

@@ -2,9 +2,9 @@
 
 `bench.peers.run`'s latency rows take p99 over 150 requests per repeat, so a row's p99 is its second-largest
 sample and one slow second of the box moves it by 2-4x between repeats. This runs longer closed loops
-(default 4 repeats of 300 requests, the arms interleaved as in the bench, every server up throughout) in this process, through
-the same clients as the bench, and prints each repeat's p50/p99 over S and when its slow requests came
-(ms after the first measured one), so a reader can tell a system's tail from the box's.
+(default 4 repeats of 300 requests, the arms interleaved as in the bench, every server up throughout) in this process,
+through the same clients as the bench, and prints each repeat's p50/p99 over S and when its slow requests came (ms
+after the first measured one), so a reader can tell a system's tail from the box's.
 
     .venv/bin/python -m bench.peers.tail --arms ours-samehost gr00t-zmq --sleep-ms 20 --requests 300 --repeats 4
 """
@@ -76,12 +76,14 @@ def main() -> None:
             p99s.append(pct(over, 99))
             slow = [f"{(t - seq[0][0]) * 1000:.0f}:{dt * 1000:.1f}" for t, dt in seq if dt * 1000 > args.slow_ms]
             print(
-                f"{arm:14s} p50 {p50s[-1]:5.2f} p99 {p99s[-1]:5.2f} ms  slow (at ms: over ms) {len(slow)}: {' '.join(slow[:16])}"
+                f"{arm:14s} p50 {p50s[-1]:5.2f} p99 {p99s[-1]:5.2f} ms  "
+                f"slow (at ms: over ms) {len(slow)}: {' '.join(slow[:16])}"
             )
         pooled = [dt * 1000 for seq in seqs for _, dt in seq]
         print(
             f"{arm:14s} median of repeats p50 {statistics.median(p50s):.2f} p99 {statistics.median(p99s):.2f} ms; "
-            f"pooled over {len(pooled)}: p50 {pct(pooled, 50):.2f} p99 {pct(pooled, 99):.2f} ms, slow {sum(x > args.slow_ms for x in pooled)}"
+            f"pooled over {len(pooled)}: p50 {pct(pooled, 50):.2f} p99 {pct(pooled, 99):.2f} ms, "
+            f"slow {sum(x > args.slow_ms for x in pooled)}"
         )
     if args.out:
         Path(args.out).write_text(json.dumps(runs))
