@@ -62,7 +62,8 @@ class RefusalLog:
         self.rate_dropped = 0  # refusal lines over the global rate, told in the next line that goes out
         # (flow, key, zid of the client) zenoh is pre-computing decisions for; the zid is learnt from the first line
         self._caching: tuple[str, str, str | None] | None = None
-        # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only the zid
+        # zid -> certificate CN, learnt from every decision line that names both: zenoh's cached verdicts name only
+        # the zid
         self.names: OrderedDict[str, str] = OrderedDict()
         self._by_addr: OrderedDict[str, str] = OrderedDict()  # peer address -> CN, from the TLS accept line
         self._unknown: OrderedDict[str, None] = OrderedDict()  # zids that matched no inventory subject

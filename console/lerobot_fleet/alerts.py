@@ -62,7 +62,10 @@ class AlertRules:
         if self.staleness_s >= 0:
             return f"staleness ≥ {self.staleness_s:g} s"
         n = int(self.staleness_samples)
-        return f"staleness ≥ {self.staleness_of_bound:.2g}×max age ({self.staleness_default_s:g} s unknown) for {n} samples"
+        return (
+            f"staleness ≥ {self.staleness_of_bound:.2g}×max age ({self.staleness_default_s:g} s unknown) "
+            f"for {n} samples"
+        )
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: float | None) -> AlertRules:

@@ -29,14 +29,20 @@ def _add_alerts(p: argparse.ArgumentParser) -> None:
         "--alerts-config",
         default=None,
         metavar="FILE",
-        help="TOML/JSON with staleness_s, staleness_of_bound, staleness_default_s, staleness_samples, fault_s, error_rate, rtt_p95_ms, server_load, namespace_drops",
+        help=(
+            "TOML/JSON with staleness_s, staleness_of_bound, staleness_default_s, staleness_samples, fault_s, "
+            "error_rate, rtt_p95_ms, server_load, namespace_drops"
+        ),
     )
     g.add_argument(
         "--alert-staleness",
         type=float,
         default=None,
         metavar="S",
-        help="robot action staleness, one fixed threshold for every robot (default: 2/3 of each robot's max_action_age_s, 2 s when it does not report it)",
+        help=(
+            "robot action staleness, one fixed threshold for every robot "
+            "(default: 2/3 of each robot's max_action_age_s, 2 s when it does not report it)"
+        ),
     )
     g.add_argument("--alert-fault", type=float, default=None, metavar="S", help="time in a fault state (default 10 s)")
     g.add_argument(
@@ -294,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run a whole local fleet (router, 2 servers, simulated robots) with the console",
-        description="Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback.",
+        description=(
+            "Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback."
+        ),
     )
     demo.add_argument("--robots", type=int, default=4, help="number of simulated robots (default 4)")
     demo.add_argument("--port", type=int, default=7447, help="router port on 127.0.0.1 (default 7447)")
@@ -317,8 +325,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser(
         "simulate",
         help="simulate a fleet at scale: N protocol-exact robots, R stub replicas, M meshed routers",
-        description="N robots (the product's robot engine, many per process on one Zenoh session each), R stub replicas "
-        "(batching on) and M meshed routers on loopback; per-robot state, chunks/s, staleness and totals as JSON.",
+        description=(
+            "N robots (the product's robot engine, many per process on one Zenoh session each), R stub replicas "
+            "(batching on) and M meshed routers on loopback; per-robot state, chunks/s, staleness and totals as JSON."
+        ),
     )
     sim.add_argument("--robots", type=int, default=20, help="simulated robots (default 20)")
     sim.add_argument("--replicas", type=int, default=2, help="stub policy-server replicas (default 2)")

@@ -198,7 +198,8 @@ def run_exporter(
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
         ready(
-            f"Robot telemetry exporter up: metrics=http://{host}:{http.port}/metrics healthz=http://{host}:{http.port}/healthz "
+            f"Robot telemetry exporter up: metrics=http://{host}:{http.port}/metrics "
+            f"healthz=http://{host}:{http.port}/healthz "
             f"via {', '.join(settings.connect_endpoints)} (robots forgotten after {forget_s:g}s without telemetry)"
         )
         try:

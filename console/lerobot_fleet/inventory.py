@@ -169,7 +169,8 @@ def _namespace(raw: Any, where: str) -> NamespaceGrant:
 
 
 def parse_namespace_flag(text: str) -> NamespaceGrant:
-    """`model=M,service=S[,revision=R]` (each field optional, `*` or absent = any) -> a grant; for `pki issue --namespace`."""
+    """`model=M,service=S[,revision=R]` (each field optional, `*` or absent = any) -> a grant; for
+    `pki issue --namespace`."""
     fields: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")

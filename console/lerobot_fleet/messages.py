@@ -6,7 +6,8 @@ from textual.message import Message
 
 
 class ActionRequested(Message):
-    """The operator asked for `kind` ("drain" | "cordon" | "uncordon" | "reset") on these targets (server replicas or robot keys)."""
+    """The operator asked for `kind` ("drain" | "cordon" | "uncordon" | "reset") on these targets (server replicas or
+    robot keys)."""
 
     def __init__(self, kind: str, targets: tuple[str, ...]) -> None:
         super().__init__()

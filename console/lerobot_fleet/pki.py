@@ -114,7 +114,8 @@ def issue(
     days: int = 365,
     namespaces: list[NamespaceGrant] | None = None,
 ) -> Issued:
-    """Sign DIR/NAME.crt + DIR/NAME.key with the CA in DIR and record NAME's role (and namespaces) in DIR/inventory.yaml."""
+    """Sign DIR/NAME.crt + DIR/NAME.key with the CA in DIR and record NAME's role (and namespaces) in
+    DIR/inventory.yaml."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec

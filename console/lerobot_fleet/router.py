@@ -73,9 +73,9 @@ def router_settings(
 
 
 class RefusedBoard:
-    """The ACL log filter's latest board of refused servers (refused_board.RefusedServers), read from its pipe on a thread
-    and answered on `REFUSED_KEY/<zid>`: a console cannot see a server whose keys the router drops, only the router
-    can tell it. Ages grow between two boards and entries past `REFUSED_TTL_S` leave."""
+    """The ACL log filter's latest board of refused servers (refused_board.RefusedServers), read from its pipe on a
+    thread and answered on `REFUSED_KEY/<zid>`: a console cannot see a server whose keys the router drops, only the
+    router can tell it. Ages grow between two boards and entries past `REFUSED_TTL_S` leave."""
 
     def __init__(self, fd: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._fd = fd

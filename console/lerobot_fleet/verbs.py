@@ -47,7 +47,8 @@ def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = Non
 
 def snapshot_text(snap: FleetSnapshot) -> str:
     lines = [
-        f"router {snap.router}  {snap.connection}  data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"
+        f"router {snap.router}  {snap.connection}  "
+        f"data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"
     ]
     if snap.routers:
         from .sources.routers import routers_line
@@ -58,7 +59,8 @@ def snapshot_text(snap: FleetSnapshot) -> str:
     bw = max([20, *(len(r.robot_id) for r in snap.robots)])
     lines.append(f"SERVERS ({len(snap.servers)})")
     lines.append(
-        f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6} {'room':<9}  model / service"
+        f"  {'replica':<{rw}} {'health':<9} {'sessions':>8} {'load':>5} {'req/s':>6} {'N_max':>6} "
+        f"{'room':<9}  model / service"
     )
     for s in sort_servers(list(snap.servers)):
         nm = "—" if s.n_max is None else f"{s.n_max:.1f}"
@@ -71,15 +73,16 @@ def snapshot_text(snap: FleetSnapshot) -> str:
             )
             continue
         lines.append(
-            f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} {rps:>6} {nm:>6} "
-            f"{room:<9}  {s.model_id} / {s.service}"
+            f"  {s.replica:<{rw}} {s.health:<9} {f'{s.active_sessions}/{s.max_sessions}':>8} {s.load:>5.2f} "
+            f"{rps:>6} {nm:>6} {room:<9}  {s.model_id} / {s.service}"
         )
     lines.append(f"ROBOTS ({len(snap.robots)})")
     lines.append(f"  {'robot':<{bw}} {'state':<13} {'server':<{rw}} {'ep':>4} {'rtt p50':>8} {'seen':>5}  last outcome")
     for r in sort_robots(list(snap.robots), "state"):
         rtt = "—" if r.rtt_p50_ms is None else f"{r.rtt_p50_ms:.0f}"
         lines.append(
-            f"  {r.robot_id:<{bw}} {r.state.name:<13} {r.replica or '—':<{rw}} {r.episode_id:>4} {rtt:>8} {fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}"
+            f"  {r.robot_id:<{bw}} {r.state.name:<13} {r.replica or '—':<{rw}} {r.episode_id:>4} {rtt:>8} "
+            f"{fmt_age(r.seen_age_s):>5}  {r.last_outcome or '—'}"
         )
     return "\n".join(lines)
 
@@ -261,7 +264,8 @@ def _token_present(session: Any, kind: str, target: str, timeout: float = 1.0) -
 
 
 def _why_not_connected(settings: ZenohSettings) -> str:
-    """The refused port or certificate problem behind a failed connection, in our flags ('' when the probe finds none)."""
+    """The refused port or certificate problem behind a failed connection, in our flags ('' when the probe finds
+    none)."""
     problem = probe_router(settings, FLEET_FLAGS)
     return problem.in_words(FLEET_FLAGS) if problem is not None else ""
 

@@ -47,7 +47,8 @@ class KeyedTable(DataTable):
 
     def fit(self, key: str, wanted: int) -> None:
         """Widen column `key` to `wanted` characters as far as the table's spare width allows (never below the width
-        it was made with): a wide terminal shows long robot ids whole. Rows are re-joined only when the width changes."""
+        it was made with): a wide terminal shows long robot ids whole. Rows are re-joined only when the width
+        changes."""
         i = self._col_index[key]
         base = self._base[key]
         spare = max(

@@ -90,7 +90,8 @@ def cordon_body(snap: FleetSnapshot, targets: tuple[str, ...], on: bool) -> Text
             t.append(f" keep streaming ({', '.join(s.session_robots)})")
         if not on:
             t.append(
-                f"; room once uncordoned {capacity.room_text(*capacity.room(s.n_max, s.max_sessions, s.active_sessions, s.draining))}"
+                "; room once uncordoned "
+                f"{capacity.room_text(*capacity.room(s.n_max, s.max_sessions, s.active_sessions, s.draining))}"
             )
         t.append("\n")
     if on:

@@ -29,7 +29,8 @@ def robot_summary_text(d: RobotDetail) -> Text:
     t.append("\n")
     t.append(f"model {r.model_id or '—'}  rev {r.revision or '—'}  service {r.service or '—'}\n")
     t.append(
-        f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}  rtc {rtc_text(r)}\n"
+        f"session {r.session_id or '—'}  server {r.replica or '—'}  episode {r.episode_id}  fps {r.fps:.1f}  "
+        f"rtc {rtc_text(r)}\n"
     )
     delay = "—" if r.delay_steps is None else f"{r.delay_steps} steps"
     rtt = "—" if not r.rtt_p50_ms else f"{fmt_ms(r.rtt_p50_ms)}/{fmt_ms(r.rtt_p95_ms)} ms"
@@ -87,12 +88,14 @@ def audit_text(entries: tuple[AuditEntry, ...], limit: int = 12) -> Text:
         t.append("no audit lines received", style="bright_black")
         return t
     t.append(
-        f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} {'sup':>3}  outcome\n",
+        f"{'age':>5} {'replica':<10} {'robot':<12} {'seq':>6} {'ep':>4} {'queue':>6} {'infer':>6} "
+        f"{'sup':>3}  outcome\n",
         style="bold",
     )
     for e in entries[-limit:]:
         t.append(
-            f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} {e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  "
+            f"{fmt_age(e.age_s):>5} {e.replica[:10]:<10} {e.client_uuid[:12]:<12} {e.seq_id:>6} {e.episode_id:>4} "
+            f"{e.queue_wait_ms:>6.1f} {e.inference_ms:>6.1f} {e.superseded:>3}  "
         )
         t.append(e.outcome, style="" if e.outcome == "ok" else "yellow")
         if e.error:
@@ -123,7 +126,8 @@ def server_summary_text(d: ServerDetail) -> Text:
     t.append("\n")
     t.append(f"model {s.model_id or '—'}  rev {s.revision or '—'}  service {s.service or '—'}\n")
     t.append(
-        f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  inference p50 {s.inference_ms_p50:.1f} ms  room "
+        f"sessions {s.active_sessions}/{s.max_sessions}  load {s.load:.2f}  "
+        f"inference p50 {s.inference_ms_p50:.1f} ms  room "
     )
     t.append(room_text(s))
     if s.room_limit:
@@ -134,7 +138,10 @@ def server_summary_text(d: ServerDetail) -> Text:
         }.get(s.room_limit)
         t.append(
             why
-            or f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, limited by {s.room_limit}",
+            or (
+                f" = min(N_max {nm}, cap {s.max_sessions or '—'}) − {s.active_sessions} active, "
+                f"limited by {s.room_limit}"
+            ),
             style="bright_black",
         )
     t.append(f"\nmetrics {s.metrics_url or '—'}")
@@ -151,7 +158,8 @@ def sessions_text(sessions: tuple[SessionEntry, ...]) -> Text:
     t.append(f"{'session':<24} {'robot':<14} {'ep':>4} {'requests':>9} {'sup':>5} {'err':>5}\n", style="bold")
     for x in sessions:
         t.append(
-            f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} {x.superseded:>5} {x.errors:>5}\n"
+            f"{x.session_id[:24]:<24} {x.client_uuid[:14]:<14} {x.episode_id:>4} {x.requests:>9} "
+            f"{x.superseded:>5} {x.errors:>5}\n"
         )
     t.rstrip()
     return t

@@ -35,8 +35,10 @@ class AlertsScreen(LiveScreen):
         r = alerts.rules
         self.query_one("#alerts-title", Static).update(
             Text(
-                f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   thresholds: {r.staleness_text()}, "
-                f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, server load ≥ {r.server_load:g}"
+                f"Alerts: {alerts.open_count} open, {len(listing) - alerts.open_count} cleared   "
+                f"thresholds: {r.staleness_text()}, "
+                f"fault state ≥ {r.fault_s:g} s, errors ≥ {100 * r.error_rate:g}%, rtt p95 ≥ {r.rtt_p95_ms:g} ms, "
+                f"server load ≥ {r.server_load:g}"
             )
         )
         self.query_one("#alerts-body", Static).update(render.alerts_text(listing, self.view.now))
@@ -64,7 +66,10 @@ class EventsScreen(LiveScreen):
     def compose(self) -> ComposeResult:
         yield Static(id="events-title", classes="section")
         yield Input(
-            placeholder="filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, other words match the text",
+            placeholder=(
+                "filter: robot:ID server:ID sev:warn kind:state|audit|drain|reset|alert|server, "
+                "other words match the text"
+            ),
             id="events-filter",
             disabled=True,
         )  # enabled by `/`, so keys act on the screen until then

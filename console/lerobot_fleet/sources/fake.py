@@ -30,7 +30,8 @@ class ManualClock:
 ACT = Namespace("lerobot/act_pick_place", "main", "pick up the cube")
 PI0 = Namespace("lerobot/pi0_towel", "v1.2", "fold the towel")
 
-# robot id, namespace, state, replica, episode, rtt p50/p95, queue s, staleness s, delay, requests, superseded, errors, outcome
+# robot id, namespace, state, replica, episode, rtt p50/p95, queue s, staleness s, delay, requests, superseded, errors,
+# outcome
 ROBOTS = [
     ("arm-01", ACT, "STREAMING", "gpu-a-0", 12, 31.0, 44.0, 1.20, 0.08, 1, 1200, 6, 0, "ok"),
     ("arm-02", ACT, "STREAMING", "gpu-a-0", 7, 29.0, 40.0, 1.10, 0.07, 1, 980, 2, 0, "ok"),
