@@ -24,7 +24,9 @@ CONTRACT_ADVICE: dict[Refusal, str] = {
         "(meta/info.json features.action.names, in order)"
     ),
     Refusal.STATE_DIM_MISMATCH: "run the robot type the policy was trained on: its joint state has a different size",
-    Refusal.FPS_MISMATCH: "run the rollout at the policy's training fps (--fps), or start the server with strict_fps=false",
+    Refusal.FPS_MISMATCH: (
+        "run the rollout at the policy's training fps (--fps), or start the server with strict_fps=false"
+    ),
     Refusal.TASK_MISMATCH: "use the server's task (--task), or run a server for this task (the server pins its task)",
     Refusal.MODEL_MISMATCH: (
         "--policy.path must name the same policy type the server runs; after a server model change, "

@@ -76,7 +76,8 @@ class ServiceInfo:
         n = len(self.replicas)
         return (
             f"model {self.model_id!r} revision {self.revision!r} task {self.service!r}: "
-            f"{n} replica{'s' if n != 1 else ''}, {self.free_sessions} free session{'s' if self.free_sessions != 1 else ''}"
+            f"{n} replica{'s' if n != 1 else ''}, "
+            f"{self.free_sessions} free session{'s' if self.free_sessions != 1 else ''}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -333,7 +334,8 @@ def no_server_report(services: list[ServiceInfo], model_id: str, revision: str, 
             "--zenoh.connect_endpoints=[<router endpoint>]"
         )
     lines = [
-        f"No policy server serves {asked}. The router offers {len(services)} service{'s' if len(services) != 1 else ''}:"
+        f"No policy server serves {asked}. "
+        f"The router offers {len(services)} service{'s' if len(services) != 1 else ''}:"
     ]
     lines += [f"  - {svc.describe()}" for svc in services]
     match = closest(services, model_id, revision, task)

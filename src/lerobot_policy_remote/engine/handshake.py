@@ -21,7 +21,10 @@ logger = logging.getLogger(__name__)
 
 MESSAGES = {
     Refusal.ACTION_MISMATCH: "Action name/order mismatch between server policy and this robot",
-    Refusal.MODEL_MISMATCH: "the server now runs a different model/revision/checkpoint than this session was opened with: refusing to execute its chunks",
+    Refusal.MODEL_MISMATCH: (
+        "the server now runs a different model/revision/checkpoint than this session was opened with: "
+        "refusing to execute its chunks"
+    ),
 }
 
 

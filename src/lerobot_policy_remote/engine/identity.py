@@ -38,8 +38,9 @@ def resolve(client_uuid: str, tls_cert: str | None) -> Identity:
                 client_uuid,
                 "flag",
                 (
-                    f"--inference.client_uuid={client_uuid} but the certificate --inference.tls_cert={tls_cert} is issued to "
-                    f"CN={cn}: the router's access control knows a robot only by its certificate's name, so it would drop "
+                    f"--inference.client_uuid={client_uuid} but the certificate --inference.tls_cert={tls_cert} "
+                    f"is issued to CN={cn}: the router's access control knows a robot only by its certificate's name, "
+                    "so it would drop "
                     f"everything this robot sends. Drop --inference.client_uuid (the robot then is {cn}) or pass the "
                     f"certificate issued for {client_uuid} (lerobot-fleet pki issue DIR {client_uuid} --role robot)"
                 ),

@@ -105,7 +105,8 @@ def build_observation(
     prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None),
     rename_map: dict[str, str] | None = None,
 ) -> ObservationMsg:
-    """The robot's raw observation dict -> the request body (canonical `observation.*` keys, renamed by `rename_map`)."""
+    """The robot's raw observation dict -> the request body (canonical `observation.*` keys, renamed by
+    `rename_map`)."""
     frame = build_dataset_frame(hw_features, obs, prefix="observation")
     if rename_map:
         frame = {renamed(k, rename_map): v for k, v in frame.items()}

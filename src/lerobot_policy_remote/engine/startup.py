@@ -44,7 +44,8 @@ def doctor_command(cfg: Any) -> str:
 
 
 def router_unreachable(cfg: Any, exc: ZenohConfigError) -> RemoteStartupError:
-    """The robot could not join the network: what the pre-flight probe found (refused port, certificates), else zenoh's reason."""
+    """The robot could not join the network: what the pre-flight probe found (refused port, certificates), else
+    zenoh's reason."""
     endpoint = ", ".join(cfg.endpoints()) or cfg.connect_endpoint
     if exc.problem:
         return RemoteStartupError(f"{PREFIX}{exc.in_words(ROBOT_FLAGS)}. Check with: {doctor_command(cfg)}")
@@ -55,8 +56,10 @@ def router_unreachable(cfg: Any, exc: ZenohConfigError) -> RemoteStartupError:
         else ""
     )
     return RemoteStartupError(
-        f"{PREFIX}cannot reach the Zenoh router at {endpoint!r} ({ZenohConfigError(zenoh_reason).in_words(ROBOT_FLAGS)}). "
-        f"Start the router (lerobot-fleet router --listen {endpoint.split(', ')[0]}) or fix --inference.connect_endpoint{tls}. "
+        f"{PREFIX}cannot reach the Zenoh router at {endpoint!r} "
+        f"({ZenohConfigError(zenoh_reason).in_words(ROBOT_FLAGS)}). "
+        f"Start the router (lerobot-fleet router --listen {endpoint.split(', ')[0]}) "
+        f"or fix --inference.connect_endpoint{tls}. "
         f"Check with: {doctor_command(cfg)}"
     )
 
@@ -112,7 +115,8 @@ def handshake_failed(
     tls: bool = False,
     scope: CertificateScope | None = None,
 ) -> RemoteStartupError:
-    """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody answered.
+    """Turn the last handshake failure (a HandshakeError) into advice; lists the network's services when nobody
+    answered.
 
     `scope`: under mTLS, what the router lets the robot's certificate see; a certificate bound to some namespaces
     is told what serves there and how to reach what it asked (its own wildcard listing sees nothing)."""
@@ -155,8 +159,9 @@ def nothing_executed(counters: Any, dead_reason: str, robot_id: str, id_source: 
         if tls:
             origin = "its certificate's name" if id_source == "certificate" else "--inference.client_uuid"
             return (
-                f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts). With mTLS the "
-                f"router drops what a certificate may not send: the robot id {robot_id} (from {origin}) must be a robot in "
+                f"{where} never answered this robot's {sent} observation(s) ({timeouts} request timeouts). "
+                "With mTLS the router drops what a certificate may not send: "
+                f"the robot id {robot_id} (from {origin}) must be a robot in "
                 f"the router's inventory with that certificate; the router logs 'ACL refused: CN=...' for each refusal"
             )
         return (
@@ -198,7 +203,10 @@ def policy_path_failed(path: str, exc: BaseException) -> RemoteStartupError:
     elif looks_local or "HFValidationError" in names:
         why = f"no directory {path} on this machine, and it is not a hub repo id like 'org/name'"
     elif names & {"RepositoryNotFoundError", "GatedRepoError", "RevisionNotFoundError", "EntryNotFoundError"}:
-        why = f"the hub has no config.json for {path} (no such repo or revision, or it is private: log in with `hf auth login`)"
+        why = (
+            f"the hub has no config.json for {path} "
+            "(no such repo or revision, or it is private: log in with `hf auth login`)"
+        )
     elif names & {
         "LocalEntryNotFoundError",
         "ConnectError",
@@ -207,8 +215,8 @@ def policy_path_failed(path: str, exc: BaseException) -> RemoteStartupError:
         "TimeoutException",
     }:
         why = (
-            f"no directory {path} on this machine, and its config.json could not be fetched from the hub (no network, or "
-            "HF_HUB_OFFLINE, and not in the local cache)"
+            f"no directory {path} on this machine, and its config.json could not be fetched from the hub "
+            "(no network, or HF_HUB_OFFLINE, and not in the local cache)"
         )
     else:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -185,7 +185,8 @@ def exclusive_full_message(caps: Capabilities, active: int) -> str:
 
 
 def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool, same_client: bool) -> OpenVerdict:
-    """The session-open check matrix, pure CPU. `same_client`: this client already holds a session (re-open replaces it)."""
+    """The session-open check matrix, pure CPU. `same_client`: this client already holds a session (re-open
+    replaces it)."""
     if draining:
         return OpenVerdict(False, Refusal.DRAINING, "server is draining: try another replica")
     try:
@@ -221,14 +222,16 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
                 False,
                 Refusal.ACTION_MISMATCH,
                 "Action name/order mismatch between server policy and this robot: "
-                f"policy {caps.action_names}, robot {robot_names}. Use the robot type and rename map the policy was trained with.",
+                f"policy {caps.action_names}, robot {robot_names}. "
+                "Use the robot type and rename map the policy was trained with.",
             )
     elif caps.strict_action_names:
         return OpenVerdict(
             False,
             ACTION_ORDER_UNCHECKED,
             "action order cannot be checked and this server has strict_action_names on: the policy names no actions. "
-            "Set action_feature_names in the server manifest (the training dataset's meta/info.json features.action.names, "
+            "Set action_feature_names in the server manifest "
+            "(the training dataset's meta/info.json features.action.names, "
             "in order), or put the dataset's meta/info.json beside the checkpoint",
         )
     elif caps.names_warning:
@@ -241,7 +244,8 @@ def check_open(req: SessionOpen, caps: Capabilities, active: int, draining: bool
             False,
             Refusal.CAMERA_MISMATCH,
             f"camera mismatch: the policy needs {caps.image_keys}, the robot does not send {missing} "
-            f"(it sends {sorted(k for k, f in feats.items() if f.kind == 'image')}); fix the camera names or the rename map",
+            f"(it sends {sorted(k for k, f in feats.items() if f.kind == 'image')}); "
+            "fix the camera names or the rename map",
         )
     for key in caps.image_keys:
         shape = list(feats[key].shape)

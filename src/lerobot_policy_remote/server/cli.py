@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # for the checker only: the CLI imports these once it needs t
     from .router_check import RouterWatch
     from .service import PolicyServer
 
-USAGE = """usage: lerobot-policy-server [--manifest server.yaml] [--FIELD=VALUE ...] [--audit_log=off|stderr|PATH] [--verbose]
+USAGE = """\
+usage: lerobot-policy-server [--manifest server.yaml] [--FIELD=VALUE ...] [--audit_log=off|stderr|PATH] [--verbose]
        lerobot-policy-server replay CAPTURE_DIR [--FIELD=VALUE ...] [--verbose]
 
 Serve one pre-warmed lerobot policy to many robots over Zenoh.
@@ -62,7 +63,10 @@ def preflight(manifest: Manifest) -> str:
                 probe.bind((manifest.health_host, manifest.health_port))
             except OSError as exc:
                 if exc.errno != errno.EADDRINUSE:
-                    return f"cannot listen on {manifest.health_host}:{manifest.health_port} for /healthz and /metrics: {exc.strerror}"
+                    return (
+                        f"cannot listen on {manifest.health_host}:{manifest.health_port} for /healthz and /metrics: "
+                        f"{exc.strerror}"
+                    )
                 return (
                     f"the health port {manifest.health_port} on {manifest.health_host} is already in use (another "
                     "lerobot-policy-server on this host?): pass --health_port=<a free port> (each server on a host "

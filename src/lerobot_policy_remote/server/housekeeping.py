@@ -91,7 +91,8 @@ class Housekeeper:
             self.tick()
 
     def tick(self) -> None:
-        """One round (every 100 ms): load gauge, request rate, unknown replies, liveliness GC, active gauge, drain end."""
+        """One round (every 100 ms): load gauge, request rate, unknown replies, liveliness GC, active gauge, drain
+        end."""
         if self.load.update():
             self.metrics.load.set(self.load.value)
         if self.rate is not None:

@@ -109,7 +109,10 @@ def replay(
         else:
             batch = int(meta.get("batch_size", "1") or 1)
             note = f" (captured in a batch of {batch}; replay serves it alone: float rounding)" if batch > 1 else ""
-            line = f"{where}: DIFFERS robot-space {_max_diff(chunk_robot, sent.chunk_robot)}, model-space {_max_diff(chunk_model, sent.chunk_model)}{note}"
+            line = (
+                f"{where}: DIFFERS robot-space {_max_diff(chunk_robot, sent.chunk_robot)}, "
+                f"model-space {_max_diff(chunk_model, sent.chunk_model)}{note}"
+            )
         report.lines.append(line)
         out(line)
     return report
@@ -130,7 +133,8 @@ def main(args: list[str]) -> int:
     manifest_path = directory / CAPTURE_MANIFEST
     if not manifest_path.is_file():
         print(
-            f"lerobot-policy-server: error: {directory} holds no {CAPTURE_MANIFEST}: it is not a debug.capture_dir written by "
+            f"lerobot-policy-server: error: {directory} holds no {CAPTURE_MANIFEST}: "
+            "it is not a debug.capture_dir written by "
             "this version (start the server with --debug.capture_dir=DIR, let robots run, then replay DIR)",
             file=sys.stderr,
         )
@@ -179,7 +183,8 @@ def main(args: list[str]) -> int:
         return 1
     report = reports[0]
     print(
-        f"Replayed {report.total} captures: {report.identical} byte-identical, {report.total - report.identical} differ",
+        f"Replayed {report.total} captures: {report.identical} byte-identical, "
+        f"{report.total - report.identical} differ",
         flush=True,
     )
     return 0 if report.ok else 1

@@ -124,7 +124,8 @@ def install(policy: Any, rtc_config: RTCConfig) -> BatchedGuidance:
 
 def autograd_context(torch_module: Any, own_guidance: bool, guided: bool) -> contextlib.AbstractContextManager[Any]:
     """What a pass runs under: `inference_mode`, except a guided pass of a policy that guides itself (RTC taken as
-    arguments, no `BatchedGuidance`), which may need autograd: `no_grad`, as lerobot decorates `predict_action_chunk`."""
+    arguments, no `BatchedGuidance`), which may need autograd: `no_grad`, as lerobot decorates
+    `predict_action_chunk`."""
     context: contextlib.AbstractContextManager[Any] = (
         torch_module.no_grad() if guided and not own_guidance else torch_module.inference_mode()
     )

@@ -135,7 +135,10 @@ def explain(exc: BaseException, manifest: Any | None = None, manifest_path: str 
     names = _names(exc)
     if manifest is None:  # failed while reading the manifest / flags
         if isinstance(exc, FileNotFoundError) and manifest_path:
-            return f"manifest file {manifest_path!r} not found: pass an existing YAML file with --manifest (see docs/server.md)"
+            return (
+                f"manifest file {manifest_path!r} not found: "
+                "pass an existing YAML file with --manifest (see docs/server.md)"
+            )
         if "DecodingError" in names:
             return (
                 f"bad manifest value: {exc}. Fix that field in the manifest or on the command line (see docs/server.md)"

@@ -3,7 +3,8 @@
 Shipped with the package so a downstream project can test against the same peers we do. Importing this
 package is cheap (stdlib only); the modules that need zenoh or numpy load them when they are imported:
 
-- :mod:`.waiting`     `wait_until`, `wait_until_async`, `assert_never` (bounded waits on a condition, never a fixed sleep)
+- :mod:`.waiting`     `wait_until`, `wait_until_async`, `assert_never` (bounded waits on a condition, never a fixed
+                      sleep)
 - :mod:`.procs`       `free_port`, `Proc`, `Router`, `policy_server`, `stop_all` (real child processes, ended by PID)
 - :mod:`.fake_robot`  `FakeRobot` (one robot speaking the real wire, numpy + zenoh)
 - :mod:`.fake_server` `FakeServer`, `ChunkResponder` (one server replica speaking the real wire, with fault switches)

@@ -168,7 +168,8 @@ class ChunkResponder:
 
 
 class FakeServer:
-    """A replica on `session` under `keys`; its :class:`ChunkResponder` answers observations (`serve_obs=False`: none)."""
+    """A replica on `session` under `keys`; its :class:`ChunkResponder` answers observations (`serve_obs=False`:
+    none)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""A synthetic fleet for console load tests: N robots and M replicas on one Zenoh client session.
+r"""A synthetic fleet for console load tests: N robots and M replicas on one Zenoh client session.
 
 Robots are :class:`FakeRobot` s without an action subscriber (token + telemetry); replicas are
 :class:`FakeServer` s without an observation subscriber (token, status/drain queryables, audit lines),
@@ -8,7 +8,8 @@ the publisher's CLOCK_MONOTONIC in ms, so a console on the same host can measure
 
 Run as a process (what `bench/console.py` does)::
 
-    python -m lerobot_policy_remote.testing.fleet --endpoint tcp/127.0.0.1:7447 --robots 500 --servers 20 --hz 10 --seconds 60
+    python -m lerobot_policy_remote.testing.fleet --endpoint tcp/127.0.0.1:7447 \
+        --robots 500 --servers 20 --hz 10 --seconds 60
 
 It prints `PUBLISHER READY` once everything is declared and `PUBLISHER DONE rounds=.. achieved_hz=..` at the end.
 """
@@ -133,7 +134,8 @@ class FleetPublisher:
             if time.monotonic() >= next_note:  # what was sent, for the bench to prove its load (CLOCK_MONOTONIC)
                 next_note += 1.0
                 print(
-                    f"PUBLISHER PROGRESS rounds={self.rounds} samples={self.rounds * len(self.robot_ids)} mono={time.monotonic():.3f}",
+                    f"PUBLISHER PROGRESS rounds={self.rounds} samples={self.rounds * len(self.robot_ids)} "
+                    f"mono={time.monotonic():.3f}",
                     flush=True,
                 )
             delay = start + (self.rounds - first) * period - time.monotonic()

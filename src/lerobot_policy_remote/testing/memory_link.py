@@ -244,7 +244,8 @@ class MemoryLink:
         queue_wait_ms: float = 0.0,
         inference_ms: float = 0.0,
     ) -> None:
-        """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header and schema)."""
+        """Answer `request` with a chunk (defaults: the bound session, exact echoes, the request's header and
+        schema)."""
         robot = np.asarray(chunk_robot, dtype=np.float32)
         msg = ActionChunkMsg(
             chunk_model=robot if chunk_model is None else np.asarray(chunk_model, dtype=np.float32),
@@ -274,7 +275,8 @@ class MemoryLink:
         epoch: int | None = None,
         session_id: str | None = None,
     ) -> None:
-        """A server event on the robot's action key (answering `request` when given; `session_id`: default the bound one)."""
+        """A server event on the robot's action key (answering `request` when given; `session_id`: default the
+        bound one)."""
         seq = request.seq_id if request else 0
         ep = epoch if epoch is not None else (request.session_epoch if request else 0)
         att = Header(SCHEMA_VERSION, MsgType.EVENT, seq, request.episode_id if request else 0, 0, ep)

@@ -1,7 +1,9 @@
-"""The fleet simulator's two kinds of process: stub replicas and robot hosts (`lerobot-fleet simulate` starts them).
+r"""The fleet simulator's two kinds of process: stub replicas and robot hosts (`lerobot-fleet simulate` starts them).
 
-    python -m lerobot_policy_remote.testing.simfleet replica --endpoint tcp/127.0.0.1:7447 --replica-id sim-r0 --max-sessions 300
-    python -m lerobot_policy_remote.testing.simfleet robots --endpoint tcp/127.0.0.1:7447 --first 0 --count 250 --seconds 60 --out r.json
+    python -m lerobot_policy_remote.testing.simfleet replica --endpoint tcp/127.0.0.1:7447 --replica-id sim-r0 \
+        --max-sessions 300
+    python -m lerobot_policy_remote.testing.simfleet robots --endpoint tcp/127.0.0.1:7447 --first 0 --count 250 \
+        --seconds 60 --out r.json
 
 A replica is the product's `PolicyServer` with a `StubBackend` (fixed pass time, batching on). A robot host runs
 `count` robots, each the product's `RemoteInferenceEngine` over its own `ZenohLink` (own liveliness token, keys,
@@ -189,9 +191,9 @@ class RobotHost:
         0.5 s of actions are left, so it still sends 0.25 s ahead; 0.1 s cost the hosts 3 % more CPU). A robot that must
         re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker);
         an inline step never handshakes (`step(handshake=False)`), so the robots a drain notice moves all go to the
-        pool instead of handshaking one after another on this thread (2 s for 60 robots before). The pass hands them to the
-        pool only once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with the pass,
-        and a host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
+        pool instead of handshaking one after another on this thread (2 s for 60 robots before). The pass hands them
+        to the pool only once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with
+        the pass, and a host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
         last = [0.0] * len(self.robots)
         busy: dict[int, Any] = {}
         with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:

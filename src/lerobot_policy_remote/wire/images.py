@@ -52,7 +52,8 @@ def each_frame(items: Mapping[K, Any], fn: Callable[[K, Any], V], parallel: bool
 
     The pool's items are submitted first and the first one runs here meanwhile: a thread hop costs about 0.1 ms on
     a 2-core box (a pool thread's wake-up), so this way no frame waits for one. The first error (in key order) is
-    raised. Public: the one place where `encode_images`/`decode_images` hand over their parallel decision (tests watch it)."""
+    raised. Public: the one place where `encode_images`/`decode_images` hand over their parallel decision (tests
+    watch it)."""
     if not parallel or len(items) < 2:
         return {k: fn(k, v) for k, v in items.items()}
     pool = _codec_pool()

@@ -25,7 +25,8 @@ def negotiate_schema(
     if low > high:
         raise SchemaVersionError(
             "schema_version",
-            f"client speaks {client_min}..{client_max}, server speaks {server_min}..{server_max}: upgrade the older side",
+            f"client speaks {client_min}..{client_max}, server speaks {server_min}..{server_max}: "
+            "upgrade the older side",
         )
     return high
 
