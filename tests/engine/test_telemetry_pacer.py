@@ -56,7 +56,7 @@ def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_
     import torch
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
 
-    from lerobot_policy_remote.engine import remote
+    from lerobot_policy_remote.engine import remote, reporting
     from lerobot_policy_remote.engine.config import RemoteInferenceConfig
     from lerobot_policy_remote.engine.provenance import Provenance
     from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
@@ -67,6 +67,7 @@ def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_
         return time.monotonic() + skew[0]
 
     monkeypatch.setattr(remote, "time", types.SimpleNamespace(monotonic=monotonic))
+    monkeypatch.setattr(reporting, "time", types.SimpleNamespace(monotonic=monotonic))  # the telemetry's clock
     cfg = RemoteInferenceConfig(
         rtc=RTCConfig(enabled=False), telemetry_period_s=0.5, telemetry_max_period_s=8.0, max_action_age_s=3.0
     )

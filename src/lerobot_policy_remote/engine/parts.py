@@ -1,4 +1,5 @@
-"""What the engine's mixins (`connect.Connecting`, `replies.Replies`) use of `RemoteInferenceEngine`.
+"""What the engine's mixins (`connect.Connecting`, `replies.Replies`, `resets.Resets`, `reporting.Reporting`,
+`views.EngineViews`) use of `RemoteInferenceEngine`.
 
 The mixins' methods take `self: EngineParts`: the checker then verifies, wherever they are called, that the engine
 has each of these members with these types, without the mixins importing `remote.py` (which imports them).
@@ -12,19 +13,21 @@ from threading import Event, Lock
 from typing import Any, Protocol
 
 from ..wire.header import Header
-from ..wire.messages import EventMsg, SessionOpen
+from ..wire.keys import ServiceKeys
+from ..wire.messages import EventMsg, RobotTelemetry, SessionOpen
 from .config import RemoteInferenceConfig
+from .control import ControlSide
 from .inflight import RequestTracker
-from .link import LinkStateMachine
+from .link import LinkState, LinkStateMachine
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
-from .telemetry import ChunkTimings, RttWindow
+from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, TelemetryPacer
 from .transport import RemoteLink
 
 
 class EngineParts(Protocol):
-    """The engine's state and methods that its handshake and reply mixins read or write."""
+    """The engine's state and methods that its mixins read or write."""
 
     cfg: RemoteInferenceConfig
     client_uuid: str
@@ -51,7 +54,13 @@ class EngineParts(Protocol):
     _episode_start: bool
     _drained_from: str
     _ready: Event
+    _failed: Event
     _reset_lock: Lock
+    keys: ServiceKeys
+    control: ControlSide
+    _pacer: TelemetryPacer
+    _logged_state_version: int
+    on_operator_reset: Callable[[int], bool] | None
 
     @property
     def session_id(self) -> str: ...
@@ -71,6 +80,18 @@ class EngineParts(Protocol):
     @property
     def frame_quality(self) -> int: ...
 
+    @property
+    def state(self) -> LinkState: ...
+
+    @property
+    def telemetry_seq(self) -> int: ...
+
+    @property
+    def last_outcome(self) -> str: ...
+
+    @property
+    def fallback_count(self) -> int: ...
+
     def session_open_request(self) -> SessionOpen: ...
 
     def _handshake(self) -> None: ...
@@ -84,3 +105,15 @@ class EngineParts(Protocol):
     def _never_moved(self) -> None: ...
 
     def report_telemetry(self, force: bool = False) -> None: ...
+
+    def _local_reset(self) -> None: ...
+
+    def _server_reset(self) -> None: ...
+
+    def delay_steps(self) -> int: ...
+
+    def stats(self) -> EngineStats: ...
+
+    def snapshot(self, now: float) -> EngineSnapshot: ...
+
+    def telemetry(self) -> RobotTelemetry: ...

@@ -8,7 +8,8 @@ Threads (mirrors `lerobot/rollout/inference/rtc.py`):
 The transport (Zenoh, or in memory in tests) sits behind `engine/transport.RemoteLink` (`self.transport`);
 the link state machine (`engine/link.py`) is `self.states`. Building requests (`request.py`), checking
 replies (`validate.py`) and the telemetry report (`telemetry.robot_telemetry`) are pure functions. The worker's
-handshake side (first connection, re-handshakes, link loss) is `connect.py`, its reply handling `replies.py`.
+handshake side (first connection, re-handshakes, link loss) is `connect.py`, its reply handling `replies.py`, its
+episode resets `resets.py`, stats and paced telemetry `reporting.py`, the read-only public state `views.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
 from ..wire.keys import ServiceKeys
-from ..wire.messages import EpisodeResetAck, ResetRequest, RobotTelemetry
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
 from . import identity, provenance, request, resend, startup
@@ -43,23 +43,23 @@ from .link import LinkState, LinkStateMachine
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .replies import Replies, chunk_logger  # noqa: F401 (chunk_logger: its old import path, bench/peers/robot_loop.py)
+from .reporting import Reporting
+from .resets import Resets
 from .session import RemoteSession
-from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, TelemetryPacer, robot_telemetry
+from .telemetry import ChunkTimings, RttWindow, TelemetryPacer
 from .transport import RemoteLink
+from .views import EngineViews
 
 logger = logging.getLogger(__name__)
 
 _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
-_RESET_TIMEOUT_S = 1.0
-STALENESS_REPORT_FRACTION = (
-    2 / 3
-)  # staleness at this fraction of max_action_age_s is reported at once (console alert default)
 
 
-class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
-    """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop,
-    requests, resets and telemetry; the handshake side is `connect.Connecting`, replies `replies.Replies`."""
+class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews, InferenceEngine):
+    """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop and
+    requests; the handshake side is `connect.Connecting`, replies `replies.Replies`, episode resets `resets.Resets`,
+    stats and telemetry `reporting.Reporting`, the read-only state `views.EngineViews`."""
 
     def __init__(
         self,
@@ -140,62 +140,6 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
         self.on_operator_reset: Callable[[int], bool] | None = None
         if warning := zero_warning(config.fallback, self.action_names):
             logger.warning(warning)
-
-    # ------------------------------------------------------------------ public state (read-only views)
-    @property
-    def ready(self) -> bool:
-        """The first handshake ended: a session is open, or the engine failed."""
-        return self._ready.is_set() or self._failed.is_set()
-
-    @property
-    def failed(self) -> bool:
-        return self._failed.is_set()
-
-    @property
-    def state(self) -> LinkState:
-        return self.states.snapshot()[0]
-
-    @property
-    def telemetry_seq(self) -> int:
-        return self._pacer.seq
-
-    @property
-    def last_outcome(self) -> str:
-        """ok | timeout | bad_chunk | server_lost | event:<name>"""
-        return self.requests.last_outcome
-
-    @property
-    def session_id(self) -> str:
-        return self.session.session_id
-
-    @property
-    def replica(self) -> str:
-        return self.session.replica
-
-    @property
-    def session_epoch(self) -> int:
-        return self.session.epoch
-
-    @property
-    def fingerprint(self) -> str:
-        return self.session.fingerprint
-
-    @property
-    def rtc_active(self) -> bool:
-        return self.session.rtc_active
-
-    @property
-    def executed_count(self) -> int:
-        return self.control.executed_count
-
-    @property
-    def fallback_count(self) -> int:
-        return self.control.fallback_count
-
-    @property
-    def frame_quality(self) -> int:
-        """JPEG quality of the frames sent now: 0 (raw) to a replica on this machine, unless told otherwise."""
-        return 0 if self.session.same_host and self.cfg.raw_frames_on_same_host else self.cfg.jpeg_quality
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_first_handshake: bool = True, worker: bool = True) -> None:
@@ -423,103 +367,9 @@ class RemoteInferenceEngine(Connecting, Replies, InferenceEngine):
             self._sent = (sent[0], sent[1], sent[2], time.monotonic())
             self.counters["resent"] += 1
 
-    # -- resets
-    def _server_reset(self) -> None:
-        if self.reconnect.needed or not self.session_id:
-            return
-        try:
-            ack = self.transport.server_reset(
-                ResetRequest(session_id=self.session_id, episode_id=self.episode_id), _RESET_TIMEOUT_S
-            )
-        except Exception as exc:  # a reset failure is logged, never fatal
-            logger.warning("Episode reset query failed: %s", exc)
-            return
-        if ack is None:
-            logger.warning(
-                "Episode reset was not acknowledged within %gs (continuing: requests are stateless)", _RESET_TIMEOUT_S
-            )
-        elif not ack.ok:
-            logger.warning("Server refused the episode reset: %s", printable(ack.message, 300))
-
-    def _apply_operator_resets(self) -> None:
-        for query in self.transport.reset_queries():
-            if self.on_operator_reset is not None and self.on_operator_reset(self.episode_id + 1):
-                logger.info(
-                    "Operator episode reset handed to the recording strategy: episode %d next", self.episode_id + 1
-                )
-                query.answer(
-                    EpisodeResetAck(
-                        ok=True,
-                        message="episode reset: the recording ends this episode",
-                        episode_id=self.episode_id + 1,
-                    )
-                )
-                continue
-            with self._reset_lock:
-                self._local_reset()
-            self._server_reset()
-            logger.info("Operator episode reset applied: episode %d", self.episode_id)
-            query.answer(EpisodeResetAck(ok=True, message="episode reset", episode_id=self.episode_id))
-
     def delay_steps(self) -> int:
         """The RTC inference delay the next request carries (and telemetry reports): the windowed latency in control
         steps, capped at this session's horizon and chunk size (`request.capped_delay`)."""
         return request.capped_delay(
             self.latency.delay_steps(self._dt), int(self.cfg.rtc.execution_horizon), self.session.chunk_size
         )
-
-    # -- observability
-    def stats(self) -> EngineStats:
-        c = self.counters
-        return EngineStats(
-            requests=c["requests"],
-            superseded=c["superseded"],
-            errors=c["bad_chunk"] + c["timeouts"],
-            fallback_count=self.fallback_count,
-            rtt_p50_ms=self.rtt.percentile(0.5),
-            rtt_p95_ms=self.rtt.percentile(0.95),
-            delay_steps=self.delay_steps(),
-            queue_wait_ms_p50=self.timings.queue_wait.percentile(0.5),
-            inference_ms_p50=self.timings.inference.percentile(0.5),
-            network_ms_p50=self.timings.network.percentile(0.5),
-        )
-
-    def snapshot(self, now: float) -> EngineSnapshot:
-        state, since, _ = self.states.snapshot()
-        return EngineSnapshot(
-            client_uuid=self.client_uuid,
-            state=state,
-            state_age_s=now - since,
-            model_id=self.model_id,
-            service=self.keys.service,
-            session_id=self.session_id,
-            replica=self.replica,
-            episode_id=self.episode_id,
-            staleness_s=self.queue.head_age(now),
-            queue_s=self.queue.fresh_count(now, self.cfg.max_action_age_s) / self.fps,
-            last_outcome=self.last_outcome,
-            dead_reason=self.states.dead_reason,
-            fps=self.fps,
-            seq=self.telemetry_seq,
-            action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
-            max_action_age_s=self.cfg.max_action_age_s,
-            rtc=("on" if self.session.rtc_active else "off") if self.session.epoch else "",
-        )
-
-    def telemetry(self) -> RobotTelemetry:
-        return robot_telemetry(self.stats(), self.snapshot(time.monotonic()))
-
-    def report_telemetry(self, force: bool = False) -> None:
-        """Publish the telemetry report when the pacer says it is due (`force`: now). The worker calls it on every
-        pass; public so a caller driving the engine itself, and the tests, can run the pacing without a network pass."""
-        now = time.monotonic()
-        state_version = self.states.snapshot()[2]
-        # What the console alerts on goes at once even when telemetry has slowed down (adaptive pacing): a state
-        # change, and staleness crossing 2/3 of the robot's bound (the console's default staleness threshold).
-        high = self.queue.head_age(now) >= STALENESS_REPORT_FRACTION * self.cfg.max_action_age_s
-        send, _ = self._pacer.due(state_version * 2 + high, now, force)
-        if state_version != self._logged_state_version:
-            self._logged_state_version = state_version
-            logger.info("Link state: %s", self.state.value)
-        if send:
-            self.transport.publish_telemetry(self.telemetry())
