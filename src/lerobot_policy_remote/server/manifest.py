@@ -52,8 +52,8 @@ AUTO_MAX_BATCH = 8  # batching.max_batch when unset and the policy can batch (do
 class BatchingSpec:
     """Cross-robot micro-batching of shared-mode sessions (docs/server.md, "Batching")."""
 
-    # robots per forward pass; None (default) = AUTO_MAX_BATCH when the policy can batch (shared, chunk-stateless), else 1;
-    # 1 = one robot per pass (no batching)
+    # robots per forward pass; None (default) = AUTO_MAX_BATCH when the policy can batch (shared, chunk-stateless),
+    # else 1; 1 = one robot per pass (no batching)
     max_batch: int | None = None
     # None (default) = derived: wait up to half the measured pass time for robots due within it (never for a lone
     # robot); 0 = opportunistic (never wait while a robot is ready); > 0 waits this long
@@ -190,21 +190,29 @@ class Manifest:
 # One line per manifest field, in the words an operator needs; `--help` prints every field with its type and
 # default (tests/server/test_manifest_units.py fails when a field has no line here).
 FIELD_HELP: dict[str, str] = {
-    "model.repo_or_path": "hub repo id or local checkpoint directory (config.json, model.safetensors, processor files); required",
+    "model.repo_or_path": (
+        "hub repo id or local checkpoint directory (config.json, model.safetensors, processor files); required"
+    ),
     "model.revision": "hub revision to load (ignored for a local directory); also part of the service key",
     "model.dtype": "'' keeps the checkpoint dtype; float32, float16 or bfloat16 casts after loading",
     "model.device": "torch device the policy runs on (cpu, cuda, cuda:1, mps)",
-    "default_task": "task used when a robot sends none; also the default service name robots dial (--task on the robot)",
+    "default_task": (
+        "task used when a robot sends none; also the default service name robots dial (--task on the robot)"
+    ),
     "service_name": "service key segment robots dial; '' means default_task",
     "pin_task": "refuse robots whose task differs from default_task (task_mismatch)",
-    "serving_mode": "auto or exclusive; auto shares verified chunk-stateless policies and serves the rest one robot at a time",
+    "serving_mode": (
+        "auto or exclusive; auto shares verified chunk-stateless policies and serves the rest one robot at a time"
+    ),
     "max_sessions": "robots served at once in shared mode (an exclusive policy always serves 1)",
     "warmup_inferences": "throwaway forward passes before 'Policy server up'",
     "trained_fps": "control rate the policy was trained at; robots at another rate get a warning",
     "strict_fps": "refuse robots whose fps differs from trained_fps by more than fps_tolerance",
     "fps_tolerance": "relative fps difference tolerated before the warning (or refusal with strict_fps)",
-    "action_feature_names": "the training data's action names in order (the dataset's meta/info.json features.action.names); "
-    "enables the action name+order check",
+    "action_feature_names": (
+        "the training data's action names in order (the dataset's meta/info.json "
+        "features.action.names); enables the action name+order check"
+    ),
     "strict_action_names": "refuse robots when the action order cannot be checked (no names from the manifest, "
     "the policy config or a dataset meta/info.json beside the checkpoint)",
     "rtc.enabled": "offer real-time chunking (only RTC-capable policies: pi0, pi05, smolvla)",
@@ -214,23 +222,39 @@ FIELD_HELP: dict[str, str] = {
     "replica_id": "this replica's id in keys, logs and metrics; '' means the mTLS certificate's CN, else "
     "<hostname>-<health_port> (the same after a restart), or <hostname>-<pid> with health_port=0",
     "health_port": "port of GET /healthz and GET /metrics; 0 disables both",
-    "health_host": "address /healthz and /metrics bind; 127.0.0.1 is this machine only, 0.0.0.0 lets Prometheus scrape it",
+    "health_host": (
+        "address /healthz and /metrics bind; 127.0.0.1 is this machine only, 0.0.0.0 lets Prometheus scrape it"
+    ),
     "advertise_host": "host written into the status' metrics_url (the console links it); '' means health_host",
     "session_grace_s": "a session is closed this long after its robot's liveliness token disappeared",
     "drain_timeout_s": "longest a drain (SIGTERM, lerobot-fleet drain) waits for pending requests",
-    "reclaim_idle_s": "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking for one; 0 never",
+    "reclaim_idle_s": (
+        "shared mode, when full: a session that sent nothing this long gives its seat to a robot asking "
+        "for one; 0 never"
+    ),
     "max_obs_bytes": "observations larger than this are refused before decoding (errors_total{reason=oversize})",
-    "router_refused": "when the router's access control refuses this replica's keys: exit (status 2, one line naming the "
-    "fix) or retry (serve /healthz as failing and check again every few seconds; for orchestrators)",
-    "direct_link": "offer robots on this host a loopback listener that skips the router (never under TLS); false: all through the router",
-    "batching.max_batch": f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching",
-    "batching.max_wait_ms": "unset: wait up to half a measured pass for robots whose next observation is due within it; "
-    "0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)",
+    "router_refused": (
+        "when the router's access control refuses this replica's keys: exit (status 2, one line naming "
+        "the fix) or retry (serve /healthz as failing and check again every few seconds; for orchestrators)"
+    ),
+    "direct_link": (
+        "offer robots on this host a loopback listener that skips the router (never under TLS); "
+        "false: all through the router"
+    ),
+    "batching.max_batch": (
+        f"robots per forward pass in shared mode; unset: {AUTO_MAX_BATCH} when the policy can batch; 1 is no batching"
+    ),
+    "batching.max_wait_ms": (
+        "unset: wait up to half a measured pass for robots whose next observation is due within "
+        "it; 0: batch whoever is ready now; > 0: wait up to this long for a pass to fill (max 1000)"
+    ),
     "debug.capture_dir": "directory for a ring of captured requests (wire bytes, header, settings) and chunks; "
     "replay them with `lerobot-policy-server replay DIR`; null disables",
     "debug.capture_max": "captures kept in the ring; the oldest is deleted beyond this",
     "zenoh.mode": "client (dial a router), peer (no router: listen and/or dial peers) or router",
-    "zenoh.connect_endpoints": f"endpoints to dial, e.g. '[tcp/router:7447]'; client mode with none dials {DEFAULT_ROUTER}",
+    "zenoh.connect_endpoints": (
+        f"endpoints to dial, e.g. '[tcp/router:7447]'; client mode with none dials {DEFAULT_ROUTER}"
+    ),
     "zenoh.listen_endpoints": "endpoints to listen on, e.g. '[tcp/0.0.0.0:7447]' (peer mode on a LAN)",
     "zenoh.tls_root_ca_certificate": "CA file that signed the router's certificate (needed for tls/ endpoints)",
     "zenoh.tls_connect_certificate": "this replica's client certificate (mTLS; its CN must be replica_id under an ACL)",
@@ -246,10 +270,19 @@ FIELD_HELP: dict[str, str] = {
     "zenoh.shared_memory": "use Zenoh shared memory with peers on the same machine",
     "zenoh.adminspace": "expose Zenoh's admin space (read-only)",
     "zenoh.tx_queue_interactive_high": "TX queue depth for chunks; 0 keeps Zenoh's default (a batching server uses 16)",
-    "zenoh.tx_queue_data": "TX queue depth for observations and other DATA-priority messages; 0 keeps Zenoh's default (robots and routers use 16)",
-    "zenoh.max_message_bytes": "largest message Zenoh reassembles (bytes); 0: max_obs_bytes + 64 KiB (Zenoh's own default is 1 GiB)",
-    "zenoh.block_wait_before_close_ms": "how long a BLOCK put may wait for tx queue room before Zenoh closes the link; 0 keeps Zenoh's 5 s",
-    "zenoh.gossip": "peers learn each other's locators through a router; null: on in peer and router mode, off in client mode",
+    "zenoh.tx_queue_data": (
+        "TX queue depth for observations and other DATA-priority messages; 0 keeps Zenoh's default "
+        "(robots and routers use 16)"
+    ),
+    "zenoh.max_message_bytes": (
+        "largest message Zenoh reassembles (bytes); 0: max_obs_bytes + 64 KiB (Zenoh's own default is 1 GiB)"
+    ),
+    "zenoh.block_wait_before_close_ms": (
+        "how long a BLOCK put may wait for tx queue room before Zenoh closes the link; 0 keeps Zenoh's 5 s"
+    ),
+    "zenoh.gossip": (
+        "peers learn each other's locators through a router; null: on in peer and router mode, off in client mode"
+    ),
     "zenoh.extra_json5": "a JSON5 file or inline JSON5 merged last into the Zenoh config",
 }
 
