@@ -2,27 +2,22 @@
 
 One thread. Each cycle the scheduler picks sessions from the ring (one, or up to `max_batch` when
 batching); each request is checked on its own (a bad one is refused without touching the others),
-the good ones that may share a forward pass run as one batch, the rest alone.
+the good ones that may share a forward pass run as one batch, the rest alone. The request type and what answering
+it publishes (chunk, audit line, debug capture) are `replies.py`.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
-import json
 import logging
 import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from numpy.typing import NDArray
 
 from ..wire.codes import EventKind
-from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk, float16_fits
+from ..wire.data import decode_observation
 from ..wire.errors import Reason, WireError
 from ..wire.header import Header, MsgType
 from ..wire.limits import WireLimits
@@ -33,23 +28,11 @@ from .decode_pool import decode_targets, take_decoded
 from .lifecycle import Lifecycle
 from .load import LoadGauge
 from .metrics import ServerMetrics
+from .replies import Replying, Request
 from .scheduler import Scheduler
 from .sessions import Mail, Registry, Session
 
 log = logging.getLogger("lerobot.policy_server")
-
-
-@dataclass
-class Request:
-    """One checked observation, ready for the model."""
-
-    s: Session
-    header: Header
-    obs: ObservationMsg
-    superseded: int
-    t_arrival: float
-    t_start: float
-    mail: Mail | None = None  # the wire bytes, kept for the debug capture
 
 
 class PassStats:
@@ -77,8 +60,9 @@ class PassStats:
         return sum(b for b, _ in self._passes) / busy if busy > 0 else 0.0
 
 
-class Worker:
-    """Owns the inference thread's loop. It is handed exactly what it uses (service.py wires it).
+class Worker(Replying):
+    """Owns the inference thread's loop. It is handed exactly what it uses (service.py wires it); publishing each
+    reply is `replies.Replying`.
 
     Public state: `stats` (recent passes), `in_flight` (requests inside a pass), `error` (why the loop
     died, for /healthz) and `wake` (set by callbacks when there is work).
@@ -359,103 +343,3 @@ class Worker:
                 error=str(exc),
             )
         )
-
-    def _publish(
-        self,
-        r: Request,
-        chunk_model: NDArray[Any],
-        chunk_robot: NDArray[Any],
-        infer_s: float,
-        batch: int = 1,
-        queued: bool = False,
-    ) -> None:
-        """`queued`: a later express chunk of this pass flushes this one (Session.out_batched)."""
-        s, h = r.s, r.header
-        queue_wait = r.t_start - r.t_arrival
-        msg = ActionChunkMsg(
-            chunk_model,
-            chunk_robot,
-            s.session_id,
-            h.seq_id,
-            h.client_mono_ns,
-            queue_wait * 1e3,
-            infer_s * 1e3,
-            r.superseded,
-            self.load.value,
-        )
-        reply = Header(s.schema_version, MsgType.CHUNK, h.seq_id, h.episode_id, h.client_mono_ns, h.session_epoch)
-        dtype = (
-            "float16"
-            if s.reply_dtype == "float16"
-            and float16_fits(chunk_robot, s.reply_max_error)
-            and (not s.reply_model_space or float16_fits(chunk_model, s.reply_max_error))
-            else "float32"
-        )
-        payload, attachment = encode_chunk(msg, dtype=dtype, model_space=s.reply_model_space), reply.pack()
-        # Counted before the put: a robot that has its chunk must find it counted (status, metrics).
-        s.requests += 1
-        self.metrics.count_request(s.client_uuid)
-        try:
-            (s.out_batched() if queued else s.out).put(payload, attachment=attachment)
-            outcome = "ok"
-        except Exception as exc:
-            outcome = "publish_failed"
-            self.metrics.errors.labels(Reason.PUBLISH_FAILED.value).inc()
-            log.warning("chunk publish to %s failed: %s", s.client_uuid, exc)
-        self.metrics.queue_wait.observe(queue_wait)
-        self.auditor.emit(
-            audit_line(
-                s,
-                h,
-                outcome,
-                self.replica,
-                queue_wait_s=queue_wait,
-                infer_s=infer_s,
-                chunk_len=int(chunk_robot.shape[0]),
-                superseded=r.superseded,
-            )
-        )
-        if self.capture is not None and r.mail is not None:
-            self._capture(r, chunk_model, chunk_robot, payload, attachment, queue_wait, infer_s, batch)
-
-    def _capture(
-        self,
-        r: Request,
-        chunk_model: NDArray[Any],
-        chunk_robot: NDArray[Any],
-        payload: bytes,
-        attachment: bytes,
-        queue_wait: float,
-        infer_s: float,
-        batch: int,
-    ) -> None:
-        """The request and the reply as they crossed the wire, plus what replaying them needs (DebugCapture)."""
-        s, h, cap, info = r.s, r.header, self.capture, self.backend.model_info
-        assert cap is not None and r.mail is not None
-        tensors = {
-            "obs_payload": cap.wire(r.mail.payload),
-            "obs_header": cap.wire(r.mail.attachment),
-            "chunk_payload": cap.wire(payload),
-            "chunk_header": cap.wire(attachment),
-            "chunk_model": chunk_model,
-            "chunk_robot": chunk_robot,
-        }
-        meta = {
-            "client_uuid": s.client_uuid,
-            "session_id": s.session_id,
-            "seq_id": str(h.seq_id),
-            "episode_id": str(h.episode_id),
-            "schema_version": str(s.schema_version),
-            "rtc": json.dumps(dataclasses.asdict(s.rtc)) if s.rtc else "null",
-            "task": r.obs.task,
-            "replica": self.replica,
-            "policy_type": info.policy_type,
-            "fingerprint": info.fingerprint,
-            "dtype": info.dtype,
-            "device": info.device,
-            "batch_size": str(batch),
-            "queue_wait_ms": f"{queue_wait * 1e3:.3f}",
-            "inference_ms": f"{infer_s * 1e3:.3f}",
-            "superseded": str(r.superseded),
-        }
-        cap.submit(f"{s.client_uuid}-{h.episode_id}-{h.seq_id}", tensors, meta)
