@@ -1,4 +1,5 @@
-"""`lerobot-fleet demo --policy`: what each policy kind builds and what every child's environment gets (no processes)."""
+"""`lerobot-fleet demo --policy`: what each policy kind builds and what every child's environment gets (no
+processes)."""
 
 from __future__ import annotations
 

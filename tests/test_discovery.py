@@ -68,7 +68,10 @@ def test_no_server_report_lists_services_and_points_at_the_closest():
     services = group([st("a", "/ckpt/act", "pick up the cube", active=1), st("b", "/ckpt/act", "open the drawer")])
     text = no_server_report(services, "/ckpt/act", "main", "pick up the cub")
     assert text.splitlines() == [
-        "No policy server serves model '/ckpt/act' revision 'main' task 'pick up the cub'. The router offers 2 services:",
+        (
+            "No policy server serves model '/ckpt/act' revision 'main' task 'pick up the cub'. "
+            "The router offers 2 services:"
+        ),
         "  - model '/ckpt/act' revision 'main' task 'open the drawer': 1 replica, 4 free sessions",
         "  - model '/ckpt/act' revision 'main' task 'pick up the cube': 1 replica, 3 free sessions",
         "Closest match: model '/ckpt/act' revision 'main' task 'pick up the cube': 1 replica, 3 free sessions. "

@@ -96,7 +96,8 @@ def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
     assert faults["sigstop"]["run_again_s"] >= 2.0 - 0.1  # nothing fresh can come from a paused server
     link = {r["link"]: r for r in res["link"]}
     assert set(link) == {"1gbit-0.5ms", "100mbit-20ms", "20mbit-40ms"}
-    # 1.84 MB of raw frames per request: bandwidth alone costs >= 14.7 ms at 1 Gbit/s, 147 at 100 Mbit/s, 737 at 20 Mbit/s
+    # 1.84 MB of raw frames per request: bandwidth alone costs >= 14.7 ms at 1 Gbit/s, 147 at 100 Mbit/s, 737 at
+    # 20 Mbit/s
     assert link["1gbit-0.5ms"]["rtt_p50_ms"] >= 14.7 + 0.5
     assert link["100mbit-20ms"]["rtt_p50_ms"] >= 147 + 20
     assert link["20mbit-40ms"]["rtt_p50_ms"] >= 737 + 40

@@ -69,7 +69,8 @@ def test_unreachable_router_gives_actionable_error():
 
 
 def test_observations_leave_robots_and_routers_through_a_deep_data_queue():
-    """A raw 1.84 MB observation is 29 fragments: robots and routers queue 16 DATA batches, zenoh accepts both queues."""
+    """A raw 1.84 MB observation is 29 fragments: robots and routers queue 16 DATA batches, zenoh accepts both
+    queues."""
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
     from lerobot_fleet.router import router_settings
 

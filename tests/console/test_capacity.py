@@ -115,7 +115,8 @@ def _row(**kw) -> ServerRow:
 
 
 def test_doctor_warns_when_a_robot_would_join_a_replica_past_capacity():
-    """A replica with 2 of 4 sessions and N_max 1.8 (room -1): doctor used to say "2 of 4 sessions free"; now it warns."""
+    """A replica with 2 of 4 sessions and N_max 1.8 (room -1): doctor used to say "2 of 4 sessions free"; now it
+    warns."""
     (warn,) = capacity_checks([_row()])
     assert warn.status == WARN and warn.name == "capacity"
     assert warn.detail.startswith(

@@ -37,7 +37,8 @@ def test_console_and_verbs_print_help():
 def test_model_store_and_sources_never_import_textual():
     """Layering (as harlequin's import-linter contract): data code is usable without the TUI."""
     code = (
-        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.view, lerobot_fleet.verbs, lerobot_fleet.sources.zenoh_source, "
+        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.view, lerobot_fleet.verbs, "
+        "lerobot_fleet.sources.zenoh_source, "
         "lerobot_fleet.sources.fake, lerobot_fleet.sources.replay, lerobot_fleet.sources.prometheus; "
         "print('TEXTUAL', 'textual' in sys.modules)"
     )

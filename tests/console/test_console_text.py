@@ -130,7 +130,8 @@ def test_refusal_log_prints_no_escape_sequences():
     """The filter process as the router runs it: a client's key and name land in the log printable."""
     lines = (
         "2026-01-01T00:00:00Z TRACE zenoh::net::routing::interceptor::access_control: access_control: "
-        "abcd on Interface(lo)+CertCommonName(arm\x1b[31m-01) is unauthorized to put (ingress) on @lerobot/x\x1b]0;t\x07/y\n"
+        "abcd on Interface(lo)+CertCommonName(arm\x1b[31m-01) is unauthorized to put (ingress) "
+        "on @lerobot/x\x1b]0;t\x07/y\n"
         "a passing line \x1b[2J\x9b5n with junk\n"
     )
     out = subprocess.run(

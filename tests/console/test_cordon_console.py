@@ -115,8 +115,8 @@ def test_the_drain_dialog_names_the_robots_that_will_find_no_room():
     assert "will find no room" not in body(2)
     crowded = body(2, (_waiting("arm-9"),))  # a robot already waiting takes a seat too
     assert (
-        "1 robot(s) will find no room and wait: 1 of arm-1, arm-2 (room for 2: whoever asks first); 1 already wait(s) for a "
-        "seat: arm-9" in crowded
+        "1 robot(s) will find no room and wait: 1 of arm-1, arm-2 (room for 2: whoever asks first); "
+        "1 already wait(s) for a seat: arm-9" in crowded
     )
     # a cordoned replica has no room for them
     snap = FleetSnapshot(

@@ -146,7 +146,8 @@ async def test_drain_with_the_other_replica_nearly_full(fleet):
         assert waiting[0].waiting.startswith(f"waiting: no replica with room ({spare} 3/3"), waiting[0].waiting
         b = servers()[spare]
         # full: no room, and the console names what limits it. The session cap (3/3) binds unless the latency model's
-        # N_max, from pass times measured now, is lower: on a box loaded by other tests it can be (2 -> room -1, "N_max")
+        # N_max, from pass times measured now, is lower: on a box loaded by other tests it can be (2 -> room -1,
+        # "N_max")
         assert b.active_sessions == b.max_sessions == 3 and b.headroom is not None and b.headroom <= 0
         assert (b.headroom, b.room_limit) == room(b.n_max, b.max_sessions, b.active_sessions, False)
         assert b.room_limit == ("N_max" if b.n_max is not None and b.n_max < 3 else "cap")

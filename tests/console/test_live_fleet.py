@@ -160,7 +160,10 @@ def test_console_in_a_real_terminal(fleet, tmp_path):
             "160",
             "-y",
             "45",
-            f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console --router {fleet['router'].endpoint} --read-only",
+            (
+                f"env -u COLUMNS -u LINES timeout -s KILL 120 {FLEET} console "
+                f"--router {fleet['router'].endpoint} --read-only"
+            ),
         ],
         check=True,
         timeout=10,

@@ -1,5 +1,5 @@
-"""One robot id counts for at most MAX_NAMESPACES_PER_ID namespaces in the console: its samples in more are dropped and an
-alert names it, so one certificate (which may publish in any namespace its inventory entry allows) cannot use up the
+"""One robot id counts for at most MAX_NAMESPACES_PER_ID namespaces in the console: its samples in more are dropped and
+an alert names it, so one certificate (which may publish in any namespace its inventory entry allows) cannot use up the
 console's namespace budget and hide the robots that come after it. Real router, the console's real Zenoh source."""
 
 from __future__ import annotations

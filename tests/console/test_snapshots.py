@@ -83,7 +83,8 @@ def test_reset_confirmation(snap_compare):
 
 
 def test_disconnected_router(snap_compare):
-    """Router lost: header DISCONNECTED, data age grows, robots keep their last state; arm-09 (gone before) stays GONE."""
+    """Router lost: header DISCONNECTED, data age grows, robots keep their last state; arm-09 (gone before) stays
+    GONE."""
     app = make_app()
 
     async def before(pilot):

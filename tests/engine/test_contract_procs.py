@@ -1,5 +1,5 @@
-"""The policy contract through the real CLIs: `lerobot-rollout --inference.type=remote --rename_map=...` driving the sim arm
-against a real `lerobot-policy-server` whose policy names its camera differently; and peer mode (no router)."""
+"""The policy contract through the real CLIs: `lerobot-rollout --inference.type=remote --rename_map=...` driving the sim
+arm against a real `lerobot-policy-server` whose policy names its camera differently; and peer mode (no router)."""
 
 from __future__ import annotations
 

@@ -178,7 +178,8 @@ def test_remote_merged_queue_equals_local_rtc_engine(router, tmp_path, monkeypat
     if relative:
         relative_steps = [s for s in local.pre.steps if isinstance(s, RelativeActionsProcessorStep) and s.enabled]
         assert relative_steps, "the toy pipeline lost its relative step"  # what lerobot's engine re-anchors with
-    # Exact parity is a float32 property: float16 replies (bounded by reply_max_error) are checked in test_reply_size.py.
+    # Exact parity is a float32 property: float16 replies (bounded by reply_max_error) are checked in
+    # test_reply_size.py.
     cfg = RemoteInferenceConfig(
         connect_endpoint=router.endpoint,
         rtc=RTCConfig(enabled=True, execution_horizon=H),

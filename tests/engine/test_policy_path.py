@@ -51,7 +51,8 @@ def test_a_path_that_does_not_exist_is_one_line(tmp_path):
     rc, lines, took = run(str(tmp_path / "no_such_ckpt"))
     assert rc == 1
     assert lines == [
-        f"lerobot-rollout: {PREFIX}--policy.path={tmp_path / 'no_such_ckpt'}: no directory {tmp_path / 'no_such_ckpt'} on "
+        f"lerobot-rollout: {PREFIX}--policy.path={tmp_path / 'no_such_ckpt'}: "
+        f"no directory {tmp_path / 'no_such_ckpt'} on "
         f"this machine, and it is not a hub repo id like 'org/name'; {SAME} (its model.repo_or_path; "
         "`lerobot-fleet status` lists what the router offers)",
         HINT,

@@ -207,7 +207,8 @@ def test_episodic_two_episodes(served, router, tmp_path):
 
 
 def test_highlight_saves_the_ring_buffer_on_the_save_key(served, router, tmp_path):
-    """The leader presses `s` (save: ring buffer + live) then `s` (stop): one episode, a contiguous run of the executed actions."""
+    """The leader presses `s` (save: ring buffer + live) then `s` (stop): one episode, a contiguous run of the
+    executed actions."""
     _, _, server = served
     proc, root, cmds = rollout(
         served,
@@ -229,7 +230,8 @@ def test_highlight_saves_the_ring_buffer_on_the_save_key(served, router, tmp_pat
 
 
 def test_dagger_corrections_are_the_leaders_actions(served, router, tmp_path):
-    """record_autonomous: space pauses, tab starts a correction (the leader drives), tab ends it, space resumes, esc stops."""
+    """record_autonomous: space pauses, tab starts a correction (the leader drives), tab ends it, space resumes, esc
+    stops."""
     _, _, server = served
     lead = tmp_path / "leader.jsonl"
     proc, root, cmds = rollout(

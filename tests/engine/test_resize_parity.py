@@ -4,8 +4,8 @@ A real ACT (random weights, 120x160 camera input) served by the real LerobotBack
 camera frame and the server resizes it (torch bilinear, stretched to the trained size); path B resizes on
 the robot (`request.resize_for_model`: cv2 INTER_AREA, stretched the same way) and the server takes it as is.
 
-Tolerance, measured (8 scenes per camera; the test runs 3, smooth synthetic scenes with sensor noise): max |A - B| in robot
-space was 0.22 action units (degrees) for a 480x640 camera and 0.23 for 480x720 (another aspect ratio), out
+Tolerance, measured (8 scenes per camera; the test runs 3, smooth synthetic scenes with sensor noise): max |A - B| in
+robot space was 0.22 action units (degrees) for a 480x640 camera and 0.23 for 480x720 (another aspect ratio), out
 of actions up to ~46 with a std of 10-30: the two resamplers differ (area averaging vs bilinear point
 samples), nothing else. PARITY_ATOL leaves 1.5x margin; a different scene moves the chunk by >= 1.2, so
 a robot that sent the wrong frame or a wrongly oriented/cropped one would fail. Documented in docs/wire.md.

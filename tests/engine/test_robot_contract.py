@@ -187,7 +187,8 @@ def test_a_clean_run_against_a_policy_without_rtc_warns_only_about_the_action_or
     ("replica_rtc", "robot_rtc", "expected"), [(True, True, "on"), (False, True, "off"), (True, False, "off")]
 )
 def test_telemetry_says_whether_the_session_runs_rtc(replica_rtc, robot_rtc, expected):
-    """`rtc` is the session's own verdict: on only when the server offers RTC and the robot wants it; "" before a session."""
+    """`rtc` is the session's own verdict: on only when the server offers RTC and the robot wants it; "" before a
+    session."""
     link = MemoryLink(MemoryReplica("mem-1", rtc=replica_rtc))
     fresh = RemoteInferenceEngine(
         RemoteInferenceConfig(rtc=RTCConfig(enabled=robot_rtc)),

@@ -1,7 +1,8 @@
 """Raw frames over 20 Mbit/s with 40 ms round trip: every request is delivered.
 
 The product engine (two raw 480x640 frames, resize on the robot off: 1.84 MB per observation, ~0.74 s of
-link each, the issue's raw case) talks through a shaping relay to the shared router and a real server (StubBackend, 20 ms).
+link each, the raw case) talks through a shaping relay to the shared router and a real server (StubBackend,
+20 ms).
 Large observations go with BLOCK and are never re-sent (engine/resend.py): a fixed 0.5 s re-send of a
 0.74 s observation superseded the one in flight forever (the bench's old loop never delivered). Note: on
 loopback the kernel's socket buffers absorb a whole observation, so this relay does not make zenoh drop a

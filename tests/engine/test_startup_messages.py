@@ -82,8 +82,8 @@ def test_router_down_is_one_message_at_the_end_at_once(model):
     assert rc != 0
     lines = advice(out)
     assert lines[0] == (
-        f"lerobot-rollout: Remote inference could not start: nothing listens at {endpoint} (connection refused): start the "
-        f"router there (lerobot-fleet router --listen {endpoint}) or fix --inference.connect_endpoint. "
+        f"lerobot-rollout: Remote inference could not start: nothing listens at {endpoint} (connection refused): "
+        f"start the router there (lerobot-fleet router --listen {endpoint}) or fix --inference.connect_endpoint. "
         f"Check with: lerobot-fleet doctor --router {endpoint}"
     )
     assert took[0] < 3.0, f"a refused port took {took[0]:.1f}s to report"
@@ -120,7 +120,8 @@ def test_robot_that_does_not_fit_the_policy_gets_the_contract_advice(model, own_
     )
     assert "the policy outputs 6 actions, the robot has 3 (['x.vel', 'y.vel', 'theta.vel'])" in first
     assert first.endswith(
-        ". To fix: run the robot type the policy was trained on (same joints, same order), or serve a policy trained for "
+        ". To fix: run the robot type the policy was trained on (same joints, same order), "
+        "or serve a policy trained for "
         "this robot; if only the order differs, set action_feature_names in the server manifest to the training "
         "dataset's action names"
     )

@@ -48,7 +48,8 @@ class _Sent:
 
 
 def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_down(monkeypatch):
-    """A quiet robot's telemetry has backed off to 8 s; its staleness crossing 2/3 of max_action_age_s is sent at once."""
+    """A quiet robot's telemetry has backed off to 8 s; its staleness crossing 2/3 of max_action_age_s is sent at
+    once."""
     import time
     import types
 

@@ -281,7 +281,8 @@ def test_robot_a_cannot_open_or_replace_b_session(fleet):
         ]
         assert replies == []  # the router never forwards it: B's session key is B's alone
         assert logged(fleet, f"ACL refused: CN=arm-a query (ingress) on {keys.session('rep-1', 'arm-b')}")
-        # on its own key, naming B in the body: the server answers (positive control: the query did get through) and refuses
+        # on its own key, naming B in the body: the server answers (positive control: the query did get through) and
+        # refuses
         acks = [
             decode(SessionAck, r.ok.payload.to_bytes())
             for r in a.get(keys.session("rep-1", "arm-a"), payload=_open_for("arm-b", fleet), timeout=5)

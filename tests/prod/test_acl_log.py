@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from lerobot_fleet.acl_log import RefusalLog
 
-PFX = "\x1b[2m2026-11-23T09:08:00Z\x1b[0m \x1b[35mTRACE\x1b[0m rx-1 ThreadId(10) \x1b[2mzenoh::net::routing::interceptor::access_control\x1b[0m: "
+PFX = (
+    "\x1b[2m2026-11-23T09:08:00Z\x1b[0m \x1b[35mTRACE\x1b[0m rx-1 ThreadId(10) "
+    "\x1b[2mzenoh::net::routing::interceptor::access_control\x1b[0m: "
+)
 SUBJ = "{z} on Interface(lo)+CertCommonName({cn})+Transport(Tls)+{z}"
 Z = "6364948186aa1834b7ca8b654728c564"
 
@@ -49,7 +52,8 @@ def test_refusals_pass_allowed_and_bookkeeping_do_not():
     assert out == "ACL refused: CN=arm-a query (ingress) on @lerobot/m/r/s/server/r1/drain"
     cached = log.feed(
         line(
-            f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) on @lerobot/x/y/z/robot/b/alive"
+            f"Using cached result: {Z} is unauthorized to Declare Liveliness Subscriber (ingress) "
+            "on @lerobot/x/y/z/robot/b/alive"
         )
     )
     # zenoh's cached verdict names only the zid; the log names the certificate it learnt for that zid
@@ -130,14 +134,18 @@ def test_the_filter_process_end_to_end():
 
 
 def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_lines():
-    """Zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real router)."""
+    """Zenoh names an unknown client only by zid; the TLS accept lines tie that zid to the CN (lines from a real
+    router)."""
     dbg = "\x1b[2m2026-11-23T17:58:11Z\x1b[0m \x1b[34mDEBUG\x1b[0m acc-0 ThreadId(06) "
     z = "34dfe2f8f2f0c99272e66943746ea015"
     log = RefusalLog(window_s=10, clock=lambda: 0.0)
     assert (
         log.feed(
             dbg
-            + "zenoh_link_tls::unicast: Accepted TLS connection on 127.0.0.1:40451: 127.0.0.1:40554. Common Name: mallory.\n"
+            + (
+                "zenoh_link_tls::unicast: Accepted TLS connection on 127.0.0.1:40451: 127.0.0.1:40554. "
+                "Common Name: mallory.\n"
+            )
         )
         is None
     )

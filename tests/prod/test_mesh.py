@@ -165,7 +165,8 @@ def test_robots_fail_over_to_the_other_router(mesh, capsys):
     back, seen_lines = kill_and_time_recovery(mesh, mesh["rb"])
     with capsys.disabled():
         print(
-            f"\n[mesh failover] robots' router killed, streaming again after: {', '.join(f'{n} {back[n]:.2f}s' for n in ROBOTS)}"
+            "\n[mesh failover] robots' router killed, streaming again after: "
+            f"{', '.join(f'{n} {back[n]:.2f}s' for n in ROBOTS)}"
         )
     assert max(back.values()) < 10.0, back  # aim < 2 s on a quiet machine; generous bound for a shared 2-core CI box
     assert_fresh_only(mesh, seen_lines)

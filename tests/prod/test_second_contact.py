@@ -1,4 +1,5 @@
-"""Start-up and identity through a real mTLS router with the inventory's ACL, a real server and real `lerobot-rollout` robots.
+"""Start-up and identity through a real mTLS router with the inventory's ACL, a real server and real
+`lerobot-rollout` robots.
 
 One fleet for the module (router-a with the ACL, replica rep-1 of a tiny real ACT); each test starts one
 short-lived program and reads what it says: identity from the certificate's CN, missing and

@@ -173,7 +173,8 @@ def test_batching_fields_parse_from_cli_and_validate():
 
 
 def test_default_window_fills_passes_of_saturating_robots(server_factory, robots):
-    """8 saturating robots, batches of up to 8, no max_wait_ms: the derived window keeps passes full (no half-batches)."""
+    """8 saturating robots, batches of up to 8, no max_wait_ms: the derived window keeps passes full (no
+    half-batches)."""
     n = 8
     server = server_factory(
         "stub",

@@ -93,8 +93,8 @@ def test_a_server_outside_its_namespace_is_told_which_namespace_to_add(pki):
         in msg
     )
     assert (
-        "lerobot-fleet pki issue DIR gpu-0 --role server --namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'"
-        in msg
+        "lerobot-fleet pki issue DIR gpu-0 --role server "
+        "--namespace 'model=/ckpt/act,service=pick up the cube,revision=v2'" in msg
     )
 
 

@@ -92,7 +92,8 @@ def test_a_missing_tensor_is_named(family, loaded, tmp_path):
     key = victim(ckpt)
     bad = rewritten(ckpt, tmp_path / "bad", lambda t: {k: v for k, v in t.items() if k != key})
     assert refusal(policy, family, bad) == (
-        f"the checkpoint's weights do not fit this {family} model: 1 missing ({key}), 0 unexpected, 0 shape mismatches: "
+        f"the checkpoint's weights do not fit this {family} model: 1 missing ({key}), 0 unexpected, "
+        "0 shape mismatches: "
         "the checkpoint is incomplete or was trained with another configuration (config.json); re-export it from the "
         "training run (config.json and model.safetensors of the same pretrained_model directory)"
     )
@@ -117,8 +118,8 @@ def test_a_reshaped_tensor_is_named_with_both_shapes(family, loaded, tmp_path):
     text = refusal(policy, family, bad)
     want = ", ".join(str(d) for d in shape)
     assert (
-        f"0 missing, 0 unexpected, 1 shape mismatch ({key} [{', '.join(str(d) for d in grown)}] in the file, [{want}] in the model)"
-        in text
+        f"0 missing, 0 unexpected, 1 shape mismatch ({key} [{', '.join(str(d) for d in grown)}] in the file, "
+        f"[{want}] in the model)" in text
     )
 
 

@@ -1,4 +1,5 @@
-"""Refusal and event codes: the same strings on the wire as before they were enums, and plain strings in msgpack/JSON."""
+"""Refusal and event codes: the same strings on the wire as before they were enums, and plain strings in
+msgpack/JSON."""
 
 from __future__ import annotations
 
@@ -39,9 +40,11 @@ OLD_CONTRACT = {
     "bad_request",
 }
 OLD_EVENTS = {"unknown_session", "bad_request", "draining", "error"}
-# Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it cannot place).
+# Codes added since (additive: an older robot that does not know one retries with backoff, as for any refusal it
+# cannot place).
 ADDED_REFUSALS = {"action_order_unchecked", "identity_mismatch"}  # strict_action_names; identity in the key
-# Added since, not contract refusals: an older robot that does not know one tries the next replica, as for `server_full`.
+# Added since, not contract refusals: an older robot that does not know one tries the next replica, as for
+# `server_full`.
 ADDED_RETRYABLE = {"cordoned"}  # an operator cordoned the replica
 
 

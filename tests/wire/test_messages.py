@@ -52,7 +52,8 @@ def test_wrong_types_name_the_field():
 
 
 def test_robot_telemetry_rtc_round_trip_and_an_older_robot_reads_as_unknown():
-    """`RobotTelemetry.rtc` is additive: "on"/"off" travel under the key `rtc`; a map without it (an older robot) is ""."""
+    """`RobotTelemetry.rtc` is additive: "on"/"off" travel under the key `rtc`; a map without it (an older robot)
+    is ""."""
     msg = RobotTelemetry(
         client_uuid="arm-1", state="STREAMING", session_id="s-1", replica="gpu-0", delay_steps=2, rtc="on"
     )
