@@ -48,7 +48,7 @@ def test_routers_servers_and_consoles_set_a_message_size_limit_and_close_expired
     console = _settings(build_parser().parse_args(["status"])).to_dict()
     assert console["transport"]["link"]["rx"]["max_message_size"] == CONSOLE_MAX_MESSAGE_BYTES
     from lerobot_policy_remote.server.manifest import Manifest
-    from lerobot_policy_remote.server.service import serving_zenoh_settings
+    from lerobot_policy_remote.server.serving_zenoh import serving_zenoh_settings
 
     z = serving_zenoh_settings(Manifest(max_obs_bytes=1_000_000), batch_limit=1)
     assert z.to_dict()["transport"]["link"]["rx"]["max_message_size"] == 1_000_000 + OBS_SLACK_BYTES

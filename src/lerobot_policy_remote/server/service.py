@@ -8,13 +8,13 @@ Threads and what they may do:
 This module builds the collaborators and wires them together (the worker, the housekeeper, the seats and the
 control plane get exactly what they use, never this object); it holds start/drain/stop and the observation
 callback. Serving / draining / drained / stopped live in `Lifecycle` alone; sessions open and close in `Seats`
-(admission.py), the queryables answer in `ControlPlane` (control.py).
+(admission.py), the queryables answer in `ControlPlane` (control.py), the status and health verdict are status.py,
+the zenoh settings a replica serves with serving_zenoh.py.
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import logging
 import threading
 import time
@@ -28,8 +28,8 @@ from ..wire.errors import WireError
 from ..wire.header import HEADER_SIZE, peek_epoch
 from ..wire.keys import parse_key
 from ..wire.limits import WireLimits
-from ..wire.messages import DrainAck, ServerStatus, SessionAck, SessionOpen
-from ..zenoh_config import OBS_SLACK_BYTES, ZenohSettings, open_session
+from ..wire.messages import DrainAck, SessionAck, SessionOpen
+from ..zenoh_config import open_session
 from .admission import Seats
 from .audit import Auditor, DebugCapture
 from .backend import LerobotBackend
@@ -45,35 +45,17 @@ from .manifest import Manifest
 from .metrics import HealthServer, ServerMetrics
 from .rate import RequestRate
 from .scheduler import Scheduler, scheduler_for
+from .serving_zenoh import serving_zenoh_settings, zenoh_where
 from .sessions import Mail, Registry, Session
+from .status import StatusReports
 from .worker import Worker
 
 log = logging.getLogger("lerobot.policy_server")
 
 
-def zenoh_where(z: ZenohSettings) -> str:
-    """`connect=a,b listen=c`: the endpoints this session dials and listens on (no spaces inside a value)."""
-    parts = ([f"connect={','.join(z.connect_endpoints)}"] if z.connect_endpoints else []) + (
-        [f"listen={','.join(z.listen_endpoints)}"] if z.listen_endpoints else []
-    )
-    return " ".join(parts)
-
-
-def serving_zenoh_settings(manifest: Manifest, batch_limit: int) -> ZenohSettings:
-    """The zenoh settings a replica opens with: the manifest's, plus what serving needs. A batching server publishes
-    a burst of chunks per pass: deepen the chunk priority's TX queue (unless set). No message larger than an
-    observation `max_obs_bytes` allows is reassembled (unless set). A function of its own so that these limits can be
-    checked without starting a server."""
-    z = manifest.zenoh_settings()
-    if not z.max_message_bytes:
-        z = dataclasses.replace(z, max_message_bytes=manifest.max_obs_bytes + OBS_SLACK_BYTES)
-    if batch_limit > 1 and not z.tx_queue_interactive_high:
-        return dataclasses.replace(z, tx_queue_interactive_high=16)
-    return z
-
-
-class PolicyServer:
-    """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it."""
+class PolicyServer(StatusReports):
+    """One model, many robot sessions. `start()` returns once it serves; `drain()`/`stop()` end it. What it reports
+    about itself (status, health, endpoints) is `status.StatusReports`."""
 
     def __init__(
         self,
@@ -183,10 +165,6 @@ class PolicyServer:
     def service_key(self) -> str:
         return self.keys.base
 
-    @property
-    def health_port(self) -> int:
-        return self.health.port if self.health else 0
-
     def start(self) -> PolicyServer:
         m = self.manifest
         worker = threading.Thread(target=self.worker.run, args=(self._warm_up,), name="inference-worker", daemon=True)
@@ -246,19 +224,6 @@ class PolicyServer:
             self.progress(f"Warming up ({n} inferences) on the inference thread...")
             self.backend.warmup(n, self.progress)
 
-    def endpoints_line(self) -> str:
-        """Where /healthz and /metrics listen, in the start line (and whether only this machine can reach them)."""
-        if not self.health:
-            return "healthz=off metrics=off (health_port=0)"
-        host = self.manifest.health_host
-        base = f"http://{host}:{self.health_port}"
-        scope = (
-            " (this machine only: health_host=0.0.0.0 to scrape from elsewhere)"
-            if host in ("127.0.0.1", "localhost", "::1")
-            else ""
-        )
-        return f"healthz={base}/healthz metrics={base}/metrics{scope}"
-
     def _publish_audit(self, text: str) -> None:
         """The auditor's sink: the audit key, droppable and at background priority (only while zenoh is open)."""
         pub = self._audit_pub
@@ -276,25 +241,6 @@ class PolicyServer:
                 priority=zenoh.Priority.INTERACTIVE_HIGH,
                 express=True,
             )
-
-    def worker_alive(self) -> bool:
-        return self.worker.alive()
-
-    def healthy(self) -> tuple[bool, str]:
-        if self.lifecycle.draining:
-            return False, "draining"
-        if self.router_refusal:
-            return False, self.router_refusal
-        if not self.worker_alive():
-            err = self.worker.error
-            return False, "inference worker is not running" + (f": {err}" if err else "")
-        return True, "ok"
-
-    def metrics_url(self) -> str:
-        if not self.health:
-            return ""
-        host = self.manifest.advertise_host or self.manifest.health_host
-        return f"http://{host}:{self.health_port}/metrics"
 
     def drain(self, reason: str = "") -> DrainAck:
         """Stop accepting sessions, tell robots, drop the token; the housekeeping thread finishes the rest."""
@@ -315,7 +261,8 @@ class PolicyServer:
 
         The notices go batched (not express): sent express on each session's publisher, a burst of 250 overflowed the
         TX queue and most robots never heard it; they waited out the token grace before moving (2.2 s instead of
-        about 1 s in `lerobot-fleet simulate`). Still droppable: a callback never blocks, and the token is the fallback."""
+        about 1 s in `lerobot-fleet simulate`). Still droppable: a callback never blocks, and the token is the
+        fallback."""
         for s in sessions:
             payload, attachment = s.event_message(
                 EventKind.DRAINING, "server is draining: re-handshake with another replica", None
@@ -385,40 +332,6 @@ class PolicyServer:
                 log.debug("liveliness token undeclare failed: %s", exc)
 
     # ================================================================== control plane (callbacks)
-    def status(self, sessions: bool = True) -> ServerStatus:
-        """`sessions=False`: without the session list (a robot's discovery asks so: `wire.keys.BRIEF_STATUS`)."""
-        c = self.caps
-        stats = self.worker.stats
-        return ServerStatus(
-            replica=self.replica,
-            model=self.backend.model_info,
-            service=self.manifest.service,
-            default_task=self.manifest.default_task,
-            pin_task=self.manifest.pin_task,
-            serving_mode=c.serving_mode,
-            max_sessions=c.max_sessions,
-            active_sessions=self.registry.count(),
-            load=self.load.value,
-            supports_rtc=c.supports_rtc,
-            chunk_size=c.chunk_size,
-            trained_fps=c.trained_fps,
-            inference_ms_p50=stats.pass_ms_p50(),
-            action_names=list(c.action_names),
-            image_features=list(c.image_keys),
-            state_dim=c.state_dim,
-            schema_min=c.schema_min,
-            schema_max=c.schema_max,
-            metrics_url=self.metrics_url(),
-            draining=self.lifecycle.draining,
-            warmed_up=self.warmed_up,
-            sessions=[s.info() for s in self.registry.all()] if sessions else [],
-            max_batch=self.batch_limit,
-            batch_size_mean=stats.mean_batch(),
-            chunks_per_s=stats.chunks_per_s(),
-            requests_per_s=round(self.requests_rate.value, 3),
-            cordoned=self.cordon.on,
-        )
-
     def open_session(self, req: SessionOpen) -> SessionAck:
         """Validate and register a session (the session queryable's work; admission.py)."""
         return self.seats.open(req)
