@@ -11,7 +11,8 @@ import pytest
 import zenoh
 
 from lerobot_policy_remote.server.audit import Auditor
-from lerobot_policy_remote.server.backend import Backend, LerobotBackend, ObsContractError
+from lerobot_policy_remote.server.backend import LerobotBackend
+from lerobot_policy_remote.server.backend_base import Backend, ObsContractError
 from lerobot_policy_remote.server.housekeeping import Housekeeper
 from lerobot_policy_remote.server.lifecycle import Lifecycle
 from lerobot_policy_remote.server.load import LoadGauge

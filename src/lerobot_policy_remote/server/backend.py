@@ -1,7 +1,8 @@
 """The model seam: load a lerobot policy once and run one request for one session.
 
 Why a seam: the worker, scheduler and control plane are the same whether the model is a real
-lerobot policy or a fixed-time stub (benchmarks, fairness tests); only this object differs.
+lerobot policy or a fixed-time stub (benchmarks, fairness tests); only this object differs. Configuring RTC on the
+loaded policy and the warm-up passes are `policy_setup.py`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import copy
 import functools
 import logging
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +22,10 @@ from numpy.typing import NDArray
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
 from . import torch_threads
-from .backend_base import Backend, ObsContractError
+from .backend_base import ObsContractError
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
+from .policy_setup import PolicySetup
 from .weights import check_weights, find_weight_files, fingerprint_files, load_error_refusal
 
 log = logging.getLogger("lerobot.policy_server")
@@ -41,8 +42,9 @@ class SessionPipelines:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
-class LerobotBackend(Backend):
-    """A real lerobot policy loaded through the generic factory path (third-party types included)."""
+class LerobotBackend(PolicySetup):
+    """A real lerobot policy loaded through the generic factory path (third-party types included). Its RTC setup and
+    warm-up are `policy_setup.PolicySetup`."""
 
     def __init__(self, manifest: Manifest, progress: Callable[[str], None] = print) -> None:
         import torch
@@ -106,8 +108,8 @@ class LerobotBackend(Backend):
         progress(
             f"Action order: checked against {len(names)} names from {names_source}"
             if names
-            else "Action order: UNCHECKED (no action names known; only the dimension is checked). Set action_feature_names "
-            "in the manifest"
+            else "Action order: UNCHECKED (no action names known; only the dimension is checked). "
+            "Set action_feature_names in the manifest"
             + (
                 " or strict_action_names to refuse such robots"
                 if not manifest.strict_action_names
@@ -155,32 +157,6 @@ class LerobotBackend(Backend):
             device=m.device,
         )
         self.task = manifest.default_task
-
-    # ------------------------------------------------------------------ setup
-    def _enable_rtc(self, manifest: Manifest) -> bool:
-        """Configure lerobot's RTC on the policy and give it the per-robot guidance (`rtc_guidance`)."""
-        from lerobot.rollout.inference.rtc import supports_rtc_inference
-
-        policy = self.policy
-        if hasattr(policy.config, "rtc_config"):
-            try:
-                from lerobot.configs import RTCAttentionSchedule
-                from lerobot.policies.rtc.configuration_rtc import RTCConfig
-
-                from . import rtc_guidance
-
-                policy.config.rtc_config = RTCConfig(
-                    enabled=True,
-                    execution_horizon=manifest.rtc.execution_horizon,
-                    max_guidance_weight=manifest.rtc.max_guidance_weight,
-                    prefix_attention_schedule=RTCAttentionSchedule(manifest.rtc.prefix_attention_schedule),
-                )
-                if hasattr(policy, "init_rtc_processor"):
-                    policy.init_rtc_processor()
-                    self.guidance = rtc_guidance.install(policy, policy.config.rtc_config)
-            except Exception as exc:  # a policy whose config rejects RTC simply does not support it
-                log.info("RTC not supported by this %s policy (%s): sessions get plain chunks", self.config.type, exc)
-        return bool(supports_rtc_inference(policy))
 
     # ------------------------------------------------------------------ sessions
     def new_session_state(self) -> SessionPipelines:
@@ -358,49 +334,8 @@ class LerobotBackend(Backend):
 
         return row_plan(obs, rtc, state.relative_step, state.normalizer_step, self.device)
 
-    def dummy_observation(self) -> ObservationMsg:
-        """A plausible observation for warm-up (trained image size, zero state)."""
-        images: dict[str, NDArray[Any]] = {
-            k: np.full((s[1], s[2], 3), 127, dtype=np.uint8) for k, s in self.caps.image_shapes.items()
-        }
-        state: dict[str, NDArray[Any]] = {k: np.zeros(d, dtype=np.float32) for k, d in self.other_state.items()}
-        if self.caps.state_key:
-            state[self.caps.state_key] = np.zeros(self.caps.state_dim, dtype=np.float32)
-        return ObservationMsg(state=state, images=images, task=self.task)
-
     def bind_serving_thread(self) -> None:
         torch_threads.claim(self._torch, self._cpu_threads)
-
-    def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
-        """`n` plain passes, then, when RTC is offered, one guided pass with a prefix: a policy whose RTC cannot
-        run fails here, at startup, not on every robot's request."""
-        state = self.new_session_state()
-        obs = self.dummy_observation()
-        model_chunk = None
-        for i in range(n):
-            t0 = time.perf_counter()
-            model_chunk, _ = self.infer(state, obs, None)
-            progress(f"Warm-up inference {i + 1}/{n}: {(time.perf_counter() - t0) * 1000:.0f} ms")
-        if self.supports_rtc:
-            t0 = time.perf_counter()
-            try:
-                if model_chunk is None:
-                    model_chunk, _ = self.infer(state, obs, None)
-                obs.prefix_model = model_chunk[1:]
-                obs.inference_delay_steps = 1
-                self.infer(
-                    state, obs, RtcSettings(enabled=True, execution_horizon=max(1, min(10, len(model_chunk) // 2)))
-                )
-            except Exception as exc:
-                from .capabilities import StartupRefusal
-
-                raise StartupRefusal(
-                    f"real-time chunking cannot run with this {self.config.type} policy "
-                    f"({type(exc).__name__}: {exc}): serve it with --rtc.enabled=false"
-                ) from exc
-            progress(f"Warm-up RTC pass with a prefix: {(time.perf_counter() - t0) * 1000:.0f} ms")
-        if self.classification.serving_mode == "exclusive":
-            self.policy.reset()
 
 
 def stack_batches(batches: list[dict[str, Any]], torch: Any) -> dict[str, Any]:
