@@ -140,27 +140,52 @@ class TimedPublisher:
 
 
 def instrument(clock: StageClock) -> None:
-    """Wrap each stage's functions where the worker and the service look them up (names of this checkout)."""
-    from lerobot_policy_remote.server import audit, metrics, service, sessions, stub, worker
+    """Wrap each stage's functions where the worker and the service look them up. The names are looked up in every
+    module that may hold them (older checkouts keep them in the worker, newer in its replies module), each function
+    and class method wrapped once."""
+    import importlib
+    import importlib.util
 
-    w = worker
-    w.decode_observation = clock.wrap("decode", w.decode_observation)
-    w.encode_chunk = clock.wrap("reply encode", w.encode_chunk)
-    w.float16_fits = clock.wrap("reply encode", w.float16_fits)
-    w.Header.pack = clock.wrap("reply encode", w.Header.pack)
-    w.Worker.serve = clock.wrap("batch assembly", w.Worker.serve)
-    w.Worker._choose = clock.wrap("scheduler", w.Worker._choose)
+    from lerobot_policy_remote.server import audit, metrics, sessions, stub, worker
+
+    holders = [worker] + [
+        importlib.import_module(f"lerobot_policy_remote.server.{name}")
+        for name in ("replies", "admission", "service")
+        if importlib.util.find_spec(f"lerobot_policy_remote.server.{name}") is not None
+    ]
+    wrapped: dict[int, Any] = {}
+
+    def wrap_name(stage: str, name: str) -> None:
+        for mod in holders:
+            fn = getattr(mod, name, None)
+            if fn is not None:
+                if id(fn) not in wrapped:
+                    wrapped[id(fn)] = clock.wrap(stage, fn)
+                setattr(mod, name, wrapped[id(fn)])
+
+    wrap_name("decode", "decode_observation")
+    wrap_name("reply encode", "encode_chunk")
+    wrap_name("reply encode", "float16_fits")
+    wrap_name("audit line", "audit_line")
+    from lerobot_policy_remote.wire.header import Header
+
+    Header.pack = clock.wrap("reply encode", Header.pack)
+    worker.Worker.serve = clock.wrap("batch assembly", worker.Worker.serve)
+    worker.Worker._choose = clock.wrap("scheduler", worker.Worker._choose)
     sessions.Mailbox.deposit = clock.wrap("mailbox", sessions.Mailbox.deposit)
     sessions.Mailbox.take = clock.wrap("mailbox", sessions.Mailbox.take)
     stub.StubBackend.infer_batch = clock.wrap("backend", stub.StubBackend.infer_batch)
     stub.StubBackend.infer = clock.wrap("backend", stub.StubBackend.infer)
     stub.StubBackend.validate_obs = clock.wrap("backend", stub.StubBackend.validate_obs)
-    for name in ("audit_line",):
-        if hasattr(w, name):
-            setattr(w, name, clock.wrap("audit line", getattr(w, name)))
     audit.Auditor.emit = clock.wrap("audit line", audit.Auditor.emit)
-    declare = service.declare_action_publisher
-    service.declare_action_publisher = lambda z, key, **kw: TimedPublisher(declare(z, key, **kw), clock)
+    declare = sessions.declare_action_publisher
+
+    def timed_declare(z: Any, key: str, **kw: Any) -> TimedPublisher:
+        return TimedPublisher(declare(z, key, **kw), clock)
+
+    for mod in holders:
+        if hasattr(mod, "declare_action_publisher"):
+            mod.declare_action_publisher = timed_declare
     init = metrics.ServerMetrics.__init__
 
     def timed_init(self: Any, *a: Any, **kw: Any) -> None:
