@@ -530,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
         "date": date,
         "commit": commit,
-        "machine": f"{os.cpu_count()}-vCPU {platform.machine()} box, shared with other jobs",
+        "machine": f"{os.cpu_count()}-vCPU {platform.machine()} box",
         "load": load,
         "robots": a.robots,
         "window_s": a.seconds,
