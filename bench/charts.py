@@ -170,16 +170,19 @@ def chart_batching(results: Path, out: Path) -> Path:
 
 
 def chart_fleet(results: Path, out: Path) -> Path:
-    """The 1,000-robot run's figures that have an aim, as a share of it, per run."""
+    """The 1,000-robot run's figures that have an aim, as a share of it, per run (the columns named "run N")."""
     tab = table("fleet", "runs", results)
-    rows = [r for r in tab["rows"] if isinstance(r[5], int | float) and r[5] > 0 and r[0].endswith((" s", " ms"))]
+    runs = [i for i, c in enumerate(tab["columns"]) if str(c).startswith("run ")]
+    aim = tab["columns"].index("aim")
+    rows = [r for r in tab["rows"] if isinstance(r[aim], int | float) and r[aim] > 0 and r[0].endswith((" s", " ms"))]
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    width = 0.25
-    for i in range(3):
-        xs = [x + (i - 1) * width for x in range(len(rows))]
-        ax.bar(xs, [r[1 + i] / r[5] for r in rows], width, color=(OURS, OURS_ALT, "#4a90d9")[i], label=f"run {i + 1}")
+    width = 0.75 / len(runs)
+    for k, col in enumerate(runs):
+        xs = [x + (k - (len(runs) - 1) / 2) * width for x in range(len(rows))]
+        colour = (OURS, OURS_ALT, "#4a90d9")[k % 3]
+        ax.bar(xs, [r[col] / r[aim] for r in rows], width, color=colour, label=tab["columns"][col])
     ax.axhline(1.0, color=AIM, linestyle="--", linewidth=1, label="aim")
-    ax.set_xticks(range(len(rows)), [f"{r[0]}\n(aim {r[5]:g})" for r in rows], fontsize=8)
+    ax.set_xticks(range(len(rows)), [f"{r[0]}\n(aim {r[aim]:g})" for r in rows], fontsize=8)
     ax.set_ylabel("share of the aim (below 1: met)")
     ax.legend(fontsize=8)
     ax.set_title("1,000 robots, 4 replicas, 3 routers, a drain, the console", fontsize=10)
