@@ -225,31 +225,9 @@ def run_replica_child(a: argparse.Namespace) -> int:
         instrument(clock)
     if a.profile:
         profile_threads(Path(a.profile))
-    from lerobot_policy_remote.heap import settle_after_startup
-    from lerobot_policy_remote.server.manifest import BatchingSpec, Manifest, ModelSpec
-    from lerobot_policy_remote.server.service import PolicyServer
-    from lerobot_policy_remote.server.stub import StubBackend
-    from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
-    from lerobot_policy_remote.testing.simfleet import CHUNK, MODEL, TASK
-    from lerobot_policy_remote.zenoh_config import ZenohSettings
+    from lerobot_policy_remote.testing.simfleet import start_stub_replica
 
-    settings = ZenohSettings(mode="client", connect_endpoints=[a.endpoint])
-    manifest = Manifest(
-        model=ModelSpec(repo_or_path=MODEL),
-        default_task=TASK,
-        max_sessions=a.max_sessions,
-        health_port=0,
-        warmup_inferences=0,
-        replica_id="costs-r0",
-        zenoh=settings,
-        session_grace_s=3.0,
-        drain_timeout_s=10.0,
-        batching=BatchingSpec(max_batch=32, max_wait_ms=0.0),
-    )
-    backend = StubBackend(
-        0.010, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=a.max_sessions, per_robot_s=0.0002
-    )
-    server = PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
+    server = start_stub_replica(a.endpoint, "costs-r0", a.max_sessions, max_batch=32, infer_s=0.010, per_robot_s=0.0002)
     print(f"REPLICA READY {os.getpid()}", flush=True)
     for line in sys.stdin:
         if line.strip() != "mark":

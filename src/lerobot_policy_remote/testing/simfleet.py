@@ -29,10 +29,13 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..heap import settle_after_startup
 from .fake_robot import SIM_ARM_ACTION_NAMES
+
+if TYPE_CHECKING:
+    from ..server.service import PolicyServer
 
 MODEL = "sim/stub"
 TASK = "simulated fleet"
@@ -51,33 +54,39 @@ MUX_LEASE_MS = 3000
 
 
 # ---------------------------------------------------------------- replica
-def run_replica(a: argparse.Namespace) -> int:
+def start_stub_replica(
+    endpoint: str, replica_id: str, max_sessions: int, max_batch: int, infer_s: float, per_robot_s: float
+) -> PolicyServer:
+    """The simulator's replica, started: the product's server with a stub backend (also what `bench/costs.py` runs,
+    so that its figures are the simulator's replica's)."""
     from ..server.manifest import BatchingSpec, Manifest, ModelSpec
     from ..server.service import PolicyServer
     from ..server.stub import StubBackend
     from ..zenoh_config import ZenohSettings
 
-    settings = ZenohSettings(mode="client", connect_endpoints=[a.endpoint])
+    settings = ZenohSettings(mode="client", connect_endpoints=[endpoint])
     manifest = Manifest(
         model=ModelSpec(repo_or_path=MODEL),
         default_task=TASK,
-        max_sessions=a.max_sessions,
+        max_sessions=max_sessions,
         health_port=0,
         warmup_inferences=0,
-        replica_id=a.replica_id,
+        replica_id=replica_id,
         zenoh=settings,
         session_grace_s=3.0,
         drain_timeout_s=10.0,
-        batching=BatchingSpec(max_batch=a.max_batch, max_wait_ms=0.0),
+        batching=BatchingSpec(max_batch=max_batch, max_wait_ms=0.0),
     )
     backend = StubBackend(
-        a.infer_ms / 1000.0,
-        SIM_ARM_ACTION_NAMES,
-        chunk_size=CHUNK,
-        max_sessions=a.max_sessions,
-        per_robot_s=a.per_robot_ms / 1000.0,
+        infer_s, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=max_sessions, per_robot_s=per_robot_s
     )
-    server = PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
+    return PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
+
+
+def run_replica(a: argparse.Namespace) -> int:
+    server = start_stub_replica(
+        a.endpoint, a.replica_id, a.max_sessions, a.max_batch, a.infer_ms / 1000.0, a.per_robot_ms / 1000.0
+    )
     print(f"REPLICA READY {a.replica_id}", flush=True)
     try:
         server.wait(a.seconds)
