@@ -8,6 +8,12 @@ import subprocess
 from lerobot_policy_remote.testing.procs import VENV_BIN
 
 PY = str(VENV_BIN / "python")
+FLEET = str(VENV_BIN / "lerobot-fleet")
+
+
+def stdout_of(*argv: str) -> str:
+    """What a command that must succeed prints."""
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=True).stdout
 
 
 def test_console_import_loads_no_heavy_module():
@@ -18,20 +24,15 @@ def test_console_import_loads_no_heavy_module():
         "bad = sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + '.' for h in heavy))); "
         "print('BAD', bad)"
     )
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert "BAD []" in out.stdout, out.stdout
+    out = stdout_of(PY, "-c", code)
+    assert "BAD []" in out, out
 
 
 def test_console_and_verbs_print_help():
-    out = subprocess.run(
-        [str(VENV_BIN / "lerobot-fleet"), "console", "--help"], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert "--read-only" in out.stdout and "--router" in out.stdout
+    out = stdout_of(FLEET, "console", "--help")
+    assert "--read-only" in out and "--router" in out
     for verb in ("status", "drain", "reset"):
-        out = subprocess.run(
-            [str(VENV_BIN / "lerobot-fleet"), verb, "--help"], capture_output=True, text=True, timeout=60, check=True
-        )
-        assert "--router" in out.stdout
+        assert "--router" in stdout_of(FLEET, verb, "--help")
 
 
 def test_model_store_and_sources_never_import_textual():
@@ -42,8 +43,7 @@ def test_model_store_and_sources_never_import_textual():
         "lerobot_fleet.sources.fake, lerobot_fleet.sources.replay, lerobot_fleet.sources.prometheus; "
         "print('TEXTUAL', 'textual' in sys.modules)"
     )
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert "TEXTUAL False" in out.stdout
+    assert "TEXTUAL False" in stdout_of(PY, "-c", code)
 
 
 def test_screens_render_the_view_and_never_read_the_store():
@@ -64,14 +64,13 @@ def test_verbs_without_a_router_say_so():
     from lerobot_policy_remote.testing.procs import free_port
 
     endpoint = f"tcp/127.0.0.1:{free_port()}"
-    fleet = str(VENV_BIN / "lerobot-fleet")
     out = subprocess.run(
-        [fleet, "status", "--json", "--router", endpoint, "--wait", "1"], capture_output=True, text=True, timeout=60
+        [FLEET, "status", "--json", "--router", endpoint, "--wait", "1"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2
     data = json.loads(out.stdout)
     assert data["connection"] == "disconnected" and any(
         "could not open a zenoh client session" in n for n in data["notes"]
     )
-    out = subprocess.run([fleet, "drain", "gpu-0", "--router", endpoint], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([FLEET, "drain", "gpu-0", "--router", endpoint], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "nothing listens at" in out.stderr and "start the router" in out.stderr

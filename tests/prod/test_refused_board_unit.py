@@ -24,6 +24,22 @@ Z = "6364948186aa1834b7ca8b654728c564"
 STATUS = "@lerobot/m/main/pick/server/rogue/status"
 
 
+def board_entry(count: float, age_s: float, for_s: float) -> dict:
+    """A well-formed entry of a router's board, for the refused server `rogue`."""
+    return {
+        "cn": "rogue",
+        "replica": "rogue",
+        "model": "m",
+        "revision": "main",
+        "service": "pick",
+        "what": "reply",
+        "key": STATUS,
+        "count": count,
+        "age_s": age_s,
+        "for_s": for_s,
+    }
+
+
 def test_a_refused_server_announcement_is_on_the_board_printed_or_not():
     t = [0.0]
     log = RefusalLog(window_s=10, clock=lambda: t[0])
@@ -72,18 +88,7 @@ def test_memory_and_the_line_stay_bounded_whatever_the_clients_name():
 
 
 def test_hostile_replies_are_dropped_field_by_field():
-    good = {
-        "cn": "rogue",
-        "replica": "rogue",
-        "model": "m",
-        "revision": "main",
-        "service": "pick",
-        "what": "reply",
-        "key": STATUS,
-        "count": 3,
-        "age_s": 1.5,
-        "for_s": 9,
-    }
+    good = board_entry(count=3, age_s=1.5, for_s=9)
     bad = [{**good, "count": "3"}, {**good, "cn": 7}, {**good, "age_s": True}, "text", None]
     out = parse_board(json.dumps({"servers": [*bad, good, {**good, "cn": "\x1b[31mred"}]}))
     assert [e["cn"] for e in out] == ["rogue", "?[31mred"]  # made printable
@@ -94,18 +99,7 @@ def test_hostile_replies_are_dropped_field_by_field():
 def test_the_router_ages_its_last_board_and_drops_what_expired():
     t = [100.0]
     board = RefusedBoard(-1, clock=lambda: t[0])
-    entry = {
-        "cn": "rogue",
-        "replica": "rogue",
-        "model": "m",
-        "revision": "main",
-        "service": "pick",
-        "what": "reply",
-        "key": STATUS,
-        "count": 1.0,
-        "age_s": 5.0,
-        "for_s": 5.0,
-    }
+    entry = board_entry(count=1.0, age_s=5.0, for_s=5.0)
     board.take([entry])
     t[0] += 10
     assert json.loads(board.payload())["servers"][0]["age_s"] == 15.0
