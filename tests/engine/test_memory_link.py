@@ -32,11 +32,15 @@ def ramp(header: Header, _obs) -> np.ndarray:
     return np.full((10, 3), float(header.seq_id), np.float32) + np.arange(10, dtype=np.float32)[:, None] / 100
 
 
-def engine(link: MemoryLink, **kw) -> RemoteInferenceEngine:
-    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, **kw})
-    e = RemoteInferenceEngine(
-        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link
+def unstarted(link: MemoryLink, cfg: RemoteInferenceConfig, **kw) -> RemoteInferenceEngine:
+    """The test robot's engine over `link`, not started (the tests start it as they need)."""
+    return RemoteInferenceEngine(
+        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link, **kw
     )
+
+
+def engine(link: MemoryLink, **kw) -> RemoteInferenceEngine:
+    e = unstarted(link, RemoteInferenceConfig(rtc=RTCConfig(enabled=False), **{"buffer_time_s": 0.1, **kw}))
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)
@@ -177,10 +181,7 @@ def test_unknown_session_event_reconnects_at_once():
 
 def test_contract_refusal_at_start_fails_before_the_robot_moves():
     link = MemoryLink(MemoryReplica("a", refuse="action_mismatch"))
-    cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=False))
-    e = RemoteInferenceEngine(
-        cfg, hw_features=HW, ordered_action_keys=NAMES, task="t", fps=30, model_id="m", transport=link
-    )
+    e = unstarted(link, RemoteInferenceConfig(rtc=RTCConfig(enabled=False)))
     with pytest.raises(RuntimeError, match="action_mismatch"):
         e.start(worker=False)
     assert link.closed
@@ -322,15 +323,7 @@ def test_control_loop_executes_and_counts_the_invariants():
     from lerobot_policy_remote.testing.control_loop import ControlLoop
 
     link = MemoryLink(respond=ramp)
-    e = RemoteInferenceEngine(
-        RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1),
-        hw_features=HW,
-        ordered_action_keys=NAMES,
-        task="t",
-        fps=30,
-        model_id="m",
-        transport=link,
-    )
+    e = unstarted(link, RemoteInferenceConfig(rtc=RTCConfig(enabled=False), buffer_time_s=0.1))
     e.start()
     e.resume()
     loop = ControlLoop(e, observe=lambda: OBS, fps=60)
@@ -432,16 +425,7 @@ def test_a_slow_link_sends_an_rtc_delay_capped_at_the_horizon_and_chunk(horizon,
     ticks = iter(range(0, 10**12, 2_000_000_000))  # every reading of the request clock is 2 s after the last
     link = MemoryLink(MemoryReplica("mem-1", rtc=True, chunk_size=chunk_size), respond=ramp)
     cfg = RemoteInferenceConfig(rtc=RTCConfig(enabled=True, execution_horizon=horizon), buffer_time_s=5.0)
-    e = RemoteInferenceEngine(
-        cfg,
-        hw_features=HW,
-        ordered_action_keys=NAMES,
-        task="t",
-        fps=30,
-        model_id="m",
-        transport=link,
-        request_clock_ns=lambda: next(ticks),
-    )
+    e = unstarted(link, cfg, request_clock_ns=lambda: next(ticks))
     e.start(worker=False)
     e.resume()
     e.notify_observation(OBS)
