@@ -15,7 +15,7 @@ import pytest
 
 from lerobot_policy_remote.engine import hook
 from lerobot_policy_remote.engine.startup import PREFIX, RemoteStartupError, policy_path_failed
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc
+from lerobot_policy_remote.testing.procs import Proc, rollout_argv
 
 HINT = "(LOG_LEVEL=DEBUG prints the traceback; `lerobot-fleet doctor` checks the whole setup)"
 SAME = (
@@ -26,20 +26,7 @@ LAUNCH_TO_EXIT_S = 20.0  # lerobot's own imports take 9-15 s of it on a loaded 2
 
 def run(path: str) -> tuple[int, list[str], float]:
     t0 = time.monotonic()
-    p = Proc(
-        [
-            str(VENV_BIN / "lerobot-rollout"),
-            "--strategy.type=base",
-            "--inference.type=remote",
-            "--robot.type=sim_arm",
-            f"--policy.path={path}",
-            "--task=pick up the cube",
-            "--duration=5",
-            "--inference.connect_endpoint=tcp/127.0.0.1:1",
-        ],
-        name="rollout",
-        max_seconds=120,
-    )
+    p = Proc(rollout_argv(path, "pick up the cube", "tcp/127.0.0.1:1"), name="rollout", max_seconds=120)
     rc = p.wait(110)
     took = time.monotonic() - t0
     p.wait_for("(LOG_LEVEL=DEBUG", timeout=10)  # the reader has seen the end of the output

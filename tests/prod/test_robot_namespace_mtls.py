@@ -16,7 +16,7 @@ from lerobot_fleet.inventory import NamespaceGrant
 from lerobot_fleet.pki import issue
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server
+from lerobot_policy_remote.testing.procs import Proc, policy_server, rollout_argv
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"
@@ -52,22 +52,10 @@ def fleet(tmp_path_factory):
 def rollout(fleet, robot: str, task: str) -> tuple[int, str, float]:
     """Exit status, output and seconds from launch to the one-line message."""
     t0 = time.monotonic()
-    p = Proc(
-        [
-            str(VENV_BIN / "lerobot-rollout"),
-            "--strategy.type=base",
-            "--inference.type=remote",
-            "--robot.type=sim_arm",
-            f"--policy.path={fleet['model']}",
-            f"--task={task}",
-            "--duration=20",
-            "--fps=30",
-            f"--inference.connect_endpoint={fleet['router'].endpoint}",
-            *robot_tls(fleet["pki"], robot),
-        ],
-        name=f"rollout-{robot}",
-        max_seconds=200,
+    argv = rollout_argv(
+        fleet["model"], task, fleet["router"].endpoint, "--fps=30", *robot_tls(fleet["pki"], robot), duration=20
     )
+    p = Proc(argv, name=f"rollout-{robot}", max_seconds=200)
     try:
         p.wait_for("lerobot-rollout: ", timeout=120)
         took = time.monotonic() - t0
@@ -84,13 +72,18 @@ def message(out: str) -> list[str]:
     return lines[start:-1]
 
 
-def test_a_task_outside_the_certificate_names_the_visible_service_and_both_fixes(fleet):
-    rc, out, took = rollout(fleet, "arm-pick", OTHER)
+def refused_line(fleet, robot: str, task: str) -> tuple[str, str, float]:
+    """The robot's one-line refusal, its whole output and seconds to it; the line never blames an empty router."""
+    rc, out, took = rollout(fleet, robot, task)
     lines = message(out)
-    model = fleet["model"]
     assert rc != 0 and len(lines) == 1, out[-3000:]
-    line = lines[0]
-    assert "the router has no policy server at all" not in line
+    assert "the router has no policy server at all" not in lines[0]
+    return lines[0], out, took
+
+
+def test_a_task_outside_the_certificate_names_the_visible_service_and_both_fixes(fleet):
+    line, out, took = refused_line(fleet, "arm-pick", OTHER)
+    model = fleet["model"]
     assert (
         f"among what certificate CN=arm-pick may see: the router's access control answers it only in namespace "
         f"'model={model},service={TASK}', and this request is outside them"
@@ -106,12 +99,8 @@ def test_a_task_outside_the_certificate_names_the_visible_service_and_both_fixes
 
 
 def test_a_certificate_for_another_namespace_names_the_pki_fix(fleet):
-    rc, out, took = rollout(fleet, "arm-stack", TASK)
-    lines = message(out)
+    line, out, took = refused_line(fleet, "arm-stack", TASK)
     model = fleet["model"]
-    assert rc != 0 and len(lines) == 1, out[-3000:]
-    line = lines[0]
-    assert "the router has no policy server at all" not in line
     assert f"answers it only in namespace 'model={model},service={OTHER}', and this request is outside them" in line
     assert "No server serves there; for a certificate in the namespace asked for" in line
     assert (

@@ -274,3 +274,19 @@ def policy_server(
             p.stop()
             raise
     return p
+
+
+def rollout_argv(policy_path: str | Path, task: str, endpoint: str, *extra: str, duration: float = 5) -> list[str]:
+    """`lerobot-rollout` of the sim arm with remote inference (base strategy) on `endpoint`: the robot the tests
+    launch. `extra` are more `--flag=value` overrides."""
+    return [
+        str(VENV_BIN / "lerobot-rollout"),
+        "--strategy.type=base",
+        "--inference.type=remote",
+        "--robot.type=sim_arm",
+        f"--policy.path={policy_path}",
+        f"--task={task}",
+        f"--duration={duration:g}",
+        f"--inference.connect_endpoint={endpoint}",
+        *extra,
+    ]
