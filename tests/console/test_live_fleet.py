@@ -21,7 +21,7 @@ from lerobot_fleet.widgets import KeyedTable
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import SERVER_READY, policy_server
+from lerobot_policy_remote.testing.procs import SERVER_READY, policy_server, rollout_argv
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 pytestmark = pytest.mark.slow
@@ -42,22 +42,18 @@ def fleet(router, tmp_path_factory):
     try:
         server.wait_for(SERVER_READY, timeout=150)
         rollout = Proc(
-            [
-                str(VENV_BIN / "lerobot-rollout"),
-                "--strategy.type=base",
-                "--inference.type=remote",
-                "--robot.type=sim_arm",
-                f"--policy.path={model}",
-                f"--task={task}",
-                "--duration=300",
+            rollout_argv(
+                model,
+                task,
+                router.endpoint,
                 "--fps=30",
-                f"--inference.connect_endpoint={router.endpoint}",
                 f"--inference.client_uuid={ROBOT}",
                 "--inference.request_timeout_s=2",
                 "--inference.reconnect_max_backoff_s=1",
                 "--inference.max_offline_s=120",
                 "--return_to_initial_position=false",
-            ],
+                duration=300,
+            ),
             name="rollout",
             max_seconds=400,
         )

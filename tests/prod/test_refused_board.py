@@ -16,7 +16,7 @@ from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import Proc, tool
+from lerobot_policy_remote.testing.procs import policy_server
 from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
@@ -31,17 +31,16 @@ def fleet(tmp_path_factory):
     router = acl_router(pki).start()
     server = None
     try:
-        server = Proc(
-            [
-                tool("lerobot-policy-server"),
-                f"--model.repo_or_path={model}",
-                f"--default_task={task}",
-                f"--zenoh.connect_endpoints=[{router.endpoint}]",
-                "--router_refused=retry",
-                *server_tls(pki, "rogue"),
-            ],
+        server = policy_server(
+            model,
+            task,
+            router.endpoint,
+            "--router_refused=retry",
+            *server_tls(pki, "rogue"),
             name="server-rogue",
+            health_port=None,
             max_seconds=300,
+            wait=False,
         )
         server.wait_for("lerobot-policy-server: warning: the router's access control refuses this replica", timeout=90)
         yield {"pki": pki, "model": model, "task": task, "router": router}
