@@ -17,7 +17,7 @@ import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, rollout_argv
 from lerobot_policy_remote.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -51,23 +51,16 @@ def fleet(tmp_path_factory):
 
 
 def rollout(fleet, *extra: str, duration: float = 3) -> Proc:
-    return Proc(
-        [
-            str(VENV_BIN / "lerobot-rollout"),
-            "--strategy.type=base",
-            "--inference.type=remote",
-            "--robot.type=sim_arm",
-            f"--policy.path={fleet['model']}",
-            f"--task={fleet['task']}",
-            f"--duration={duration}",
-            "--fps=30",
-            f"--inference.connect_endpoint={fleet['router'].endpoint}",
-            "--return_to_initial_position=false",
-            *extra,
-        ],
-        name="rollout",
-        max_seconds=200,
+    argv = rollout_argv(
+        fleet["model"],
+        fleet["task"],
+        fleet["router"].endpoint,
+        "--fps=30",
+        "--return_to_initial_position=false",
+        *extra,
+        duration=duration,
     )
+    return Proc(argv, name="rollout", max_seconds=200)
 
 
 def finish(p: Proc) -> tuple[int, str]:

@@ -286,7 +286,7 @@ def rollout_argv(policy_path: str | Path, task: str, endpoint: str, *extra: str,
         "--robot.type=sim_arm",
         f"--policy.path={policy_path}",
         f"--task={task}",
-        f"--duration={duration:g}",
+        f"--duration={duration}",
         f"--inference.connect_endpoint={endpoint}",
         *extra,
     ]
