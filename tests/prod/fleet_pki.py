@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from lerobot_fleet.inventory import NamespaceGrant
 from lerobot_fleet.pki import init_ca, issue
 
@@ -40,6 +43,21 @@ def make_pki(d: Path) -> Path:
     shutil.copy(outsider / "mallory.crt", d / "mallory.crt")
     shutil.copy(outsider / "mallory.key", d / "mallory.key")
     return d
+
+
+@contextmanager
+def acl_fleet(tmp_path_factory: pytest.TempPathFactory, name: str, seed: int) -> Iterator[tuple[Path, Path, Router]]:
+    """A PKI (make_pki), a tiny ACT saved under `name` and router-a enforcing the ACL: what a module's fleet starts
+    from. The router stops on exit."""
+    from lerobot_policy_remote.testing.policies import save_tiny_act  # torch: only the tests that start a fleet
+
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
+    model = save_tiny_act(tmp_path_factory.mktemp(f"{name}_act") / "act", seed=seed)
+    router = acl_router(pki).start()
+    try:
+        yield pki, model, router
+    finally:
+        router.stop()
 
 
 def acl_router(pki: Path, name: str = "router-a", connect: list[str] | None = None) -> Router:

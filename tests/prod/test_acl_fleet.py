@@ -14,10 +14,9 @@ import uuid
 
 import httpx
 import pytest
-from fleet_pki import ROGUE_SERVICE, acl_router, fleet_tls, make_pki, robot_tls, server_tls
+from fleet_pki import ROGUE_SERVICE, acl_fleet, fleet_tls, robot_tls, server_tls
 
-from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port, policy_server
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port, policy_server, rollout_argv
 from lerobot_policy_remote.testing.waiting import assert_never, wait_until
 from lerobot_policy_remote.wire import ServiceKeys
 from lerobot_policy_remote.wire.codec import decode, encode
@@ -39,13 +38,9 @@ FLEET = str(VENV_BIN / "lerobot-fleet")
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    pki = make_pki(tmp_path_factory.mktemp("pki"))
-    model = save_tiny_act(tmp_path_factory.mktemp("acl_act") / "act", seed=5)
     task = f"acl pick {uuid.uuid4().hex[:6]}"
-    router = acl_router(pki).start()
     health = free_port()
-    server = rollout = None
-    try:
+    with acl_fleet(tmp_path_factory, "acl", seed=5) as (pki, model, router):
         server = policy_server(
             model,
             task,
@@ -56,41 +51,38 @@ def fleet(tmp_path_factory):
             max_seconds=500,
             ready_timeout=200,
         )
-        rollout = Proc(
-            [
-                str(VENV_BIN / "lerobot-rollout"),
-                "--strategy.type=base",
-                "--inference.type=remote",
-                "--robot.type=sim_arm",
-                f"--policy.path={model}",
-                f"--task={task}",
-                "--duration=400",
-                "--fps=30",
-                f"--inference.connect_endpoint={router.endpoint}",
-                "--inference.client_uuid=arm-b",
-                *robot_tls(pki, "arm-b"),
-                "--inference.request_timeout_s=2",
-                "--inference.reconnect_max_backoff_s=1",
-                "--inference.max_offline_s=120",
-                "--return_to_initial_position=false",
-            ],
-            name="rollout",
-            max_seconds=500,
-        )
-        rollout.wait_for("executing session_id=", timeout=200)
-        yield {
-            "pki": pki,
-            "router": router,
-            "server": server,
-            "rollout": rollout,
-            "health": health,
-            "keys": ServiceKeys.for_service(str(model), "main", task),
-        }
-    finally:
-        for p in (rollout, server):
-            if p is not None:
-                p.stop()
-        router.stop()
+        rollout = None
+        try:
+            rollout = Proc(
+                rollout_argv(
+                    model,
+                    task,
+                    router.endpoint,
+                    "--fps=30",
+                    "--inference.client_uuid=arm-b",
+                    *robot_tls(pki, "arm-b"),
+                    "--inference.request_timeout_s=2",
+                    "--inference.reconnect_max_backoff_s=1",
+                    "--inference.max_offline_s=120",
+                    "--return_to_initial_position=false",
+                    duration=400,
+                ),
+                name="rollout",
+                max_seconds=500,
+            )
+            rollout.wait_for("executing session_id=", timeout=200)
+            yield {
+                "pki": pki,
+                "router": router,
+                "server": server,
+                "rollout": rollout,
+                "health": health,
+                "keys": ServiceKeys.for_service(str(model), "main", task),
+            }
+        finally:
+            if rollout is not None:
+                rollout.stop()
+            server.stop()
 
 
 def fleet_cmd(fleet, cert: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from fleet_pki import acl_router, make_pki, server_tls
+from fleet_pki import acl_fleet, server_tls
 from lerobot_fleet.sources.refused import query_refused
 from lerobot_fleet.sources.zenoh_source import ZenohSource
 from lerobot_fleet.store import FleetStore
 
-from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import policy_server
 from lerobot_policy_remote.testing.waiting import wait_until
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -25,12 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    pki = make_pki(tmp_path_factory.mktemp("pki"))
-    model = save_tiny_act(tmp_path_factory.mktemp("board_act") / "act", seed=4)
     task = f"board pick {uuid.uuid4().hex[:6]}"
-    router = acl_router(pki).start()
-    server = None
-    try:
+    with acl_fleet(tmp_path_factory, "board", seed=4) as (pki, model, router):
         server = policy_server(
             model,
             task,
@@ -42,12 +37,12 @@ def fleet(tmp_path_factory):
             max_seconds=300,
             wait=False,
         )
-        server.wait_for("lerobot-policy-server: warning: the router's access control refuses this replica", timeout=90)
-        yield {"pki": pki, "model": model, "task": task, "router": router}
-    finally:
-        if server is not None:
+        try:
+            refused = "lerobot-policy-server: warning: the router's access control refuses this replica"
+            server.wait_for(refused, timeout=90)
+            yield {"pki": pki, "model": model, "task": task, "router": router}
+        finally:
             server.stop()
-        router.stop()
 
 
 def settings(fleet, cert: str) -> ZenohSettings:

@@ -14,9 +14,8 @@ import time
 import uuid
 
 import pytest
-from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
+from fleet_pki import acl_fleet, fleet_tls, robot_tls, server_tls
 
-from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, rollout_argv
 from lerobot_policy_remote.testing.waiting import wait_until
 
@@ -28,12 +27,8 @@ FAILED = "lerobot-rollout: Remote inference could not start: "
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    pki = make_pki(tmp_path_factory.mktemp("pki"))
-    model = save_tiny_act(tmp_path_factory.mktemp("contact_act") / "act", seed=7)
     task = f"pick up the cube {uuid.uuid4().hex[:4]}"
-    router = acl_router(pki).start()
-    server = None
-    try:
+    with acl_fleet(tmp_path_factory, "contact", seed=7) as (pki, model, router):
         server = policy_server(
             model,
             task,
@@ -43,11 +38,10 @@ def fleet(tmp_path_factory):
             max_seconds=500,
             ready_timeout=200,
         )
-        yield {"pki": pki, "router": router, "server": server, "model": model, "task": task}
-    finally:
-        if server is not None:
+        try:
+            yield {"pki": pki, "router": router, "server": server, "model": model, "task": task}
+        finally:
             server.stop()
-        router.stop()
 
 
 def rollout(fleet, *extra: str, duration: float = 3) -> Proc:

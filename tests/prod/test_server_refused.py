@@ -14,9 +14,8 @@ import uuid
 
 import httpx
 import pytest
-from fleet_pki import acl_router, make_pki, server_tls
+from fleet_pki import acl_fleet, server_tls
 
-from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import Proc, free_port, tool
 from lerobot_policy_remote.testing.waiting import wait_until
 
@@ -26,13 +25,8 @@ LAUNCH_TO_EXIT_S = 20.0
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    pki = make_pki(tmp_path_factory.mktemp("pki"))
-    model = save_tiny_act(tmp_path_factory.mktemp("refused_act") / "act", seed=3)
-    router = acl_router(pki).start()
-    try:
+    with acl_fleet(tmp_path_factory, "refused", seed=3) as (pki, model, router):
         yield {"pki": pki, "model": model, "router": router, "task": f"refused pick {uuid.uuid4().hex[:6]}"}
-    finally:
-        router.stop()
 
 
 def server(fleet, cert: str, *extra: str) -> tuple[Proc, int]:
