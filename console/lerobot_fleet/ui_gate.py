@@ -24,6 +24,11 @@ class UiGate:
         self._until = 0.0
         self.waits = 0  # how many times an ingest thread waited (visible in tests and benches)
 
+    @property
+    def is_open(self) -> bool:
+        """Whether ingest may run now (tests and benches check the UI closed it for a refresh)."""
+        return self._open.is_set()
+
     def close(self) -> None:
         """The UI starts a refresh."""
         self._until = time.monotonic() + self.max_hold_s

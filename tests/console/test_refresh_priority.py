@@ -90,16 +90,16 @@ def test_pacer_collects_after_a_frame_only_once_the_period_passed():
 async def test_app_closes_the_gate_for_a_tick_and_opens_it_once_the_frame_is_drawn():
     app = make_app()
     closed_during_tick = []
-    original = app._advance
+    original = app.store.snapshot
 
-    def advance():
-        closed_during_tick.append(not app.ui_gate._open.is_set())
+    def snapshot():  # the tick reads the store while it builds the view
+        closed_during_tick.append(not app.ui_gate.is_open)
         return original()
 
-    app._advance = advance
+    app.store.snapshot = snapshot
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.gc_pacer.active
         app.tick()
         assert closed_during_tick and closed_during_tick[-1]
-        await until(pilot, lambda: app.ui_gate._open.is_set(), 5, "the gate open after the frame")
+        await until(pilot, lambda: app.ui_gate.is_open, 5, "the gate open after the frame")
     assert not app.gc_pacer.active  # unmount gave the collector back
