@@ -216,3 +216,17 @@ def test_several_router_endpoints_and_the_single_form():
     assert one.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1"]
     many = draccus.parse(RemoteInferenceConfig, args=["--connect_endpoints=[tcp/127.0.0.1:1,tcp/127.0.0.1:2]"])
     assert many.zenoh_settings().connect_endpoints == ["tcp/127.0.0.1:1", "tcp/127.0.0.1:2"]
+
+
+@pytest.mark.parametrize("rtc", [True, False])
+def test_a_robot_that_mutates_its_action_changes_nothing_queued(rtc: bool):
+    """Rows handed to the robot share no memory with the queue's tensors (RTC prefixes) in either merge mode."""
+    q = StampedActionQueue(RTCConfig(enabled=rtc))
+    q.merge_stamped(chunk(6), chunk(6), 0, 0, src_t=1.0, meta=META)
+    q.pop_fresh(1.1, 3.0)
+    q.merge_stamped(chunk(6, 10), chunk(6, 10), 0, 1, src_t=1.2, meta=META)
+    before = (q.queue.clone(), q.original_queue.clone(), [r.clone() for r in q.rows])
+    while (item := q.pop_fresh(1.3, 3.0)) is not None:
+        item[0].fill_(float("nan"))
+    assert torch.equal(q.queue, before[0]) and torch.equal(q.original_queue, before[1])
+    assert not any(torch.isnan(r).any() for r in q.queue)

@@ -37,6 +37,7 @@ class ControlSide:
         self.executed_count = 0
         self.fallback_count = 0
         self.prov_log = ProvenanceLog()  # appended here, logged by the worker
+        self._logged_meta: object = None  # the chunk stamp last appended: the log wants each chunk's first action
 
     def notify(self, obs: dict[str, Any]) -> None:
         with self._obs_lock:
@@ -64,7 +65,9 @@ class ControlSide:
             self.streaming_began = True
             self.executed_count += 1
             age = now - src_t
-            self.prov_log.executed.append((meta, age))
+            if meta is not self._logged_meta:  # one stamp per chunk (rows of a chunk share it): a new chunk began
+                self._logged_meta = meta
+                self.prov_log.executed.append((meta, age))
             provenance.publish(meta, age, self.states.state is not LinkState.STREAMING)
             return action
         provenance.publish(None, degraded=True)

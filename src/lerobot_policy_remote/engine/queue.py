@@ -69,6 +69,10 @@ class StampedActionQueue(ActionQueue):
     ) -> int:
         """Merge a chunk; returns the number of leading steps trimmed (replace mode).
 
+        Takes ownership of `original` and `processed` (the caller hands over tensors it no longer uses): the queue
+        keeps them or slices of them, and copies only where a row handed to the robot would otherwise share memory
+        with the queue's own tensors (a caller that mutates its action must not change an RTC prefix).
+
         `replace`: the first chunk of a new session supersedes what is left of the old session's chunk even
         when RTC is off: it was computed from a newer observation. Steps the robot executed since that
         observation are trimmed, exactly as RTC's replace mode does.
@@ -81,19 +85,24 @@ class StampedActionQueue(ActionQueue):
             if self.cfg.enabled or replace:
                 consumed = max(0, li - idx_before) if idx_before is not None else max(0, real_delay)
                 delay = max(0, min(int(real_delay), consumed, n))
-                new_o, new_q = original[delay:].clone(), processed[delay:].clone()
-                new = (new_o, new_q, list(new_q.clone().unbind(0)), [src_t] * (n - delay), [meta] * (n - delay))
+                new_q = processed[delay:]
+                new = (
+                    original[delay:],
+                    new_q,
+                    list(new_q.clone().unbind(0)),
+                    [src_t] * (n - delay),
+                    [meta] * (n - delay),
+                )
             else:
                 delay = 0
-                added = processed.clone()
                 if q is None:
-                    new = (original.clone(), added, list(added.clone().unbind(0)), [src_t] * n, [meta] * n)
+                    new = (original, processed.clone(), list(processed.unbind(0)), [src_t] * n, [meta] * n)
                 else:
                     assert oq is not None  # the base class sets both queues together
-                    new = (
-                        torch.cat([oq, original.clone()])[li:],
-                        torch.cat([q, added])[li:],
-                        rows[li:] + list(added.clone().unbind(0)),
+                    new = (  # cat copies: the rows (views of `processed`) share no memory with the queue tensors
+                        torch.cat([oq[li:], original]),
+                        torch.cat([q[li:], processed]),
+                        rows[li:] + list(processed.unbind(0)),
                         src[li:] + [src_t] * n,
                         metas[li:] + [meta] * n,
                     )
@@ -128,8 +137,8 @@ class StampedActionQueue(ActionQueue):
         """Unconsumed actions that are still young enough to execute."""
         with self.lock:
             src, li = self.src, self.last_index
-            if self.src_sorted:  # the network worker asks every step: O(log n), the same test as `pop_fresh`
-                return len(src) - bisect_left(src, True, lo=li, key=lambda t: now - t <= max_age_s)
+            if self.src_sorted:  # the network worker asks every step: O(log n) in C, no Python call per probe
+                return len(src) - bisect_left(src, now - max_age_s, lo=li)
             return sum(1 for t in src[li:] if now - t <= max_age_s)
 
     def head_age(self, now: float) -> float:

@@ -15,14 +15,23 @@ prov_logger = logging.getLogger("lerobot.remote.provenance")
 
 
 class RttWindow:
+    """The last `maxlen` samples; percentiles sort once per new sample (a report asks for several)."""
+
     def __init__(self, maxlen: int = 64) -> None:
         self._ms: collections.deque[float] = collections.deque(maxlen=maxlen)
+        self._added = 0
+        self._sorted: tuple[int, list[float]] = (0, [])  # (samples added when sorted, sorted values): one assignment
 
     def add(self, ms: float) -> None:
         self._ms.append(ms)
+        self._added += 1
 
     def percentile(self, q: float) -> float:
-        values = sorted(self._ms)
+        added, values = self._sorted
+        if added != self._added:  # read before sorting: a sample added meanwhile only makes the next call sort again
+            added = self._added
+            values = sorted(self._ms)
+            self._sorted = (added, values)
         return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
@@ -72,7 +81,7 @@ class TelemetryPacer:
 
 
 class ProvenanceLog:
-    """The control thread appends what it executed; the worker logs each new chunk once."""
+    """The control thread appends the first action it executed of each chunk; the worker logs each chunk once."""
 
     def __init__(self) -> None:
         self.executed: collections.deque[tuple[Provenance, float]] = collections.deque(maxlen=4096)
