@@ -17,8 +17,9 @@ Rows (CPU microseconds per message, or ms per session-second):
   5x telemetry rate, `--telemetry`);
 - router per robot message (observation in, chunk out, telemetry) against the bare router (`--bare-router`).
 
-`--baseline DIR` runs the replica of another checkout (a `git worktree` of an older commit) in the same run, the
-phases alternating (`--repeats`), and prints old/new. Measure on a quiet box; the load average is recorded.
+`--baseline DIR` runs the replica and the robot host of another checkout (a `git worktree` of an older commit) in
+the same run, the phases alternating (`--repeats`), and prints old/new. Measure on a quiet box; the load average is
+recorded.
 
     .venv/bin/python -m bench.costs --robots 200 --seconds 20 --baseline /tmp/oldmain --stages --bare-router
 """
@@ -384,7 +385,8 @@ def phase(
                 str(telemetry_period),
                 "--out",
                 str(out),
-            ]
+            ],
+            env=env,  # the robot host of the same checkout as the replica: its old/new row compares the robot's code
         )
         robots.term = True  # it runs on for its --seconds otherwise
         children.insert(0, robots)
