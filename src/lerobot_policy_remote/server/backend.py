@@ -26,6 +26,8 @@ from .backend_base import ObsContractError
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
 from .policy_setup import PolicySetup
+from .token_cache import TokenCache
+from .token_cache import install as install_token_cache
 from .weights import check_weights, find_weight_files, fingerprint_files, load_error_refusal
 
 log = logging.getLogger("lerobot.policy_server")
@@ -40,6 +42,7 @@ class SessionPipelines:
     relative_step: Any = None
     normalizer_step: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    token_caches: list[TokenCache] = field(default_factory=list)  # its tokenizer steps' memos (token_cache.py)
 
 
 class LerobotBackend(PolicySetup):
@@ -160,13 +163,14 @@ class LerobotBackend(PolicySetup):
 
     # ------------------------------------------------------------------ sessions
     def new_session_state(self) -> SessionPipelines:
-        """Deep-copy both pipelines in ONE deepcopy so the absolute step keeps pointing at its own relative step."""
+        """Deep-copy both pipelines in ONE deepcopy so the absolute step keeps pointing at its own relative step.
+        The session's tokenizer steps remember the task texts they tokenized (token_cache.py)."""
         from lerobot.processor import NormalizerProcessorStep, RelativeActionsProcessorStep
 
         pre, post = copy.deepcopy((self.pre, self.post))
         rel = next((s for s in pre.steps if isinstance(s, RelativeActionsProcessorStep) and s.enabled), None)
         norm = next((s for s in pre.steps if isinstance(s, NormalizerProcessorStep)), None)
-        return SessionPipelines(pre, post, rel, norm)
+        return SessionPipelines(pre, post, rel, norm, token_caches=install_token_cache(pre))
 
     def on_session_open(self, state: SessionPipelines) -> None:
         if self.classification.serving_mode == "exclusive":
@@ -175,6 +179,8 @@ class LerobotBackend(PolicySetup):
     def reset_session(self, state: SessionPipelines) -> None:
         for pipe in (state.pre, state.post):
             pipe.reset()
+        for cache in state.token_caches:
+            cache.clear()
         if self.classification.serving_mode == "exclusive":
             self.policy.reset()  # never in shared mode: it is global to the shared instance
 
@@ -268,7 +274,7 @@ class LerobotBackend(PolicySetup):
                 if plan[0] is not None and len(plan) == 1:
                     kwargs.update(rtc_guidance.rtc_call_kwargs(self.policy, plan[0]))
                 chunk = self.policy.predict_action_chunk(batch, **kwargs)
-            return [self._post(state, chunk[i : i + 1]) for i, (state, _, _) in enumerate(items)]
+            return self._post_rows([state for state, _, _ in items], chunk)
 
     @functools.cached_property
     def _noise_spec(self) -> tuple[Callable[..., Any], tuple[int, int, int]] | None:
@@ -309,10 +315,19 @@ class LerobotBackend(PolicySetup):
 
     def _post(self, state: SessionPipelines, chunk: Any) -> tuple[NDArray[Any], NDArray[Any]]:
         """(1, T, A) model-space chunk -> (model-space, robot-space) arrays through this session's postprocessor."""
+        return self._post_rows([state], chunk)[0]
+
+    def _post_rows(self, states: list[SessionPipelines], chunk: Any) -> list[tuple[NDArray[Any], NDArray[Any]]]:
+        """(B, T, A) model-space chunk -> each row's (model-space, robot-space) arrays through its session's own
+        postprocessor. The model-space rows are one copy of the whole batch, taken before any postprocessor runs (a
+        step may work in place); each row is its own slice of it."""
         chunk = chunk.float()
-        original = chunk.squeeze(0).detach().cpu().clone()
-        processed = state.post(chunk).squeeze(0).detach().float().cpu()
-        return original.numpy().astype(np.float32), processed.numpy().astype(np.float32)
+        model = np.array(chunk.detach().cpu().numpy(), dtype=np.float32)
+        out = []
+        for i, state in enumerate(states):
+            processed = state.post(chunk[i : i + 1]).squeeze(0).detach().float().cpu()
+            out.append((model[i], processed.numpy().astype(np.float32)))
+        return out
 
     def _queue_fed_chunk(self, batch: dict[str, Any]) -> Any:
         """Diffusion family: feed the observation queues through select_action and read the whole chunk."""

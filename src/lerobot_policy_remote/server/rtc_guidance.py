@@ -45,15 +45,18 @@ class BatchedGuidance(RTCProcessor):
         super().__init__(rtc_config)
         self._plan: list[RowPlan] | None = None
         self._schedules: dict[RTCAttentionSchedule, RTCProcessor] = {}
+        # The plan's (target, weights, max weight) tensors, built at its first denoise step and reused by the others:
+        # they depend on the plan and x_t's shape and device only, which do not change within a pass.
+        self._built: tuple[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
     @contextlib.contextmanager
     def planned(self, plan: list[RowPlan]) -> Iterator[None]:
         """Guide the next pass row by row (the inference worker is the only caller, one pass at a time)."""
-        self._plan = plan
+        self._plan, self._built = plan, None
         try:
             yield
         finally:
-            self._plan = None
+            self._plan, self._built = None, None
 
     def _weights(self, row: RowPlan, horizon: int, total: int) -> torch.Tensor:
         """lerobot's prefix weights for this row's schedule (its own `get_prefix_weights`)."""
@@ -62,6 +65,24 @@ class BatchedGuidance(RTCProcessor):
             proc = self._schedules[row.schedule] = RTCProcessor(RTCConfig(prefix_attention_schedule=row.schedule))
         weights: torch.Tensor = proc.get_prefix_weights(row.inference_delay, horizon, total)  # lerobot: untyped
         return weights
+
+    def _build(self, plan: list[RowPlan], x_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The plan as batch tensors: each row's prefix (zero-padded), its prefix weights and its max weight."""
+        batch, total, action_dim = x_t.shape
+        if batch != len(plan):
+            raise ValueError(f"RTC plan has {len(plan)} rows for a batch of {batch}")
+        target = torch.zeros(batch, total, action_dim, device=x_t.device)
+        weights = torch.zeros(batch, total, 1, device=x_t.device)
+        max_weight = torch.zeros(batch, 1, 1)
+        for i, row in enumerate(plan):
+            max_weight[i] = row.max_guidance_weight
+            if row.prefix is None:
+                continue
+            steps, dims = min(row.prefix.shape[0], total), min(row.prefix.shape[1], action_dim)
+            target[i, :steps, :dims] = row.prefix[:steps, :dims].to(x_t.device)
+            horizon = min(row.execution_horizon, row.prefix.shape[0])  # lerobot: no longer than the prefix
+            weights[i, :, 0] = self._weights(row, horizon, total).to(x_t.device)
+        return target, weights, max_weight
 
     def denoise_step(
         self,
@@ -80,20 +101,10 @@ class BatchedGuidance(RTCProcessor):
             return v_t
         if all(row.prefix is None for row in plan):
             return original_denoise_step_partial(x_t)
-        batch, total, action_dim = x_t.shape
-        if batch != len(plan):
-            raise ValueError(f"RTC plan has {len(plan)} rows for a batch of {batch}")
-        target = torch.zeros(batch, total, action_dim, device=x_t.device)
-        weights = torch.zeros(batch, total, 1, device=x_t.device)
-        max_weight = torch.zeros(batch, 1, 1)
-        for i, row in enumerate(plan):
-            max_weight[i] = row.max_guidance_weight
-            if row.prefix is None:
-                continue
-            steps, dims = min(row.prefix.shape[0], total), min(row.prefix.shape[1], action_dim)
-            target[i, :steps, :dims] = row.prefix[:steps, :dims].to(x_t.device)
-            horizon = min(row.execution_horizon, row.prefix.shape[0])  # lerobot: no longer than the prefix
-            weights[i, :, 0] = self._weights(row, horizon, total).to(x_t.device)
+        key = (tuple(x_t.shape), x_t.device)
+        if self._built is None or self._built[0] != key:
+            self._built = key, self._build(plan, x_t)
+        target, weights, max_weight = self._built[1]
 
         # lerobot computes v_t before x_t requires grad, so autograd.grad(x1_t, x_t, err) through
         # x1_t = x_t - time * v_t is err itself (the model's Jacobian is not in it): the same correction, no graph.
