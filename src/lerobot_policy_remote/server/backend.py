@@ -208,14 +208,9 @@ class LerobotBackend(PolicySetup):
         for key, value in obs.state.items():
             batch[key] = torch.from_numpy(np.array(value, dtype=np.float32).reshape(-1)).unsqueeze(0)
         for key in self.caps.image_keys:
-            img = (
-                torch.from_numpy(np.array(obs.images[key]))
-                .permute(2, 0, 1)
-                .contiguous()
-                .float()
-                .div_(255.0)
-                .unsqueeze(0)
-            )
+            # HWC -> CHW in the one copy numpy makes of the (possibly read-only, decoded) frame
+            chw = np.array(np.asarray(obs.images[key]).transpose(2, 0, 1), order="C")
+            img = torch.from_numpy(chw).float().div_(255.0).unsqueeze(0)
             want = self.caps.image_shapes[key]
             if tuple(img.shape[-2:]) != tuple(want[-2:]):
                 img = torch.nn.functional.interpolate(img, size=tuple(want[-2:]), mode="bilinear", align_corners=False)
