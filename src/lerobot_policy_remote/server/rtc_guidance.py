@@ -26,6 +26,9 @@ from lerobot.configs import RTCAttentionSchedule
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.policies.rtc.modeling_rtc import RTCProcessor
 
+# Prefix weight sets remembered (schedule, delay, horizon, length): robots use a handful; a bound all the same.
+MAX_WEIGHT_SETS = 1024
+
 
 @dataclass(frozen=True)
 class RowPlan:
@@ -45,6 +48,7 @@ class BatchedGuidance(RTCProcessor):
         super().__init__(rtc_config)
         self._plan: list[RowPlan] | None = None
         self._schedules: dict[RTCAttentionSchedule, RTCProcessor] = {}
+        self._weight_memo: dict[tuple[RTCAttentionSchedule, int, int, int], torch.Tensor] = {}
         # The plan's (target, weights, max weight) tensors, built at its first denoise step and reused by the others:
         # they depend on the plan and x_t's shape and device only, which do not change within a pass.
         self._built: tuple[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
@@ -59,11 +63,19 @@ class BatchedGuidance(RTCProcessor):
             self._plan, self._built = None, None
 
     def _weights(self, row: RowPlan, horizon: int, total: int) -> torch.Tensor:
-        """lerobot's prefix weights for this row's schedule (its own `get_prefix_weights`)."""
-        proc = self._schedules.get(row.schedule)
-        if proc is None:
-            proc = self._schedules[row.schedule] = RTCProcessor(RTCConfig(prefix_attention_schedule=row.schedule))
-        weights: torch.Tensor = proc.get_prefix_weights(row.inference_delay, horizon, total)  # lerobot: untyped
+        """lerobot's prefix weights for this row's schedule (its own `get_prefix_weights`, a pure function of the
+        schedule, delay, horizon and length: remembered, so a robot's pass does not rebuild them). Read-only: the
+        caller copies them into the pass's weights."""
+        key = (row.schedule, row.inference_delay, horizon, total)
+        weights = self._weight_memo.get(key)
+        if weights is None:
+            proc = self._schedules.get(row.schedule)
+            if proc is None:
+                proc = self._schedules[row.schedule] = RTCProcessor(RTCConfig(prefix_attention_schedule=row.schedule))
+            weights = proc.get_prefix_weights(row.inference_delay, horizon, total)  # lerobot: untyped
+            if len(self._weight_memo) >= MAX_WEIGHT_SETS:
+                self._weight_memo.clear()
+            self._weight_memo[key] = weights
         return weights
 
     def _build(self, plan: list[RowPlan], x_t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -73,9 +85,8 @@ class BatchedGuidance(RTCProcessor):
             raise ValueError(f"RTC plan has {len(plan)} rows for a batch of {batch}")
         target = torch.zeros(batch, total, action_dim, device=x_t.device)
         weights = torch.zeros(batch, total, 1, device=x_t.device)
-        max_weight = torch.zeros(batch, 1, 1)
+        max_weight = torch.tensor([row.max_guidance_weight for row in plan], dtype=torch.float32).view(batch, 1, 1)
         for i, row in enumerate(plan):
-            max_weight[i] = row.max_guidance_weight
             if row.prefix is None:
                 continue
             steps, dims = min(row.prefix.shape[0], total), min(row.prefix.shape[1], action_dim)
