@@ -1,10 +1,11 @@
 """Cross-robot micro-batching benchmark: batching off vs on (the default derived wait window) vs opportunistic
 (max_wait_ms 0, never wait), N = 1..16 robots.
 
-The real PolicyServer worker, scheduler, checks and backends, driven in-process: each robot is a thread
-that deposits an encoded observation (JPEG images, as on the wire) into its session's mailbox and sends
-the next one as soon as its chunk is published, so the scheduler and the model are all that is measured
-(the network path is `bench/server.py`'s job). Three models (`--models`, default all):
+The real PolicyServer worker, scheduler, decode pool, checks and backends, driven in-process: each robot is a thread
+that delivers an encoded observation (JPEG images, as on the wire) through the server's own deposit path (its
+session's mailbox, the decode pool while the worker is busy) and sends the next one as soon as its chunk is
+published, so the server and the model are all that is measured (the network path is `bench/server.py`'s job).
+Three models (`--models`, default all):
   stub: a pass over B robots takes a + b*B seconds (shows the scheduler reaching the model bound);
   act:  a small real ACT on CPU, or `--device cuda` (two 96x128 cameras, 6-dim state, chunk 50, random weights);
   vla:  a tiny SmolVLA (`testing.vla.save_tiny_smolvla`: one 64x64 camera, 6-dim state, chunk 50, 3 flow steps,
@@ -306,6 +307,7 @@ def run(
         s.pub = inboxes[i]
         server.registry.add(s)
         sessions.append(s)
+    server.decoder.start()  # observations reach the worker as in the server: decoded ahead while it runs the model
     worker = threading.Thread(target=server.worker.run, name="bench-worker", daemon=True)
     worker.start()
     stop, measuring = threading.Event(), threading.Event()
@@ -319,8 +321,7 @@ def run(
             att = Header(SCHEMA_VERSION, MsgType.OBS, seq, 0, time.monotonic_ns(), 1).pack()
             inboxes[i].got.clear()
             t0 = time.perf_counter()
-            sessions[i].mailbox.deposit(Mail(payload, att, t0, len(payload)))
-            server.worker.wake.set()
+            server.deliver(sessions[i], Mail(payload, att, t0, len(payload)))
             if inboxes[i].got.wait(30) and not stop.is_set():
                 if measuring.is_set():
                     rtts[i].append(time.perf_counter() - t0)
@@ -345,6 +346,7 @@ def run(
                 ib.got.set()
             t.join(0.02)
     worker.join(30)
+    server.decoder.stop()
     counts = [len(r) for r in rtts]
     flat = sorted(x for r in rtts for x in r)
     recent = server.worker.stats.recent()[passes_before:] or server.worker.stats.recent()

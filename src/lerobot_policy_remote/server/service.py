@@ -358,11 +358,15 @@ class PolicyServer(StatusReports):
         payload = sample.payload.to_bytes() if size <= self.manifest.max_obs_bytes else b""
         att = sample.attachment
         att = att.to_bytes() if att is not None and len(att) == HEADER_SIZE else None  # sized before any copy
-        mail = Mail(payload, att, time.perf_counter(), size)
         session.last_obs = time.monotonic()
         session.via_direct = direct
-        if session.mailbox.deposit(mail):
-            self.metrics.superseded.labels(client).inc()  # a robot outrunning the worker: the worker decodes its newest
+        self.deliver(session, Mail(payload, att, time.perf_counter(), size))
+
+    def deliver(self, session: Session, mail: Mail) -> None:
+        """An observation into its session's mailbox, its decode handed to the pool when the worker is busy, and the
+        worker woken: the one path every transport (router, direct link, in-process benches) deposits through."""
+        if session.mailbox.deposit(mail):  # a robot outrunning the worker: the worker decodes its newest
+            self.metrics.superseded.labels(session.client_uuid).inc()
         elif not self.worker.idle:  # an idle worker decodes it at once itself (worker.py `idle`)
             self.decoder.submit(mail)  # a non-blocking put: a decoder thread decodes it while the worker runs the model
         self.worker.wake.set()
