@@ -140,9 +140,9 @@ def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_peers_vla_quick(tmp_path: Path) -> None:
-    """The vla phase at its quickest: tiny pi0 on CPU behind ours (RTC, batching) and the openpi/GR00T-style servers
-    (no RTC), N = 1 and 4; every request answered with a finite 50x14 chunk, ours' requests carried prefixes, and the
-    results name each arm's figures and ours / the best peer."""
+    """The vla phase at its quickest: tiny pi0 on CPU behind ours (RTC, batching; and a robot asking for no RTC) and
+    the openpi/GR00T-style servers (no RTC), N = 1 and 4; every request answered with a finite 50x14 chunk, ours' RTC
+    requests carried prefixes, and the results name each arm's figures and ours / the best peer."""
     from bench.peers.run import VLA_ARMS
 
     cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "vla", "--out", str(tmp_path)]
@@ -158,8 +158,11 @@ def test_peers_vla_quick(tmp_path: Path) -> None:
         rep = r["repeats"][0]
         assert rep["opened"] == n and rep["requests"] == n * per_robot, (arm, n, rep)
         assert 0 < r["rtt_p50_ms"] <= r["rtt_p99_ms"] and r["chunks_s"] == r["req_per_s"] > 0, (arm, n)
-        if arm.startswith("ours"):  # a robot with RTC: every request after its first carried its prefix; batching on
+        if arm == "ours-nortc":  # the same server; this robot asks for no RTC, so no request carries a prefix
+            assert r["rtc"] == "off" and r["rtc_prefixed"] == 0, r
+        if arm.startswith("ours") and arm != "ours-nortc":  # RTC: every request after its first carried its prefix
             assert r["rtc"] == "prefix per robot" and r["rtc_prefixed"] >= n * per_robot, r
+        if arm.startswith("ours"):  # batching on, compared with the best peer
             assert r["server_max_batch"] == 8 and r["server_batch_mean"] >= 1.0, r
             v = r["vs_best_peer"]
             assert {v["rtt_p50_peer"], v["rtt_p99_peer"], v["chunks_s_peer"]} <= {"openpi-ws", "gr00t-zmq"}, v

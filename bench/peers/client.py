@@ -29,11 +29,12 @@ def make_client(
     resize: int = 0,
     shm: bool = False,
     vla: bool = False,
+    rtc: bool = True,
 ) -> Any:
     if system == "ours":
         from .ours_peer import Client
 
-        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm, rtc=vla)
+        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm, rtc=vla and rtc)
     host, port = target.rsplit(":", 1)
     if system == "legacy":
         from .legacy_peer import Client
@@ -62,6 +63,7 @@ def run(
     resize: int = 0,
     shm: bool = False,
     vla: bool = False,
+    rtc: bool = True,
 ) -> dict[str, Any]:
     imgs = frames()
     clients: list[Any] = []
@@ -71,7 +73,7 @@ def run(
         try:
             targets = target.split(",")  # several: robot i uses server i mod len (the N-process alternative)
             clients.append(
-                make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm, vla)
+                make_client(system, targets[i % len(targets)], i, quality, timeout_s, act_path, resize, shm, vla, rtc)
             )
         except Exception as exc:
             errors.append(f"robot {i} open: {type(exc).__name__}: {exc}")
@@ -206,6 +208,9 @@ def main() -> None:
         action="store_true",
         help="the server runs the pi0 checkpoint: check chunk shape only; ours asks for RTC",
     )
+    ap.add_argument(
+        "--no-rtc", action="store_true", help="ours with --vla: the robot asks for no RTC (what the peers serve)"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.disable(logging.INFO)
@@ -223,6 +228,7 @@ def main() -> None:
         args.resize,
         args.shm,
         args.vla,
+        not args.no_rtc,
     )
     emit(out)
 

@@ -32,6 +32,8 @@ ARMS = {  # arm -> (system, extra client args)
     "ours-raw": ("ours", ["--quality", "0"]),
     # robot and server on one machine with the product's defaults: shared memory on, so the robot sends raw frames
     "ours-samehost": ("ours", ["--quality", "90", "--shm"]),
+    # the vla phase's robot without real-time chunking (the peers' protocols carry no prefix): RTC's own cost apart
+    "ours-nortc": ("ours", ["--quality", "90", "--no-rtc"]),
     "legacy-grpc": ("legacy", []),
     "openpi-ws": ("openpi", []),
     "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
@@ -39,6 +41,7 @@ ARMS = {  # arm -> (system, extra client args)
 }
 VLA_ARMS = [
     "ours-jpeg",
+    "ours-nortc",
     "openpi-ws",
     "gr00t-zmq",
 ]  # the systems that can serve a lerobot VLA (legacy: not measured here)
