@@ -219,6 +219,37 @@ def profile_threads(out: Path) -> None:
     housekeeping.Housekeeper.run = profiled("housekeeping", housekeeping.Housekeeper.run)
 
 
+def stub_replica_of_older_checkout(
+    endpoint: str, replica_id: str, max_sessions: int, max_batch: int, infer_s: float, per_robot_s: float
+) -> Any:
+    """The simulator's replica as checkouts before `simfleet.start_stub_replica` built it in `run_replica` (the same
+    manifest, stub and settle), so that such a checkout's replica can be the baseline."""
+    from lerobot_policy_remote.heap import settle_after_startup
+    from lerobot_policy_remote.server.manifest import BatchingSpec, Manifest, ModelSpec
+    from lerobot_policy_remote.server.service import PolicyServer
+    from lerobot_policy_remote.server.stub import StubBackend
+    from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
+    from lerobot_policy_remote.testing.simfleet import CHUNK, MODEL, TASK
+    from lerobot_policy_remote.zenoh_config import ZenohSettings
+
+    manifest = Manifest(
+        model=ModelSpec(repo_or_path=MODEL),
+        default_task=TASK,
+        max_sessions=max_sessions,
+        health_port=0,
+        warmup_inferences=0,
+        replica_id=replica_id,
+        zenoh=ZenohSettings(mode="client", connect_endpoints=[endpoint]),
+        session_grace_s=3.0,
+        drain_timeout_s=10.0,
+        batching=BatchingSpec(max_batch=max_batch, max_wait_ms=0.0),
+    )
+    backend = StubBackend(
+        infer_s, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=max_sessions, per_robot_s=per_robot_s
+    )
+    return PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
+
+
 def run_replica_child(a: argparse.Namespace) -> int:
     """The replica as `lerobot-fleet simulate` runs it; on each `mark` line on stdin, prints its counters."""
     clock = StageClock() if a.stages else None
@@ -226,7 +257,10 @@ def run_replica_child(a: argparse.Namespace) -> int:
         instrument(clock)
     if a.profile:
         profile_threads(Path(a.profile))
-    from lerobot_policy_remote.testing.simfleet import start_stub_replica
+    try:
+        from lerobot_policy_remote.testing.simfleet import start_stub_replica
+    except ImportError:  # a `--baseline` checkout older than that function: its simulator built the same replica
+        start_stub_replica = stub_replica_of_older_checkout
 
     server = start_stub_replica(a.endpoint, "costs-r0", a.max_sessions, max_batch=32, infer_s=0.010, per_robot_s=0.0002)
     print(f"REPLICA READY {os.getpid()}", flush=True)
