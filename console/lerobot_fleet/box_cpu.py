@@ -8,6 +8,7 @@ capacity, with the fleet's processes, the console and everything else on the box
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,49 @@ class BoxSampler:
         if self._first is None or self._last is None:
             return None
         return busy_pct(self._first, self._last), self._last.cpus
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc; 0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class ProcessCpu:
+    """The CPU seconds each of a run's processes spent in a window, read every `period_s` in the background: a
+    process that exits mid-window (a drained replica) counts up to its last reading, never as a negative."""
+
+    def __init__(self, pids: dict[str, list[int]], period_s: float = 0.5) -> None:
+        self.pids = {k: list(v) for k, v in pids.items()}
+        self.period_s = period_s
+        self._start = {k: [process_cpu_s(p) for p in v] for k, v in self.pids.items()}
+        self._last = {k: list(v) for k, v in self._start.items()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="process-cpu", daemon=True)
+
+    def start(self) -> ProcessCpu:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._take()
+
+    def _take(self) -> None:
+        for k, pids in self.pids.items():
+            for i, pid in enumerate(pids):  # a gone process reads 0 and a reused PID less: the largest reading counts
+                self._last[k][i] = max(self._last[k][i], process_cpu_s(pid))
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds spent in the window by each group of processes, all of them together."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.period_s)
+        self._take()
+        return {k: sum(b - a for a, b in zip(self._start[k], self._last[k], strict=True)) for k in self.pids}
 
 
 def verdict(

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
-from .box_cpu import BoxSampler, verdict
+from .box_cpu import BoxSampler, ProcessCpu, verdict
 from .simulate_report import pct, summarize
 
 # Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
@@ -175,7 +175,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
             "replicas": [r.program_pid() for r in reps],
             "robot_hosts": [h.program_pid() for h in hosts],
         }
-        cpu0 = {k: [_cpu_s(p) for p in v] for k, v in cpu_pids.items()}
+        fleet_cpu = ProcessCpu(cpu_pids).start()  # a replica that exits after its drain keeps what it spent
         box = BoxSampler().start()  # the whole box's CPU over the same window: is the box, not the fleet, the limit?
         own0 = _own_cpu_s()
         say(f"[simulate] {a.robots} robots started; running {a.seconds:g} s")
@@ -198,10 +198,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         ):
             time.sleep(0.2)
         window = time.monotonic() - t_run
-        cpu = {
-            k: round(sum(_cpu_s(p) - c for p, c in zip(v, cpu0[k], strict=True)) / window, 3)
-            for k, v in cpu_pids.items()
-        }
+        cpu = {k: round(v / window, 3) for k, v in fleet_cpu.stop().items()}
         own = (_own_cpu_s() - own0) / window
         box_mean = box.stop()
         stop_file.touch()
@@ -223,17 +220,6 @@ def _own_cpu_s() -> float:
     """User + system CPU seconds of this process (the console and the orchestration), all its threads."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process so far (Linux /proc; 0 when it is gone)."""
-    import os
-
-    try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None:
