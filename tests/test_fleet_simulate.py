@@ -116,20 +116,21 @@ def test_a_process_that_exits_mid_window_keeps_the_cpu_it_spent():
     """A drained replica exits before the run ends: its CPU counts up to its last reading, never below its start."""
     import time
 
-    from lerobot_fleet.box_cpu import ProcessCpu
+    from lerobot_fleet.box_cpu import ProcessCpu, process_cpu_s
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
-    quits = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)\n" + burn])
-    stays = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)\n" + burn + "time.sleep(30)"])
+    quits = subprocess.Popen([sys.executable, "-c", burn])
+    stays = subprocess.Popen([sys.executable, "-c", burn + "import sys\nsys.stdin.read()"], stdin=subprocess.PIPE)
     try:
-        time.sleep(0.3)  # both are up (an interpreter's start-up is spent already: the window starts after it)
         cpu = ProcessCpu({"gone": [quits.pid], "alive": [stays.pid]}, period_s=0.1).start()
-        quits.wait(timeout=30)
-        time.sleep(1.5)  # the other one has burnt its 0.6 s too
+        quits.wait(timeout=30)  # reaped: its /proc entry is gone
+        deadline = time.monotonic() + 30
+        while process_cpu_s(stays.pid) < 0.6 and time.monotonic() < deadline:  # the other one burns its 0.6 s
+            time.sleep(0.05)
         spent = cpu.stop()
     finally:
         for p in (quits, stays):
             p.kill()
             p.wait(timeout=10)
-    assert 0.4 <= spent["gone"] <= 1.5, spent  # without the sampler: minus its start-up, a negative figure
+    assert 0.4 <= spent["gone"] <= 1.5, spent  # read only at the start and the end: minus its start-up CPU
     assert 0.4 <= spent["alive"] <= 1.5, spent
