@@ -48,28 +48,43 @@ def busy_pct(a: BoxTimes, b: BoxTimes) -> float:
     return 0.0 if dt <= 0 else 100.0 * b.cpus * (b.busy - a.busy) / dt
 
 
-class BoxSampler:
-    """Reads /proc/stat at start, every `period_s` and at stop: the window's mean and its busiest second."""
+class PeriodicReader:
+    """A background thread that calls `_take` every `period_s` until `_finish`, which takes one last reading."""
 
-    def __init__(self, period_s: float = 1.0, path: Path = PROC_STAT) -> None:
+    def __init__(self, period_s: float, name: str) -> None:
         self.period_s = period_s
-        self.path = path
-        self.samples: list[float] = []  # busy percent of each period
-        self._first: BoxTimes | None = None
-        self._last: BoxTimes | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
-    def start(self) -> BoxSampler:
-        self._first = self._last = read_box(self.path)
-        if self._first is not None:
-            self._thread = threading.Thread(target=self._run, name="box-cpu", daemon=True)
-            self._thread.start()
-        return self
+    def _take(self) -> None:
+        raise NotImplementedError
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             self._take()
+
+    def _finish(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(2 * self.period_s)
+        self._take()
+
+
+class BoxSampler(PeriodicReader):
+    """Reads /proc/stat at start, every `period_s` and at stop: the window's mean and its busiest second."""
+
+    def __init__(self, period_s: float = 1.0, path: Path = PROC_STAT) -> None:
+        super().__init__(period_s, "box-cpu")
+        self.path = path
+        self.samples: list[float] = []  # busy percent of each period
+        self._first: BoxTimes | None = None
+        self._last: BoxTimes | None = None
+
+    def start(self) -> BoxSampler:
+        self._first = self._last = read_box(self.path)
+        if self._first is not None:
+            self._thread.start()
+        return self
 
     def _take(self) -> None:
         now = read_box(self.path)
@@ -79,10 +94,7 @@ class BoxSampler:
 
     def stop(self) -> tuple[float, int] | None:
         """(mean busy percent over the window, cores); None where the box could not be read."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(2 * self.period_s)
-        self._take()
+        self._finish()
         if self._first is None or self._last is None:
             return None
         return busy_pct(self._first, self._last), self._last.cpus
@@ -97,25 +109,19 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class ProcessCpu:
+class ProcessCpu(PeriodicReader):
     """The CPU seconds each of a run's processes spent in a window, read every `period_s` in the background: a
     process that exits mid-window (a drained replica) counts up to its last reading, never as a negative."""
 
     def __init__(self, pids: dict[str, list[int]], period_s: float = 0.5) -> None:
+        super().__init__(period_s, "process-cpu")
         self.pids = {k: list(v) for k, v in pids.items()}
-        self.period_s = period_s
         self._start = {k: [process_cpu_s(p) for p in v] for k, v in self.pids.items()}
         self._last = {k: list(v) for k, v in self._start.items()}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="process-cpu", daemon=True)
 
     def start(self) -> ProcessCpu:
         self._thread.start()
         return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.period_s):
-            self._take()
 
     def _take(self) -> None:
         for k, pids in self.pids.items():
@@ -124,10 +130,7 @@ class ProcessCpu:
 
     def stop(self) -> dict[str, float]:
         """CPU seconds spent in the window by each group of processes, all of them together."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(2 * self.period_s)
-        self._take()
+        self._finish()
         return {k: sum(b - a for a, b in zip(self._start[k], self._last[k], strict=True)) for k in self.pids}
 
 
