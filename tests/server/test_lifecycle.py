@@ -178,7 +178,8 @@ def _worker(backend: Backend, **kw: Any) -> tuple[Worker, dict[str, Any]]:
     audit: list[str] = []
     progress: list[str] = []
     parts.update(kw)
-    w = Worker(auditor=Auditor(audit.append), progress=progress.append, **parts)
+    # max_lines=1: each line is published at once, so a test counts a request's line as soon as it is served
+    w = Worker(auditor=Auditor(audit.append, max_lines=1), progress=progress.append, **parts)
     return w, {**parts, "audit": audit, "progress": progress}
 
 

@@ -2,7 +2,16 @@ import numpy as np
 import pytest
 
 from lerobot_policy_remote.wire import SchemaVersionError, WireError
-from lerobot_policy_remote.wire.codec import decode, decode_json, encode, encode_json, pack
+from lerobot_policy_remote.wire.codec import (
+    CONTROL_MAX_BYTES,
+    decode,
+    decode_json,
+    encode,
+    encode_json,
+    join_audit_lines,
+    pack,
+    split_audit_payload,
+)
 from lerobot_policy_remote.wire.data import (
     ActionChunkMsg,
     ObservationMsg,
@@ -80,6 +89,20 @@ def test_audit_line_is_json_with_the_spec_fields():
     raw = encode_json(line)
     assert raw.startswith(b"{") and b'"queue_wait_ms":1.5' in raw
     assert decode_json(AuditLine, raw) == line
+
+
+def test_an_audit_publication_is_one_or_more_lines_split_on_newlines():
+    a = AuditLine("t", "s", "robot-1", 4, 1, 1.5, 20.0, error="multi\nline error")  # escaped in JSON: no raw newline
+    b = AuditLine("t", "s", "robot-2", 5, 1, 1.5, 20.0)
+    texts = [encode_json(x).decode() for x in (a, b)]
+    payload = join_audit_lines(texts).encode()
+    assert [decode_json(AuditLine, p) for p in split_audit_payload(payload)] == [a, b]
+    assert split_audit_payload(texts[0].encode()) == [texts[0].encode()]  # one line per put (an older replica)
+    assert split_audit_payload(b"\n" + texts[0].encode() + b"\n\n \n") == [texts[0].encode()]  # blanks skipped
+    with pytest.raises(WireError, match="oversize"):
+        split_audit_payload(b"x" * (CONTROL_MAX_BYTES + 1))
+    with pytest.raises(WireError):
+        split_audit_payload(None)
 
 
 def _obs():

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lerobot_policy_remote.wire.codec import decode, decode_json, from_dict, to_dict
+from lerobot_policy_remote.wire.codec import decode, decode_json, from_dict, split_audit_payload, to_dict
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import Namespace, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
@@ -52,8 +52,12 @@ class Recorder:
                 self.event({"kind": "alive", "key": key, "alive": kind == "alive+"})
             elif kind == "telemetry":
                 self.event({"kind": "telemetry", "key": key, "data": to_dict(decode(RobotTelemetry, payload))})
-            elif kind == "audit":
-                self.event({"kind": "audit", "key": key, "data": to_dict(decode_json(AuditLine, payload))})
+            elif kind == "audit":  # a publication holds one or more lines: one event per line, malformed ones left out
+                for piece in split_audit_payload(payload):
+                    try:
+                        self.event({"kind": "audit", "key": key, "data": to_dict(decode_json(AuditLine, piece))})
+                    except WireError:
+                        continue
         except WireError:
             pass
 

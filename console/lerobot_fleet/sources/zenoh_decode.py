@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from lerobot_policy_remote.wire.codec import decode, decode_json
+from lerobot_policy_remote.wire.codec import decode, decode_json, split_audit_payload
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import Namespace, ParsedKey, parse_key
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry
@@ -71,6 +71,8 @@ class Decoder:
                         self.coalesced += 1
                     latest[key] = payload
                     continue
+                if kind == "audit":
+                    gate.wait()  # one publication is up to 64 lines: about GATE_EVERY samples of decoding
                 self.safe_apply(store, kind, key, payload)
             for i, (key, payload) in enumerate(latest.items()):
                 if not i % GATE_EVERY:
@@ -125,11 +127,25 @@ class Decoder:
             self.namespaces[("robot", p.ident)] = ns
             store.on_telemetry(clean(tel), shown)
         elif kind == "audit":
-            line = decode_json(AuditLine, payload)
-            if line.replica and line.replica != p.ident:  # a server's audit speaks for its own replica only
-                self._mismatch(store, kind, key, f"replica {line.replica}")
-                return
-            store.on_audit(clean(line), p.ident, shown)
+            self._audit(store, key, p.ident, shown, payload)
+
+    def _audit(self, store: FleetStore, key: str, replica: str, shown: Namespace, payload: bytes | None) -> None:
+        """One audit publication: a replica's batch of lines (one or more). Each line is decoded and checked alone: a
+        malformed one or one naming another replica is dropped and noted, the others of the batch are kept."""
+        bad: list[str] = []
+        for piece in split_audit_payload(payload):  # raises WireError for a missing or oversize payload (a note)
+            try:
+                line = decode_json(AuditLine, piece)
+            except WireError as exc:
+                bad.append(str(exc))
+                continue
+            if line.replica and line.replica != replica:  # a server's audit speaks for its own replica only
+                self._mismatch(store, "audit", key, f"replica {line.replica}")
+                continue
+            store.on_audit(clean(line), replica, shown)
+        if bad:  # one note per publication, however many of its lines were malformed
+            more = f" (and {len(bad) - 1} more line(s))" if len(bad) > 1 else ""
+            store.note(f"bad audit on {key}: {bad[0]}{more}"[:200])
 
     def _parse(self, key: str) -> ParsedKey:
         p = self._keys.get(key)

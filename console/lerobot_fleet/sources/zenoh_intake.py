@@ -1,7 +1,7 @@
 """What zenoh hands the console, held until the decoder takes it: the subscriptions and the inbox.
 
 Liveliness arrives through a callback that only appends `(kind, key, None)` to a bounded deque and
-returns. Telemetry and audit lines (the fleet's bulk: up to 20,000 samples/s) wait in zenoh's own
+returns. Telemetry and audit publications (the fleet's bulk: up to 20,000 samples/s) wait in zenoh's own
 bounded rings, with no Python callback per sample, so zenoh's threads never take the GIL for them; the
 decoder thread moves them into the inbox in batches (`pull`).
 """
@@ -19,10 +19,13 @@ from ..ui_gate import UiGate
 log = logging.getLogger(__name__)
 
 INBOX_MAX = 50_000
-RING_AUDIT = 4_096  # audit lines held between two decoder passes
+# Audit publications held between two decoder passes (0.2 s). Each holds one or more lines: a replica publishes its
+# lines every 0.1 s or 64 at a time, so 4,096 is about 2,000 replicas' worth (and up to 64 times that many lines).
+RING_AUDIT = 4_096
 GATE_EVERY = 64  # samples between two looks at the UI gate (~1 ms of decoding)
 
-Entry = tuple[str, str, bytes | None]  # (kind, key expression, payload): kind alive+ | alive- | telemetry | audit
+# (kind, key expression, payload): kind alive+ | alive- | telemetry | audit (one publication: one or more lines)
+Entry = tuple[str, str, bytes | None]
 
 
 class Intake:

@@ -4,7 +4,8 @@ Threads and what they may do:
 - zenoh callbacks (obs subscriber, liveliness subscriber, queryables): deposit or validate-and-reply
   in pure CPU, never inference, never waiting on another thread;
 - the inference worker (one, worker.py): decode, pre/post-process, predict (alone or batched), publish, audit;
-- housekeeping (one, housekeeping.py): liveliness GC after a grace period, unknown-session replies, load gauge, drain.
+- housekeeping (one, housekeeping.py): liveliness GC after a grace period, unknown-session replies, load gauge, drain;
+- the audit flusher (one, audit.py): publishes the buffered audit lines once the oldest is due.
 This module builds the collaborators and wires them together (the worker, the housekeeper, the seats and the
 control plane get exactly what they use, never this object); it holds start/drain/stop and the observation
 callback. Serving / draining / drained / stopped live in `Lifecycle` alone; sessions open and close in `Seats`
@@ -94,7 +95,7 @@ class PolicyServer(StatusReports):
             if manifest.debug.capture_dir
             else None
         )
-        self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open
+        self.auditor = Auditor(self._publish_audit)  # logs only until zenoh is open; publishes in batches
         self.worker = Worker(
             lifecycle=self.lifecycle,
             load=self.load,
@@ -225,7 +226,8 @@ class PolicyServer(StatusReports):
             self.backend.warmup(n, self.progress)
 
     def _publish_audit(self, text: str) -> None:
-        """The auditor's sink: the audit key, droppable and at background priority (only while zenoh is open)."""
+        """The auditor's sink: a batch of lines on the audit key, droppable and at background priority (only while
+        zenoh is open; called on whichever thread flushes the batch: the auditor's flusher, the worker, stop())."""
         pub = self._audit_pub
         if pub is not None:
             pub.put(text)
@@ -299,6 +301,7 @@ class PolicyServer(StatusReports):
             except Exception as exc:  # teardown goes on: the session closes below anyway
                 log.debug("undeclare at stop failed: %s", exc)
         self._decls.clear()
+        self.auditor.close()  # the worker has stopped: its last lines (a drain's) leave before the publisher goes
         pub, self._audit_pub = self._audit_pub, None
         if pub is not None:
             try:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..wire.codec import decode, encode, encode_json
+from ..wire.codec import decode, encode, encode_json, join_audit_lines
 from ..wire.codes import Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.errors import WireError
@@ -278,8 +278,10 @@ class FakeServer:
             sessions=sessions,
         )
 
-    def publish_audit(self, line: AuditLine) -> None:
-        self._audit.put(encode_json(line))
+    def publish_audit(self, *lines: AuditLine) -> None:
+        """One audit publication of `lines` (newline-joined, as a replica publishes its batches; one line alone is
+        what an older replica published)."""
+        self._audit.put(join_audit_lines([encode_json(line).decode() for line in lines]))
 
     def audit(self, client_uuid: str, seq_id: int, episode_id: int = 0, **kw: Any) -> AuditLine:
         """Publish one audit line for `client_uuid` (a request this replica 'served')."""

@@ -11,6 +11,7 @@ import functools
 import json
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 import msgpack
@@ -107,8 +108,8 @@ def to_dict(obj: Any) -> Any:
     t = type(obj)
     if t in _LEAVES:
         return obj
-    if dataclasses.is_dataclass(t):
-        return {n: to_dict(getattr(obj, n)) for n in _field_names(t)}
+    if dataclasses.is_dataclass(t):  # leaves inline: a flat message (telemetry) makes no call per field
+        return {n: v if type(v) in _LEAVES else to_dict(v) for n in _field_names(t) for v in (getattr(obj, n),)}
     if isinstance(obj, (list, tuple)):
         return [to_dict(v) for v in obj]
     if isinstance(obj, dict):
@@ -189,3 +190,20 @@ def decode_json(cls: type[T], data: bytes | bytearray | memoryview | None, max_b
     except (ValueError, RecursionError) as exc:
         raise WireError(cls.__name__, f"not valid JSON ({exc})") from None
     return from_dict(cls, obj, cls.__name__)
+
+
+AUDIT_SEPARATOR = "\n"  # between the JSON lines of one audit publication: `json.dumps` never writes a raw newline
+
+
+def join_audit_lines(lines: Sequence[str]) -> str:
+    """One audit publication: a replica's buffered JSON lines, oldest first (docs/wire.md "AuditLine")."""
+    return AUDIT_SEPARATOR.join(lines)
+
+
+def split_audit_payload(data: bytes | bytearray | memoryview | None, max_bytes: int = CONTROL_MAX_BYTES) -> list[bytes]:
+    """The JSON lines of one audit publication, each decoded alone (`decode_json(AuditLine, piece)`) so that a malformed
+    one costs only itself. A replica publishes its lines in batches; a payload of one line (an older replica, the test
+    kit) is one piece. Blank pieces are skipped; the whole payload keeps the control-payload bound."""
+    if data is None or len(data) > max_bytes:
+        raise WireError("AuditLine", "missing or oversize audit payload", Reason.OVERSIZE)
+    return [piece for piece in bytes(data).split(AUDIT_SEPARATOR.encode()) if piece.strip()]
