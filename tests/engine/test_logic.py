@@ -225,8 +225,8 @@ def test_a_robot_that_mutates_its_action_changes_nothing_queued(rtc: bool):
     q.merge_stamped(chunk(6), chunk(6), 0, 0, src_t=1.0, meta=META)
     q.pop_fresh(1.1, 3.0)
     q.merge_stamped(chunk(6, 10), chunk(6, 10), 0, 1, src_t=1.2, meta=META)
-    before = (q.queue.clone(), q.original_queue.clone(), [r.clone() for r in q.rows])
+    before = (q.queue.clone(), q.original_queue.clone(), [r.copy() for r in q.rows])
     while (item := q.pop_fresh(1.3, 3.0)) is not None:
-        item[0].fill_(float("nan"))
+        item[0].fill(float("nan"))
     assert torch.equal(q.queue, before[0]) and torch.equal(q.original_queue, before[1])
     assert not any(torch.isnan(r).any() for r in q.queue)

@@ -52,15 +52,16 @@ class ControlSide:
         self.last_action = None
 
     def get_action(self) -> torch.Tensor | None:
-        """Every tick: no I/O, no logging, no torch call on the streaming path.
+        """Every tick: no I/O, no logging, no torch op that gives up the GIL on the streaming path.
 
-        The returned tensor is a row prepared at merge time (independent of the queue): see
-        StampedActionQueue.
+        The returned tensor wraps a row prepared at merge time (independent of the queue's tensors: see
+        StampedActionQueue); `torch.from_numpy` shares the row's memory and keeps the GIL.
         """
         now = time.monotonic()
         item = self.queue.pop_fresh(now, self.cfg.max_action_age_s)
         if item is not None:
-            action, src_t, meta = item
+            row, src_t, meta = item
+            action = torch.from_numpy(row)
             self.last_action = action
             self.streaming_began = True
             self.executed_count += 1

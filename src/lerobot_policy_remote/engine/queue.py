@@ -24,20 +24,22 @@ from .provenance import Provenance
 
 
 class StampedActionQueue(ActionQueue):
-    """Stock queue tensors (RTC prefixes, parity) + per-row views prepared for a cheap `pop_fresh`.
+    """Stock queue tensors (RTC prefixes, parity) + per-row numpy views prepared for a cheap `pop_fresh`.
 
-    Why the row list: every torch call drops and re-takes the GIL, so a control thread that indexes
-    and clones a tensor per tick queues behind the network worker (p99 in the hundreds of us). Rows
-    are cut once per merge on the worker (one clone of the chunk, then `unbind`, so a caller that
-    mutates its action cannot touch the queue), and `pop_fresh` does no torch work at all. The new
-    tensors are built outside the lock; the swap under it retries if the robot consumed meanwhile.
+    Why the row list: a torch op that drops and re-takes the GIL (clone, unbind, indexing a tensor per
+    tick) queues behind every other thread of the process; under contention one `unbind` of a chunk
+    cost hundreds of us of CPU (docs/decisions.md, "A merge without torch rows"). Rows are cut once per
+    merge on the worker as numpy views of ONE numpy copy of the chunk (never memory of the queue's
+    tensors, so a caller that mutates its action cannot change an RTC prefix), and `pop_fresh` does
+    no torch work at all. The new lists are built outside the lock; the swap under it retries if the
+    robot consumed meanwhile.
     """
 
     def __init__(self, cfg: RTCConfig) -> None:
         super().__init__(cfg)
         self.queue: torch.Tensor | None  # set by the base class; typed here
         self.original_queue: torch.Tensor | None
-        self.rows: list[torch.Tensor] = []  # aligned with self.queue
+        self.rows: list[NDArray[np.float32]] = []  # aligned with self.queue; each a view of a per-merge copy
         self.src: list[float] = []  # monotonic time of each action's source observation, aligned too
         self.meta: list[Provenance] = []
         self.stale_dropped = 0
@@ -89,20 +91,20 @@ class StampedActionQueue(ActionQueue):
                 new = (
                     original[delay:],
                     new_q,
-                    list(new_q.clone().unbind(0)),
+                    list(new_q.numpy().copy()),  # a copy: the rows share no memory with the queue's tensors
                     [src_t] * (n - delay),
                     [meta] * (n - delay),
                 )
             else:
                 delay = 0
                 if q is None:
-                    new = (original, processed.clone(), list(processed.unbind(0)), [src_t] * n, [meta] * n)
+                    new = (original, processed, list(processed.numpy().copy()), [src_t] * n, [meta] * n)
                 else:
                     assert oq is not None  # the base class sets both queues together
-                    new = (  # cat copies: the rows (views of `processed`) share no memory with the queue tensors
-                        torch.cat([oq[li:], original]),
-                        torch.cat([q[li:], processed]),
-                        rows[li:] + list(processed.unbind(0)),
+                    new = (  # copies: the rows (views of `processed`) share no memory with the queue tensors
+                        _joined(oq, li, original),
+                        _joined(q, li, processed),
+                        rows[li:] + list(processed.numpy()),
                         src[li:] + [src_t] * n,
                         metas[li:] + [meta] * n,
                     )
@@ -116,7 +118,7 @@ class StampedActionQueue(ActionQueue):
                 self.last_trim = delay
                 return delay
 
-    def pop_fresh(self, now: float, max_age_s: float) -> tuple[torch.Tensor, float, Provenance] | None:
+    def pop_fresh(self, now: float, max_age_s: float) -> tuple[NDArray[np.float32], float, Provenance] | None:
         """Next action whose source observation is younger than `max_age_s`; older ones are dropped.
 
         Control thread, every tick: list indexing only (no torch call, no allocation but the tuple).
@@ -141,12 +143,33 @@ class StampedActionQueue(ActionQueue):
                 return len(src) - bisect_left(src, now - max_age_s, lo=li)
             return sum(1 for t in src[li:] if now - t <= max_age_s)
 
+    def oldest_fresh(self, now: float, max_age_s: float) -> float:
+        """Source time of the oldest unconsumed action still young enough (inf when none): when it ages out, the
+        fresh count drops without anything arriving."""
+        with self.lock:
+            src, li = self.src, self.last_index
+            if self.src_sorted:
+                i = bisect_left(src, now - max_age_s, lo=li)
+                return src[i] if i < len(src) else math.inf
+            return min((t for t in src[li:] if now - t <= max_age_s), default=math.inf)
+
+    def head_src(self) -> float | None:
+        """Source time of the next action (None when empty)."""
+        with self.lock:
+            return self.src[self.last_index] if self.last_index < len(self.src) else None
+
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""
         with self.lock:
             if self.last_index >= len(self.src):
                 return 0.0
             return float(now - self.src[self.last_index])
+
+
+def _joined(q: torch.Tensor, li: int, tail: torch.Tensor) -> torch.Tensor:
+    """`torch.cat([q[li:], tail])` in numpy: a torch op gives up the GIL and, with the process's other threads
+    waiting for it, cost about 30 us of CPU where numpy's concatenate costs 2 (CPU tensors: the queue's always are)."""
+    return torch.from_numpy(np.concatenate((q.numpy()[li:], tail.numpy())))
 
 
 class WindowedLatency(LatencyTracker):

@@ -33,7 +33,7 @@ def chunk_problem(msg: ActionChunkMsg, *, session_id: str, action_dim: int, outs
         return f"session_id {msg.session_id!r} is not ours ({session_id!r})"
     if robot.ndim != 2 or robot.shape[1] != action_dim or model.ndim != 2 or model.shape[0] != robot.shape[0]:
         return f"wrong shape {tuple(robot.shape)} (expected (T, {action_dim}))"
-    if not (np.isfinite(robot).all() and np.isfinite(model).all()):
+    if not (np.isfinite(robot).all() and (model is robot or np.isfinite(model).all())):
         return "NaN/Inf values"
     if msg.seq_id_echo not in (0, outstanding.seq_id) or (
         msg.client_mono_ns_echo and msg.client_mono_ns_echo != outstanding.mono_ns
