@@ -366,6 +366,8 @@ def thread_group(name: str) -> str:
         return "decode pool"
     if name.startswith("housekeeping"):
         return "housekeeping"
+    if name.startswith("audit-flusher"):
+        return "audit publish"
     if name == "MainThread":
         return "main"
     return "zenoh (callbacks, transport)"

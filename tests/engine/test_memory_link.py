@@ -437,3 +437,26 @@ def test_a_slow_link_sends_an_rtc_delay_capped_at_the_horizon_and_chunk(horizon,
         assert e.delay_steps() == e.stats().delay_steps == sent
     finally:
         e.stop()
+
+
+def test_a_quiet_robot_says_when_it_next_needs_a_step():
+    """`quiet_until`: None while a request is in flight; once a chunk is merged, the time the queue runs down to
+    `buffer_time_s`, never after the telemetry period; a robot stepped only then (or when woken) keeps streaming."""
+    link = MemoryLink()  # silent: the test answers by hand
+    e = engine(link, buffer_time_s=0.1, telemetry_period_s=5.0, telemetry_max_period_s=5.0)
+    e.step()  # the first request goes
+    assert e.requests.current is not None and e.quiet_until(time.monotonic()) is None
+    header, _ = link.requests[-1]
+    link.reply(header, np.zeros((30, 3), np.float32))  # 1 s of actions at 30 fps
+    e.step()
+    now = time.monotonic()
+    due = e.quiet_until(now)
+    assert e.state is LinkState.STREAMING and due is not None
+    assert now + 0.8 <= due <= now + 0.9 + 1e-3  # 30 fresh actions = 1 s, sent when 0.1 s are left
+    for _ in range(27):  # the control loop consumes 0.9 s worth
+        assert e.get_action() is not None
+    now = time.monotonic()
+    assert e.quiet_until(now) <= now + 0.01  # at the buffer: due now
+    e.step()
+    assert e.requests.current is not None and len(link.requests) == 2  # and the step sends
+    e.stop()

@@ -55,6 +55,8 @@ class EngineParts(Protocol):
     _drained_from: str
     _ready: Event
     _failed: Event
+    _active: Event
+    _pending_reset: Event
     _reset_lock: Lock
     keys: ServiceKeys
     control: ControlSide

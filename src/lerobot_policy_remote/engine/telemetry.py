@@ -66,6 +66,10 @@ class TelemetryPacer:
         self._last = float("-inf")
         self.seq = 0
 
+    def next_at(self) -> float:
+        """When the period alone makes the next report due (a change makes it due at once)."""
+        return self._last + self.current_s
+
     def due(self, version: int, now: float, force: bool = False) -> tuple[bool, bool]:
         """(send now, the state changed since the last send)."""
         changed = version != self._version

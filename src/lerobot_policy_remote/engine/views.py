@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .link import LinkState
+from .reporting import STALENESS_REPORT_FRACTION
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -69,3 +70,37 @@ class EngineViews:
     def frame_quality(self: EngineParts) -> int:
         """JPEG quality of the frames sent now: 0 (raw) to a replica on this machine, unless told otherwise."""
         return 0 if self.session.same_host and self.cfg.raw_frames_on_same_host else self.cfg.jpeg_quality
+
+    def quiet_until(self: EngineParts, now: float, cap_s: float = 1.0) -> float | None:
+        """The earliest time a step of this engine that nothing woke would do more than bookkeeping, or None when
+        that cannot be told (no session, a request in flight, a reset or a lost token pending, not streaming).
+
+        For a caller stepping many engines on one thread (the fleet simulator): anything that arrives (a chunk, an
+        event, a token change, a reset query) wakes the engine anyway, so until this time a quiet robot needs no
+        step. Due are: the request (the fresh queue down to `buffer_time_s` at `fps`, or its oldest action aging
+        out), the telemetry period, and the staleness report's threshold; at most `cap_s` ahead.
+        """
+        if (
+            self.reconnect.needed
+            or self.reconnect.token_gone_at is not None
+            or self.requests.current is not None
+            or self.requests.failing
+            or self._pending_reset.is_set()
+            or not self._active.is_set()
+            or self.control.latest() is None
+            or self.state is not LinkState.STREAMING
+        ):
+            return None
+        max_age = self.cfg.max_action_age_s
+        head = self.queue.head_src()
+        stale_report_at = (head if head is not None else now) + STALENESS_REPORT_FRACTION * max_age
+        if stale_report_at <= now:
+            return None
+        queue_s = self.queue.fresh_count(now, max_age) * self._dt
+        return min(
+            now + max(0.0, queue_s - self.cfg.buffer_time_s),
+            self.queue.oldest_fresh(now, max_age) + max_age,
+            self._pacer.next_at(),
+            stale_report_at,
+            now + cap_s,
+        )

@@ -194,16 +194,17 @@ class RobotHost:
             list(pool.map(one, self.robots))
 
     def step_all(self, period_s: float = 0.02, idle_s: float = 0.25, parallel: int = 32) -> None:
-        """The network workers: a robot is stepped when its link woke it (a chunk, an event, a token) or every
-        `idle_s` (sending when the queue runs low, timeouts, telemetry); the engine's own worker would poll every
-        5 ms, which for hundreds of robots per process would spend the CPU on idle passes (0.25 s: a robot sends when
-        0.5 s of actions are left, so it still sends 0.25 s ahead; 0.1 s cost the hosts 3 % more CPU). A robot that must
-        re-handshake is stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker);
-        an inline step never handshakes (`step(handshake=False)`), so the robots a drain notice moves all go to the
-        pool instead of handshaking one after another on this thread (2 s for 60 robots before). The pass hands them
-        to the pool only once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with
-        the pass, and a host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
-        last = [0.0] * len(self.robots)
+        """The network workers: a robot is stepped when its link woke it (a chunk, an event, a token), when the engine
+        says a quiet robot is next due (`quiet_until`: its request, its telemetry), else every `idle_s` (timeouts and
+        resends of a request in flight, handshakes); the engine's own worker would poll every 5 ms, which for hundreds
+        of robots per process would spend the CPU on idle passes (a streaming robot is stepped about 3 times a second
+        instead of 4.6 every `idle_s`, and sends when due, not up to `idle_s` late). A robot that must re-handshake is
+        stepped on a pool thread (the handshake blocks on its query, as in the engine's own worker); an inline step
+        never handshakes (`step(handshake=False)`), so the robots a drain notice moves all go to the pool instead of
+        handshaking one after another on this thread (2 s for 60 robots before). The pass hands them to the pool only
+        once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with the pass, and a
+        host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
+        due = [0.0] * len(self.robots)
         busy: dict[int, Any] = {}
         with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
             while not self._halt.is_set():
@@ -215,14 +216,16 @@ class RobotHost:
                         if not busy[i].done():
                             continue
                         del busy[i]
-                    if not (e._wake.is_set() or t0 - last[i] >= idle_s) or e.failed:
+                    if not (e._wake.is_set() or t0 >= due[i]) or e.failed:
                         continue
                     e._wake.clear()
-                    last[i] = t0
                     if not e.reconnect.needed:
                         e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
                     if e.reconnect.needed:
                         moves.append(i)
+                    now = time.monotonic()
+                    quiet = e.quiet_until(now)
+                    due[i] = now + idle_s if quiet is None else quiet
                 for (
                     i
                 ) in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
