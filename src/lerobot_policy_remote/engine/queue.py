@@ -143,20 +143,17 @@ class StampedActionQueue(ActionQueue):
                 return len(src) - bisect_left(src, now - max_age_s, lo=li)
             return sum(1 for t in src[li:] if now - t <= max_age_s)
 
-    def oldest_fresh(self, now: float, max_age_s: float) -> float:
-        """Source time of the oldest unconsumed action still young enough (inf when none): when it ages out, the
-        fresh count drops without anything arriving."""
+    def outlook(self, now: float, max_age_s: float) -> tuple[int, float, float | None]:
+        """(fresh unconsumed actions, source time of the oldest of them or inf, source time of the next action or
+        None when empty), under one lock: when the queue next matters without anything arriving."""
         with self.lock:
             src, li = self.src, self.last_index
+            head = src[li] if li < len(src) else None
             if self.src_sorted:
                 i = bisect_left(src, now - max_age_s, lo=li)
-                return src[i] if i < len(src) else math.inf
-            return min((t for t in src[li:] if now - t <= max_age_s), default=math.inf)
-
-    def head_src(self) -> float | None:
-        """Source time of the next action (None when empty)."""
-        with self.lock:
-            return self.src[self.last_index] if self.last_index < len(self.src) else None
+                return len(src) - i, (src[i] if i < len(src) else math.inf), head
+            fresh = [t for t in src[li:] if now - t <= max_age_s]
+            return len(fresh), min(fresh, default=math.inf), head
 
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""

@@ -128,6 +128,8 @@ class Replies:
         self.counters["late_merged"] += late
         self.counters["superseded"] += msg.superseded_seqs
         self.states.on_merge(time.monotonic())
+        if not chunk_logger.isEnabledFor(logging.INFO):
+            return  # the line's arguments cost a queue lock and a tensor length per chunk: only when it is kept
         chunk_logger.info(
             "chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
             "network=%.1fms delay=%d trimmed=%d queue=%d%s",

@@ -92,14 +92,13 @@ class EngineViews:
         ):
             return None
         max_age = self.cfg.max_action_age_s
-        head = self.queue.head_src()
+        fresh, oldest, head = self.queue.outlook(now, max_age)
         stale_report_at = (head if head is not None else now) + STALENESS_REPORT_FRACTION * max_age
         if stale_report_at <= now:
             return None
-        queue_s = self.queue.fresh_count(now, max_age) * self._dt
         return min(
-            now + max(0.0, queue_s - self.cfg.buffer_time_s),
-            self.queue.oldest_fresh(now, max_age) + max_age,
+            now + max(0.0, fresh * self._dt - self.cfg.buffer_time_s),
+            oldest + max_age,
             self._pacer.next_at(),
             stale_report_at,
             now + cap_s,
