@@ -8,10 +8,10 @@ r"""The fleet simulator's two kinds of process: stub replicas and robot hosts (`
 A replica is the product's `PolicyServer` with a `StubBackend` (fixed pass time, batching on). A robot host runs
 `count` robots, each the product's `RemoteInferenceEngine` over its own `ZenohLink` (own liveliness token, keys,
 session id, state machine, telemetry), all declared on ONE Zenoh session of the process (multiplexing: what is
-shared is the TCP connection, never a robot's keys or state). Their network workers are stepped by one thread
-(`engine.step()`, as `bench/peers` does), their control loops by another at 30 fps: observations go at the chunk
-cadence the engine decides (`buffer_time_s`), small frames (state only), chunks merged by the engine's queue.
-Nothing here re-implements the protocol: it is the robot's own code, stepped many times per process.
+shared is the TCP connection, never a robot's keys or state). One thread steps their network workers
+(`engine.step()`, as `bench/peers` does) and ticks their control loops at 30 fps (`RobotHost.loop`): observations
+go at the chunk cadence the engine decides (`buffer_time_s`), small frames (state only), chunks merged by the
+engine's queue. Nothing here re-implements the protocol: it is the robot's own code, stepped many times per process.
 
 The host writes one JSON report at the end of its window: per robot its state, chunks/s, staleness, stale actions
 executed, its state history, and the host's CPU; with `--stop-file` its robots keep running until that file exists
@@ -126,7 +126,7 @@ class SimRobot:
 
 
 class RobotHost:
-    """`count` robots on one Zenoh session; `step_all` and `control_all` are the two loops."""
+    """`count` robots on one Zenoh session; `loop` runs both halves of every robot."""
 
     def __init__(
         self,
@@ -193,7 +193,30 @@ class RobotHost:
         with ThreadPoolExecutor(parallel) as pool:
             list(pool.map(one, self.robots))
 
-    def step_all(self, period_s: float = 0.02, idle_s: float = 0.25, parallel: int = 32) -> None:
+    def loop(self, period_s: float = 0.02, idle_s: float = 0.25, tick_s: float = 0.1, parallel: int = 32) -> None:
+        """Both halves of every robot on ONE thread: network passes every `period_s`, control ticks every `tick_s`.
+
+        Two threads (one per half, as a robot's own process has) cost the host about 7 % more CPU: every torch call
+        and zenoh put of one handed the GIL to the other. Neither half blocks (an inline step never handshakes, puts
+        drop when congested), so a control tick waits at most for the pass in progress, as a tick of a real robot
+        waits for its OS scheduler; the control side stays as it is in the product (`get_action` reads memory only).
+        """
+        due = [0.0] * len(self.robots)
+        busy: dict[int, Any] = {}
+        frames = [0, time.monotonic()]  # frames executed, when the control loops began
+        next_tick = time.monotonic() + tick_s
+        with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
+            while not self._halt.is_set():
+                t0 = time.monotonic()
+                self._step_pass(t0, due, busy, pool, idle_s)
+                if time.monotonic() >= next_tick:
+                    next_tick = max(next_tick + tick_s, time.monotonic())
+                    self._control_tick(frames)
+                self._halt.wait(max(0.0, min(period_s - (time.monotonic() - t0), next_tick - time.monotonic())))
+
+    def _step_pass(
+        self, t0: float, due: list[float], busy: dict[int, Any], pool: ThreadPoolExecutor, idle_s: float
+    ) -> None:
         """The network workers: a robot is stepped when its link woke it (a chunk, an event, a token), when the engine
         says a quiet robot is next due (`quiet_until`: its request, its telemetry), else every `idle_s` (timeouts and
         resends of a request in flight, handshakes); the engine's own worker would poll every 5 ms, which for hundreds
@@ -204,69 +227,55 @@ class RobotHost:
         handshaking one after another on this thread (2 s for 60 robots before). The pass hands them to the pool only
         once it has stepped every robot: each pool thread it woke mid-pass competed for the GIL with the pass, and a
         host took ~1 s to see the notices of its 60 drained robots. A DEAD robot stays put."""
-        due = [0.0] * len(self.robots)
-        busy: dict[int, Any] = {}
-        with ThreadPoolExecutor(parallel, thread_name_prefix="sim-handshake") as pool:
-            while not self._halt.is_set():
-                t0 = time.monotonic()
-                moves: list[int] = []
-                for i, r in enumerate(self.robots):
-                    e = r.e
-                    if i in busy:
-                        if not busy[i].done():
-                            continue
-                        del busy[i]
-                    if not (e._wake.is_set() or t0 >= due[i]) or e.failed:
-                        continue
-                    e._wake.clear()
-                    if not e.reconnect.needed:
-                        e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
-                    if e.reconnect.needed:
-                        moves.append(i)
-                    now = time.monotonic()
-                    quiet = e.quiet_until(now)
-                    due[i] = now + idle_s if quiet is None else quiet
-                for (
-                    i
-                ) in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
-                    busy[i] = pool.submit(_move, self.robots[i].e)
-                self._halt.wait(max(0.0, period_s - (time.monotonic() - t0)))
+        moves: list[int] = []
+        for i, r in enumerate(self.robots):
+            e = r.e
+            if i in busy:
+                if not busy[i].done():
+                    continue
+                del busy[i]
+            if not (e._wake.is_set() or t0 >= due[i]) or e.failed:
+                continue
+            e._wake.clear()
+            if not e.reconnect.needed:
+                e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
+            if e.reconnect.needed:
+                moves.append(i)
+            now = time.monotonic()
+            quiet = e.quiet_until(now)
+            due[i] = now + idle_s if quiet is None else quiet
+        for i in moves:  # after the pass: a handshake started mid-pass took the GIL from the robots still to step
+            busy[i] = pool.submit(_move, self.robots[i].e)
 
-    def control_all(self, tick_s: float = 0.1) -> None:
-        """The control loops: every `tick_s`, each robot executes the actions of the 30 fps frames that elapsed
+    def _control_tick(self, frames: list[Any]) -> None:
+        """The control loops: each robot executes the actions of the 30 fps frames that elapsed since the last tick
         (notify the latest observation, `get_action` once per frame), counting stale/NaN actions like `ControlLoop`."""
         from ..engine import provenance
 
-        frames_done = 0
-        t_start = time.monotonic()
-        while not self._halt.wait(tick_s):
-            due = int((time.monotonic() - t_start) * FPS)
-            n, frames_done = due - frames_done, due
-            for r in self.robots:
-                e = r.e
-                e.notify_observation(r.obs)
-                for _ in range(n):
-                    act = e.get_action(None)
-                    if act is None:
-                        r.holds += 1
-                        continue
-                    age = provenance.latest_age()
-                    r.executed += 1
-                    age = math.inf if age is None else age
-                    r.max_exec_age = max(r.max_exec_age, age)
-                    r.stale += age > e.cfg.max_action_age_s
-                    r.nan += not math.isfinite(sum(act.tolist()))  # a NaN or inf anywhere makes the sum so
-                r.staleness_sum += e.queue.head_age(time.monotonic())
-                r.staleness_n += 1
+        due = int((time.monotonic() - frames[1]) * FPS)
+        n, frames[0] = due - frames[0], due
+        for r in self.robots:
+            e = r.e
+            e.notify_observation(r.obs)
+            for _ in range(n):
+                act = e.get_action(None)
+                if act is None:
+                    r.holds += 1
+                    continue
+                age = provenance.latest_age()
+                r.executed += 1
+                age = math.inf if age is None else age
+                r.max_exec_age = max(r.max_exec_age, age)
+                r.stale += age > e.cfg.max_action_age_s
+                r.nan += not math.isfinite(sum(act.tolist()))  # a NaN or inf anywhere makes the sum so
+            r.staleness_sum += e.queue.head_age(time.monotonic())
+            r.staleness_n += 1
 
     def run(self, seconds: float, ready: str = "ROBOTS READY", on_report: Any = None, linger: Any = None) -> dict:
         """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
         `linger()` is true: a host that tears its robots down while another host still measures would load the
         routers with hundreds of undeclarations inside the other's window (robots that stall together at the end)."""
-        threads = [
-            threading.Thread(target=self.step_all, daemon=True, name="sim-workers"),
-            threading.Thread(target=self.control_all, daemon=True, name="sim-control"),
-        ]
+        threads = [threading.Thread(target=self.loop, daemon=True, name="sim-robots")]
         for t in threads:
             t.start()
         print(ready, flush=True)
