@@ -13,6 +13,9 @@ Three models (`--models`, default all):
         session asks for RTC with its own execution horizon (6, 8, 10, 12 by robot), and each observation carries
         its own inference delay (1, 2, 3 steps by robot) and the unexecuted tail of its previous chunk, cut to
         its horizon by the robot's own code (`engine.request`), so robots with different prefixes share a pass.
+        `--vla-model smolvla` or `pi0` (with `--device cuda`) serves the stock-size architecture instead, random
+        weights built offline (SmolVLM2-500M's first 16 layers at 512 px; pi0's gemma_2b + gemma_300m at 224 px in
+        bfloat16, 10 flow steps), and a line gives its GPU memory.
 The model bound at N is min(N, max_batch) / t(min(N, max_batch)), with t measured in the same run by
 calling the backend directly (for the VLA with RTC batches of that size, each row its robot's prefix, delay
 and horizon). Prints one table per model; the last lines are
@@ -53,6 +56,7 @@ CAMERAS = {"front": (96, 128), "wrist": (96, 128)}
 NS = (1, 2, 4, 8, 16)
 MAX_BATCH = 8
 MODELS = ("stub", "act", "vla")
+VLA_MODELS = ("tiny-smolvla", "smolvla", "pi0")
 VLA_CAMERAS = {"front": (64, 64)}  # testing.vla's camera at the tiny SmolVLA's trained size (the robot resizes to it)
 VLA_TASK = "pick up the cube"
 # Robot i's RTC: its session's execution horizon and its observations' inference delay (steps), different by robot.
@@ -262,6 +266,27 @@ def save_act(path: Path, device: str = "cpu") -> Path:
     return path
 
 
+def save_vla(model: str, path: Path, device: str) -> tuple[Path, dict[str, tuple[int, int]], str]:
+    """The VLA table's checkpoint, the camera its robots send (at the model's input size) and its title."""
+    from lerobot_policy_remote.testing.vla import STOCK_SMOLVLA_IMAGE, save_pi, save_stock_smolvla, save_tiny_smolvla
+
+    if model == "tiny-smolvla":
+        title = "tiny SmolVLA (64x64 camera, chunk 50, 3 flow steps)"
+        return save_tiny_smolvla(path, chunk_size=50), VLA_CAMERAS, title
+    if model == "smolvla":
+        side = STOCK_SMOLVLA_IMAGE
+        return (
+            save_stock_smolvla(path, device=device),
+            {"front": (side, side)},
+            f"stock-size SmolVLA ({side}x{side} camera, chunk 50, 10 flow steps, float32)",
+        )
+    side = 224  # pi0's stock image_resolution
+    ckpt = save_pi(
+        "pi0", path, chunk_size=50, num_steps=10, image_size=side, tiny=False, dtype="bfloat16", cameras=["front"]
+    )
+    return ckpt, {"front": (side, side)}, f"stock-size pi0 ({side}x{side} camera, chunk 50, 10 flow steps, bfloat16)"
+
+
 def observation(rng: np.random.Generator, cameras: dict[str, tuple[int, int]]) -> ObservationMsg:
     images = {
         f"observation.images.{c}": rng.integers(0, 255, (h, w, 3), dtype=np.uint8) for c, (h, w) in cameras.items()
@@ -361,22 +386,46 @@ def run(
 
 
 def table(
-    name: str, backend: Any, seconds: float, reps: int, workload: Workload, probe: GuidanceProbe | None = None
+    name: str,
+    backend: Any,
+    seconds: float,
+    reps: int,
+    workload: Workload,
+    probe: GuidanceProbe | None = None,
+    device: str = "cpu",
 ) -> dict[int, dict[str, Any]]:
     """Prints one model's table; returns {N: {"on"/"opp": speedup over off, "bound": bound(N)/bound(1), "rows": cells}}.
 
-    With a probe (RTC), a column says which fraction of the rows in the cell's passes carried a prefix."""
+    With a probe (RTC), a column says which fraction of the rows in the cell's passes carried a prefix. On a GPU, a
+    line gives the memory the loaded model holds and the peak of a pass at each batch size."""
+    cuda = device.startswith("cuda")
 
     def times() -> None:  # on a serving thread, as the worker runs the model (server/torch_threads.py)
+        import torch
+
         backend.bind_serving_thread()
-        t.update(
-            {b: model_time(backend, workload.items(backend, b), reps) for b in sorted({min(n, MAX_BATCH) for n in NS})}
-        )
+        for b in sorted({min(n, MAX_BATCH) for n in NS}):
+            items = workload.items(backend, b)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats()
+            t[b] = model_time(backend, items, reps)
+            if cuda:
+                peak[b] = torch.cuda.max_memory_allocated()
 
     t: dict[int, float] = {}
+    peak: dict[int, int] = {}
+    if cuda:
+        import torch
+
+        resident = torch.cuda.memory_allocated()
     th = threading.Thread(target=times, name="bench-model-time")
     th.start()
     th.join()
+    if cuda:
+        print(
+            f"GPU memory: {resident / 2**30:.2f} GiB held by the loaded model; peak in a pass "
+            + ", ".join(f"B={b}: {v / 2**30:.2f} GiB" for b, v in peak.items())
+        )
     # A cell spans many passes even when the shared box slows the model down.
     cell, settle = max(seconds, 6 * t[MAX_BATCH]), max(0.5, 2 * t[MAX_BATCH])
     print(
@@ -454,6 +503,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
     ap.add_argument("--device", default="cpu", help="where the real ACT and the VLA run (cuda on a GPU box)")
+    ap.add_argument(
+        "--vla-model",
+        choices=VLA_MODELS,
+        default="tiny-smolvla",
+        help="the VLA table's model: the tiny SmolVLA (CPU), or stock-size SmolVLA / pi0 with random weights (a GPU)",
+    )
     ap.add_argument("--stub-a", type=float, default=0.010, help="stub pass time a + b*B: a (s)")
     ap.add_argument("--stub-b", type=float, default=0.010, help="stub pass time a + b*B: b (s)")
     args = ap.parse_args()
@@ -490,7 +545,14 @@ def main() -> None:
             )
             act = LerobotBackend(manifest, progress=lambda s: None)
             act.warmup(3, lambda s: None)
-            res = table(f"ACT (2x 96x128 cameras, chunk 50) on {args.device}", act, seconds, reps, Workload(CAMERAS))
+            res = table(
+                f"ACT (2x 96x128 cameras, chunk 50) on {args.device}",
+                act,
+                seconds,
+                reps,
+                Workload(CAMERAS),
+                device=args.device,
+            )
         r8 = res[8]
         lines += [
             f"with max_wait_ms 0 (opportunistic): speedup at N=8: {r8['opp']:.2f}",
@@ -501,10 +563,8 @@ def main() -> None:
         ]
         print("\n".join(lines))
     if "vla" in args.models:
-        from lerobot_policy_remote.testing.vla import save_tiny_smolvla
-
         with tempfile.TemporaryDirectory() as tmp:
-            ckpt = save_tiny_smolvla(Path(tmp) / "smolvla", chunk_size=50)
+            ckpt, cameras, title = save_vla(args.vla_model, Path(tmp) / args.vla_model, args.device)
             manifest = Manifest(
                 model=ModelSpec(repo_or_path=str(ckpt), device=args.device),
                 default_task=VLA_TASK,
@@ -513,17 +573,17 @@ def main() -> None:
             )
             manifest.rtc.enabled = True
             vla = LerobotBackend(manifest, progress=lambda s: None)
-            assert vla.supports_rtc and vla.guidance is not None, "the tiny SmolVLA should serve RTC"
+            assert vla.supports_rtc and vla.guidance is not None, f"the {args.vla_model} should serve RTC"
             vla.warmup(3, lambda s: None)  # before the probe: its guided pass has no robot behind it
             probe = GuidanceProbe(vla.guidance)
             res = table(
-                f"tiny SmolVLA with RTC (64x64 camera, chunk 50, 3 flow steps; per robot delay {list(RTC_DELAYS)}, "
-                f"horizon {list(RTC_HORIZONS)}) on {args.device}",
+                f"{title} with RTC (per robot delay {list(RTC_DELAYS)}, horizon {list(RTC_HORIZONS)}) on {args.device}",
                 vla,
                 seconds,
                 reps,
-                Workload(VLA_CAMERAS, rtc=True),
+                Workload(cameras, rtc=True),
                 probe,
+                args.device,
             )
         vla_checks(res, probe)
         r8 = res[8]

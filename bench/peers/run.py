@@ -66,6 +66,7 @@ class Server:
         act: str = "",
         shm: bool = False,
         vla: str = "",
+        wait: bool = True,
     ) -> None:
         self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = (
             system,
@@ -86,10 +87,23 @@ class Server:
             self.targets = [self.endpoint]
         else:
             self.targets = [f"{host}:{procs.free_port()}" for _ in range(count)]
-        self.start()
+        self.launch()
+        if wait:
+            self.ready()
 
     def start(self) -> float:
         """Start (or restart, on the same ports and router) every server; returns when all are ready."""
+        self.launch()
+        return self.ready()
+
+    def ready(self) -> float:
+        """Wait until every launched server says it serves (a VLA loads for minutes); returns when."""
+        for p in self.procs:
+            p.wait_for(self.ready_line, timeout=VLA_READY_S if self.vla else 300 if self.act else 180)
+        return time.monotonic()
+
+    def launch(self) -> None:
+        """Start every server's process without waiting for it (several servers load their models at once)."""
         s = str(self.sleep_s)
         model = self.act or self.vla
         if (
@@ -97,7 +111,8 @@ class Server:
         ):  # the real product CLI with a manifest (RTC offered and batching: its defaults)
             from .vla import TASK
 
-            manifest = Path(model) / "peers-manifest.yaml"
+            # one manifest per server: servers of the same model launch together, each on its own router
+            manifest = Path(model) / f"peers-manifest-{self.endpoint.rsplit(':', 1)[-1]}.yaml"
             manifest.write_text(
                 json.dumps(
                     {
@@ -119,8 +134,8 @@ class Server:
                     path=self.path,
                 )
             ]
-            self.procs[0].wait_for("Policy server up", timeout=VLA_READY_S if self.vla else 300)
-            return time.monotonic()
+            self.ready_line = "Policy server up"
+            return
         act = ["--act", self.act] if self.act else ["--vla", self.vla] if self.vla else []
         if self.system == "ours":
             argvs = [["ours", "--endpoint", self.endpoint, "--sleep", s, *(["--shm"] if self.shm else [])]]
@@ -141,9 +156,7 @@ class Server:
             )
             for a in argvs
         ]
-        for p in self.procs:
-            p.wait_for("PEER READY", timeout=VLA_READY_S if self.vla else 180)
-        return time.monotonic()
+        self.ready_line = "PEER READY"
 
     @property
     def target(self) -> str:
@@ -199,13 +212,16 @@ def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
 def servers_up(
     arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any, vla: str = ""
 ) -> Iterator[tuple[dict[str, Server], float]]:
-    """Every arm's server at once (stopped on the way out), and what they cost idle, logged."""
+    """Every arm's server at once (launched together, so their models load side by side; stopped on the way out),
+    and what they cost idle, logged."""
     with contextlib.ExitStack() as stack:
         servers: dict[str, Server] = {}
         for arm in arms:
             system, extra = ARMS[arm]
-            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra, vla=vla)
+            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra, vla=vla, wait=False)
             stack.callback(servers[arm].stop)
+        for server in servers.values():
+            server.ready()
         idle = idle_cpu_pct(list(servers.values()))
         log(f"{phase}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {repeats} interleaved repeats")
         yield servers, idle
@@ -334,9 +350,10 @@ def vla_rows(
         f"{model['image']}x{model['image']} images) on {device}"
     )
     rows = []
-    for n in ns:
-        repeats = sizes.latency_repeats if n == 1 else sizes.repeats
-        with servers_up(arms, 0.0, "", f"vla N={n}", repeats, log, vla=str(path)) as (servers, idle):
+    # one set of servers for every N: a stock-size pi0 loads for minutes
+    with servers_up(arms, 0.0, "", f"vla N={ns}", sizes.repeats, log, vla=str(path)) as (servers, idle):
+        for n in ns:
+            repeats = sizes.latency_repeats if n == 1 else sizes.repeats
             reps = interleaved(
                 arms,
                 repeats,

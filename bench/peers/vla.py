@@ -5,7 +5,7 @@ tokenizer is trained offline by `testing.vla.save_tokenizer`) for the peers' wor
 50x14 chunks, 10 flow-matching steps as stock) and saves it as a training run does:
   tiny: the stock config under `testing.tiny_pi`'s hook (a few hundred thousand parameters, 64x64 images); every
         process that loads it needs `tiny_pi.SITE_DIR` on its PYTHONPATH (`pythonpath(dir)` says what to append);
-  full: the stock gemma_2b + gemma_300m at 224x224, without the hook (about 3.5 B parameters: a GPU box).
+  full: the stock gemma_2b + gemma_300m at 224x224 in bfloat16, without the hook (about 3.5 B parameters: a GPU box).
 `device` is written into the saved config, so every system loads it there (as `act.save_act` does); the model is
 built and saved on the CPU (pi0 moves itself to its config's device when built: a stock-size one would sit on the GPU
 beside the servers' copies).
@@ -52,6 +52,7 @@ def save_pi0(path: str | Path, size: str = "tiny", device: str = "cpu", seed: in
         image_size=side,
         cameras=list(CAMERAS),
         tiny=size == "tiny",
+        dtype="float32" if size == "tiny" else "bfloat16",  # a GPU serves the stock size in bfloat16, as openpi does
         seed=seed,
     )
     with safe_open(str(path / "model.safetensors"), framework="pt") as weights:
@@ -92,10 +93,13 @@ class VlaPolicy:
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
 
+        from lerobot_policy_remote.server.placement import built_on
+
         self.torch = torch
         cfg = PreTrainedConfig.from_pretrained(path)
         self.device = cfg.device
-        self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg).eval()
+        with built_on(torch, cfg.device):  # as our server builds it (a stock-size pi0 initialises on the GPU)
+            self.policy = get_policy_class(cfg.type).from_pretrained(path, config=cfg).eval()
         self.pre, self.post = make_pre_post_processors(
             cfg, pretrained_path=path, preprocessor_overrides={"device_processor": {"device": cfg.device}}
         )

@@ -25,6 +25,7 @@ from . import torch_threads
 from .backend_base import ObsContractError
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
 from .manifest import Manifest
+from .placement import built_on
 from .policy_setup import PolicySetup
 from .token_cache import TokenCache
 from .token_cache import install as install_token_cache
@@ -71,7 +72,8 @@ class LerobotBackend(PolicySetup):
         cfg.device = m.device
         progress(f"Loading {cfg.type} weights on {m.device}...")
         try:
-            policy = get_policy_class(cfg.type).from_pretrained(m.repo_or_path, config=cfg, revision=revision)
+            with built_on(torch, m.device):
+                policy = get_policy_class(cfg.type).from_pretrained(m.repo_or_path, config=cfg, revision=revision)
         except RuntimeError as exc:  # torch's multi-line state_dict error (a shape mismatch) -> the same one line
             refusal = load_error_refusal(cfg.type, exc)
             if refusal is None:

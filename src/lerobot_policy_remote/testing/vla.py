@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from lerobot_policy_remote.server.placement import built_on
 from lerobot_policy_remote.testing.policies import _features, make_dataset_stats
 from lerobot_policy_remote.testing.tiny_pi import TINY_VOCAB
 
@@ -78,8 +79,66 @@ def save_tokenizer(path: str | Path, vocab_size: int = 512) -> Path:
     return path
 
 
+# SmolVLM2-500M's architecture (SmolLM2-360M text model, SigLIP-base/16 vision tower at 512 px, pixel shuffle 4),
+# the backbone stock SmolVLA names (`HuggingFaceTB/SmolVLM2-500M-Video-Instruct`), written offline.
+SMOLVLM_500M_TEXT = {
+    "hidden_size": 960,
+    "intermediate_size": 2560,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 15,
+    "num_key_value_heads": 5,
+    "head_dim": 64,
+    "vocab_size": 49280,
+    "max_position_embeddings": 8192,
+    "rope_theta": 100000.0,
+}
+SMOLVLM_500M_VISION = {
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "patch_size": 16,
+}
+SMOLVLM_500M_SCALE = 4
+STOCK_SMOLVLA_IMAGE = 512  # stock SmolVLA's resize_imgs_with_padding
+
+
 def save_tiny_smolvlm(path: str | Path, image_size: int = 64) -> Path:
     """A SmolVLM backbone directory (config, tokenizer, processor) small enough for a CPU test."""
+    text = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "max_position_embeddings": 512,
+    }
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "patch_size": 16,
+    }
+    return _save_smolvlm(path, text, vision, scale_factor=2, image_size=image_size)
+
+
+def save_stock_smolvlm(path: str | Path) -> Path:
+    """A SmolVLM backbone directory with SmolVLM2-500M's sizes (random weights when SmolVLA builds it): a GPU box."""
+    return _save_smolvlm(
+        path,
+        SMOLVLM_500M_TEXT,
+        SMOLVLM_500M_VISION,
+        scale_factor=SMOLVLM_500M_SCALE,
+        image_size=STOCK_SMOLVLA_IMAGE,
+    )
+
+
+def _save_smolvlm(
+    path: str | Path, text: dict[str, Any], vision: dict[str, Any], *, scale_factor: int, image_size: int
+) -> Path:
+    """Config, the offline tokenizer and an unsplit-image processor whose image token count matches the config."""
     from transformers import AutoTokenizer, SmolVLMConfig
     from transformers.models.smolvlm import SmolVLMImageProcessor, SmolVLMProcessor, SmolVLMVideoProcessor
 
@@ -88,39 +147,25 @@ def save_tiny_smolvlm(path: str | Path, image_size: int = 64) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(path)
     text = {
         "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 16,
         "vocab_size": len(tokenizer),
-        "max_position_embeddings": 512,
         "rms_norm_eps": 1e-5,
         "pad_token_id": tokenizer.pad_token_id,
-    }
-    vision = {
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "image_size": image_size,
-        "patch_size": 16,
-    }
+    } | text
     config = SmolVLMConfig(
         text_config=text,
-        vision_config=vision,
-        scale_factor=2,
+        vision_config=vision | {"image_size": image_size},
+        scale_factor=scale_factor,
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         pad_token_id=tokenizer.pad_token_id,
     )
     config.save_pretrained(path)
     size = {"longest_edge": image_size}
+    patches = image_size // vision["patch_size"]
     processor = SmolVLMProcessor(
         image_processor=SmolVLMImageProcessor(size=size, max_image_size=size, do_image_splitting=False),
         tokenizer=tokenizer,
         video_processor=SmolVLMVideoProcessor(),
-        image_seq_len=(image_size // 16) ** 2 // 4,
+        image_seq_len=patches**2 // scale_factor**2,
     )
     processor.save_pretrained(path)
     return path
@@ -149,36 +194,83 @@ def save_tiny_smolvla(
     seed: int = 0,
 ) -> Path:
     """A random-weight SmolVLA checkpoint whose backbone lives in `<path>/vlm` (no hub access at load time)."""
-    from lerobot.policies.factory import make_pre_post_processors
-    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
-    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
-
     path = Path(path)
     vlm = save_tiny_smolvlm(path / "vlm", image_size)
-    cameras = _camera(image_size)
-    inputs, outputs = _features(state_dim, action_dim, cameras)
-    config = SmolVLAConfig(
-        device="cpu",
-        input_features=inputs,
-        output_features=outputs,
+    return _save_smolvla(
+        path,
+        vlm,
+        state_dim=state_dim,
+        action_dim=action_dim,
+        image_size=image_size,
+        seed=seed,
         chunk_size=chunk_size,
         n_action_steps=chunk_size,
         num_steps=num_steps,
-        vlm_model_name=str(vlm.resolve()),
-        load_vlm_weights=False,
         num_vlm_layers=2,
         resize_imgs_with_padding=(image_size, image_size),
         tokenizer_max_length=16,
         max_state_dim=8,
         max_action_dim=8,
+    )
+
+
+def save_stock_smolvla(
+    path: str | Path, *, state_dim: int = 6, action_dim: int = 6, device: str = "cpu", seed: int = 0
+) -> Path:
+    """Stock SmolVLA (SmolVLM2-500M's first 16 layers, its action expert, 512 px, chunk 50, 10 flow steps) with
+    random weights, its backbone in `<path>/vlm`: about 450 M parameters, a GPU box's model. `device` is written
+    into the config, so the server loads it there."""
+    path = Path(path)
+    vlm = save_stock_smolvlm(path / "vlm")
+    return _save_smolvla(
+        path,
+        vlm,
+        state_dim=state_dim,
+        action_dim=action_dim,
+        image_size=STOCK_SMOLVLA_IMAGE,
+        seed=seed,
+        stock=True,
+        device=device,
+    )
+
+
+def _save_smolvla(
+    path: Path,
+    vlm: Path,
+    *,
+    state_dim: int,
+    action_dim: int,
+    image_size: int,
+    seed: int,
+    stock: bool = False,
+    **overrides: Any,
+) -> Path:
+    """Build SmolVLA from config over the local backbone and save it as a training run does."""
+    from lerobot.policies.factory import make_pre_post_processors
+    from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+    from lerobot.policies.smolvla.modeling_smolvla import SmolVLAPolicy
+
+    cameras = _camera(image_size)
+    inputs, outputs = _features(state_dim, action_dim, cameras)
+    device = overrides.pop("device", "cpu")
+    config = SmolVLAConfig(
+        device="cpu",  # built and saved on the CPU; the saved config names `device`
+        input_features=inputs,
+        output_features=outputs,
+        vlm_model_name=str(vlm.resolve()),
+        load_vlm_weights=False,
         push_to_hub=False,
+        **overrides,
     )
     torch.manual_seed(seed)
-    policy = SmolVLAPolicy(config)
+    with built_on(torch, "cuda" if stock else "cpu"):  # a stock size initialises in moments on a GPU, if one is here
+        policy = SmolVLAPolicy(config)
     policy.eval()
     stats = _stats(state_dim, action_dim, cameras)
     path.mkdir(parents=True, exist_ok=True)
     policy.save_pretrained(path)
+    config.device = device
+    config.save_pretrained(path)
     pre, post = make_pre_post_processors(config, dataset_stats=stats)
     pre.save_pretrained(path)
     post.save_pretrained(path)
@@ -215,12 +307,14 @@ def save_pi(
     image_size: int = 32,
     cameras: list[str] | None = None,
     tiny: bool = True,
+    dtype: str = "float32",
     seed: int = 0,
 ) -> Path:
     """A random-weight pi0 / pi0.5 ("pi0" | "pi05") checkpoint with the stock config and lerobot's own pipelines.
 
     `tiny` (the default) builds it under `testing.tiny_pi`'s hook; `tiny=False` builds the stock gemma_2b +
-    gemma_300m (about 4 B parameters: a GPU box), which the hook must not be installed for.
+    gemma_300m (about 4 B parameters: a GPU box), which the hook must not be installed for. `dtype` is the
+    config's: "bfloat16" is what a GPU serves the stock size in.
     """
     from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     from lerobot.processor.tokenizer_processor import TokenizerProcessorStep
@@ -249,11 +343,13 @@ def save_pi(
         num_inference_steps=num_steps,
         image_resolution=(image_size, image_size),
         tokenizer_max_length=24 if tiny else 48,
+        dtype=dtype,
         push_to_hub=False,
         **padded,
     )
     torch.manual_seed(seed)
-    policy = get_policy_class(kind)(config)
+    with built_on(torch, "cpu" if tiny else "cuda"):  # the stock size initialises in moments on a GPU, if one is here
+        policy = get_policy_class(kind)(config)
     policy.eval()
     stats = _stats(state_dim, action_dim, views)
     path.mkdir(parents=True, exist_ok=True)
