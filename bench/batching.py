@@ -453,6 +453,7 @@ def table(
             if probe:
                 planned, prefixed = (x - y for x, y in zip(probe.counts(), before, strict=True))
                 r["prefixed"] = prefixed / planned if planned else 0.0
+                r["unprefixed"] = planned - prefixed
                 extra = f" {r['prefixed']:>8.2f}"
             print(
                 f"{n:>3} {mode:>4} {r['chunks_s']:>9.1f} {bound:>7.1f} {r['chunks_s'] / bound:>8.2f} "
@@ -491,7 +492,9 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
     )
     for mode in ("on", "opp"):
         assert res[8]["rows"][mode]["mean_batch"] > 1.0, f"N=8 {mode}: robots with RTC were not batched"
-        assert res[8]["rows"][mode]["prefixed"] > 0.9, f"N=8 {mode}: most rows should carry the robot's prefix"
+    for n, cells in res.items():  # a robot's first request has no chunk behind it; every later one carries its prefix
+        for mode, r in cells["rows"].items():
+            assert r["unprefixed"] <= n, f"N={n} {mode}: {r['unprefixed']} rows without a prefix from {n} robots"
 
 
 def main() -> None:

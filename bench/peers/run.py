@@ -223,7 +223,7 @@ def servers_up(
         for server in servers.values():
             server.ready()
         idle = idle_cpu_pct(list(servers.values()))
-        log(f"{phase}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; {repeats} interleaved repeats")
+        log(f"{phase}: {len(servers)} servers up, idle CPU {idle:.1f} % of a core; up to {repeats} interleaved repeats")
         yield servers, idle
 
 
@@ -351,9 +351,13 @@ def vla_rows(
     )
     rows = []
     # one set of servers for every N: a stock-size pi0 loads for minutes
-    with servers_up(arms, 0.0, "", f"vla N={ns}", sizes.repeats, log, vla=str(path)) as (servers, idle):
+    with servers_up(arms, 0.0, "", f"vla N={ns}", max(sizes.repeats, sizes.latency_repeats), log, vla=str(path)) as (
+        servers,
+        idle,
+    ):
         for n in ns:
             repeats = sizes.latency_repeats if n == 1 else sizes.repeats
+            log(f"vla N={n}: {repeats} interleaved repeats")
             reps = interleaved(
                 arms,
                 repeats,
