@@ -119,14 +119,11 @@ def with_prefix(obs: ObservationMsg, left_over: tuple[Any, Any] | None, horizon:
 
 
 def left_over(chunk_model: np.ndarray, chunk_robot: np.ndarray) -> tuple[Any, Any]:
-    """What is left of a chunk in the robot's queue when it asks for the next one (LEFTOVER_STEPS), as tensors."""
-    import torch
-
+    """What is left of a chunk in the robot's queue when it asks for the next one (LEFTOVER_STEPS), as the engine's
+    queue hands it over (`left_over_head`: numpy copies)."""
     return (
-        torch.from_numpy(
-            np.array(chunk_model[-LEFTOVER_STEPS:], dtype=np.float32)
-        ),  # copies: the decoded reply is read-only
-        torch.from_numpy(np.array(chunk_robot[-LEFTOVER_STEPS:], dtype=np.float32)),
+        np.array(chunk_model[-LEFTOVER_STEPS:], dtype=np.float32),
+        np.array(chunk_robot[-LEFTOVER_STEPS:], dtype=np.float32),
     )
 
 

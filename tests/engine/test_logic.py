@@ -230,3 +230,19 @@ def test_a_robot_that_mutates_its_action_changes_nothing_queued(rtc: bool):
         item[0].fill(float("nan"))
     assert torch.equal(q.queue, before[0]) and torch.equal(q.original_queue, before[1])
     assert not any(torch.isnan(r).any() for r in q.queue)
+
+
+def test_the_rtc_prefix_is_the_unconsumed_head_in_both_spaces_from_one_index():
+    """The prefix a request carries: the next `horizon` actions in model and robot space from the same index, copies
+    the request may keep, and nothing while the queue is empty or used up."""
+    q = StampedActionQueue(RTCConfig(enabled=True))
+    assert q.left_over_head(4) == (None, None)
+    q.merge_stamped(chunk(6), chunk(6, 100), 0, 0, src_t=1.0, meta=META)
+    q.pop_fresh(1.1, 3.0)
+    model, robot = q.left_over_head(4)
+    assert model[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0] and robot[:, 0].tolist() == [101.0, 102.0, 103.0, 104.0]
+    model.fill(float("nan"))  # the request's copy: the queue keeps its own
+    assert q.left_over_head(10)[0][:, 0].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    while q.pop_fresh(1.2, 3.0) is not None:
+        pass
+    assert q.left_over_head(4) == (None, None)

@@ -155,6 +155,18 @@ class StampedActionQueue(ActionQueue):
             fresh = [t for t in src[li:] if now - t <= max_age_s]
             return len(fresh), min(fresh, default=math.inf), head
 
+    def left_over_head(self, horizon: int) -> tuple[NDArray[np.float32] | None, NDArray[np.float32] | None]:
+        """The next `horizon` unconsumed actions in model and robot space, both from the index read under one lock,
+        as numpy copies: the RTC prefix a request carries ((None, None) when nothing is left).
+
+        No torch call on the network worker (slicing a tensor queues behind the process's other threads); the queue's
+        tensors are never written once set, so they are read outside the lock."""
+        with self.lock:
+            oq, q, li = self.original_queue, self.queue, self.last_index
+        if oq is None or q is None or li >= q.shape[0]:
+            return None, None
+        return oq.numpy()[li : li + horizon].copy(), q.numpy()[li : li + horizon].copy()
+
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""
         with self.lock:

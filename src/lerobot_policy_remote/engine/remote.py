@@ -317,9 +317,8 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews,
         idx_before = self.queue.get_action_index()
         prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None)
         if self.rtc_active:
-            prefix = request.rtc_prefix(
-                self.queue.get_left_over(), self.queue.get_processed_left_over(), int(self.cfg.rtc.execution_horizon)
-            )
+            horizon = int(self.cfg.rtc.execution_horizon)
+            prefix = request.rtc_prefix(*self.queue.left_over_head(horizon), horizon)
         msg = request.build_observation(
             self._hw_features,
             obs,

@@ -11,7 +11,6 @@ from typing import Any
 
 import cv2
 import numpy as np
-import torch
 from lerobot.policies.rtc.configuration_rtc import RTCConfig
 from lerobot.utils.feature_utils import build_dataset_frame
 from numpy.typing import NDArray
@@ -71,7 +70,7 @@ def split_frame(frame: dict[str, Any]) -> tuple[dict[str, NDArray[Any]], dict[st
 
 
 def rtc_prefix(
-    left_over: torch.Tensor | None, processed_left_over: torch.Tensor | None, horizon: int
+    left_over: NDArray[Any] | None, processed_left_over: NDArray[Any] | None, horizon: int
 ) -> tuple[NDArray[Any] | None, NDArray[Any] | None]:
     """The unexecuted head of the queue (model and robot space) the server conditions on.
 
@@ -79,8 +78,8 @@ def rtc_prefix(
     """
     if left_over is None or len(left_over) == 0:
         return None, None
-    robot = processed_left_over[:horizon].numpy() if processed_left_over is not None else None
-    return left_over[:horizon].numpy(), robot
+    robot = np.asarray(processed_left_over[:horizon]) if processed_left_over is not None else None
+    return np.asarray(left_over[:horizon]), robot
 
 
 def capped_delay(delay_steps: int, execution_horizon: int, chunk_size: int) -> int:
