@@ -15,5 +15,6 @@ def built_on(torch: Any, device: str) -> contextlib.AbstractContextManager[Any]:
     """
     kind = device.split(":")[0]
     if (kind == "cuda" and torch.cuda.is_available()) or (kind == "mps" and torch.backends.mps.is_available()):
-        return torch.device(device)
+        target: contextlib.AbstractContextManager[Any] = torch.device(device)  # a torch.device is a context manager
+        return target
     return contextlib.nullcontext()
