@@ -10,7 +10,7 @@ def built_on(torch: Any, device: str) -> contextlib.AbstractContextManager[Any]:
     """A context in which new tensors are created on `device` when it is an accelerator torch can use.
 
     Why: lerobot builds a policy from its config (random initialisation) before it loads the weights over it. For a
-    stock-size pi0 (3.5 B parameters) that initialisation takes minutes on a CPU and moments on a GPU, and the loaded
+    stock-size pi0 (4 B parameters) that initialisation takes minutes on a CPU and moments on a GPU, and the loaded
     weights replace it either way. On the CPU, or an accelerator this torch cannot use, nothing changes.
     """
     kind = device.split(":")[0]
