@@ -396,10 +396,12 @@ def table(
     With a probe (RTC), a column says which fraction of the rows in the cell's passes carried a prefix. On a GPU, a
     line gives the memory the loaded model holds and the peak of a pass at each batch size."""
     cuda = device.startswith("cuda")
-
-    def times() -> None:  # on a serving thread, as the worker runs the model (server/torch_threads.py)
+    if cuda:
         import torch
 
+        resident = torch.cuda.memory_allocated()
+
+    def times() -> None:  # on a serving thread, as the worker runs the model (server/torch_threads.py)
         backend.bind_serving_thread()
         for b in sorted({min(n, MAX_BATCH) for n in NS}):
             items = workload.items(backend, b)
@@ -411,10 +413,6 @@ def table(
 
     t: dict[int, float] = {}
     peak: dict[int, int] = {}
-    if cuda:
-        import torch
-
-        resident = torch.cuda.memory_allocated()
     th = threading.Thread(target=times, name="bench-model-time")
     th.start()
     th.join()

@@ -243,6 +243,7 @@ def _save_smolvla(
     image_size: int,
     seed: int,
     stock: bool = False,
+    device: str = "cpu",
     **overrides: Any,
 ) -> Path:
     """Build SmolVLA from config over the local backbone and save it as a training run does."""
@@ -252,7 +253,6 @@ def _save_smolvla(
 
     cameras = _camera(image_size)
     inputs, outputs = _features(state_dim, action_dim, cameras)
-    device = overrides.pop("device", "cpu")
     config = SmolVLAConfig(
         device="cpu",  # built and saved on the CPU; the saved config names `device`
         input_features=inputs,
