@@ -54,14 +54,15 @@ def _robot(m: Member) -> list[Grant]:
             ("ingress", ("put",), [k.obs("*", r), k.robot(r, "telemetry")]),
             ("ingress", ("liveliness_token",), [k.robot(r, "alive")]),
             ("ingress", ("declare_subscriber",), [k.robot(r, "action")]),
-            ("ingress", ("declare_queryable", "reply"), [k.robot(r, "episode_reset")]),
+            ("ingress", ("declare_queryable", "reply"), [k.robot(r, "episode_reset"), k.robot(r, "telemetry")]),
             # only its own session and reset keys: one robot can never open, replace or reset another's session
             ("ingress", ("query",), [k.server("*", "status"), k.session("*", r), k.reset("*", r)]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive")]),
         ]
     return grants + [
         ("egress", ("put",), [ANY.robot(r, "action")]),
-        ("egress", ("query",), [ANY.robot(r, "episode_reset")]),
+        # a reader asks every robot's telemetry at once (one wildcard query); the robot answers on its own key only
+        ("egress", ("query",), [ANY.robot(r, "episode_reset"), ANY.robot("*", "telemetry")]),
         ("egress", ("reply",), [ANY.server("*", "status"), ANY.session("*", r), ANY.reset("*", r)]),
         ("egress", ("liveliness_token",), [ANY.server("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
@@ -122,7 +123,7 @@ def _reader(m: Member, commands: bool) -> list[Grant]:
         grants += [("ingress", ("query",), [REFUSED_BOARDS]), ("egress", ("reply",), [REFUSED_BOARDS])]
     for ns in m.namespaces:
         k = ns.keys()
-        asks = [k.server("*", "status")] + (
+        asks = [k.server("*", "status"), k.robot("*", "telemetry")] + (
             [k.server("*", "drain"), k.server("*", "cordon"), k.robot("*", "episode_reset")] if commands else []
         )
         grants += [
@@ -134,7 +135,7 @@ def _reader(m: Member, commands: bool) -> list[Grant]:
             ),
             ("ingress", ("query",), asks),
         ]
-    replies = [ANY.server("*", "status")] + (
+    replies = [ANY.server("*", "status"), ANY.robot("*", "telemetry")] + (
         [ANY.server("*", "drain"), ANY.server("*", "cordon"), ANY.robot("*", "episode_reset")] if commands else []
     )
     return grants + [

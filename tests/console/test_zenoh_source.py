@@ -254,3 +254,46 @@ def test_status_replies_are_believed_only_for_the_replica_their_key_names(zenoh_
     )
     assert set(got) == {"rep-0"} and got["rep-0"] == ("org/consolidation", "main", "task")
     assert decls
+
+
+def test_a_console_that_connects_shows_a_quiet_robot_at_once(router, zenoh_client):
+    """A robot whose next telemetry report is a minute away is on the table within a second of the console
+    connecting: the console asks every robot for its telemetry when it connects, and the robot's engine answers."""
+    import lerobot.rollout  # noqa: F401
+    from lerobot.policies.rtc.configuration_rtc import RTCConfig
+
+    from lerobot_policy_remote.engine.config import RemoteInferenceConfig
+    from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
+
+    names = [f"j{i}.pos" for i in range(6)]
+    model = "fake-model-quiet-robot"
+    server = FakeServer(zenoh_client(), ServiceKeys.for_service(model, "main", "task"))
+    cfg = RemoteInferenceConfig(
+        connect_endpoint=router.endpoint,
+        client_uuid="quiet-arm",
+        rtc=RTCConfig(enabled=False),
+        telemetry_period_s=60.0,
+        max_action_age_s=60.0,  # nor does staleness make it report (at 2/3 of this bound)
+    )
+    hw = {"observation.state": {"dtype": "float32", "shape": (6,), "names": names}}
+    e = RemoteInferenceEngine(cfg, hw_features=hw, ordered_action_keys=names, task="task", fps=30, model_id=model)
+    e.start()
+    e.resume()
+    store = FleetStore()
+    source = ZenohSource(ZenohSettings(mode="client", connect_endpoints=[router.endpoint], connect_timeout_ms=1000))
+    try:
+        e.notify_observation({n: 0.0 for n in names})
+        wait_until(lambda: e.counters["chunks"] >= 1, timeout=10, message="the robot's first chunk")
+        seq = e.telemetry_seq
+        source.start(store)
+        row = wait_until(
+            lambda: (r := store.snapshot().robot("quiet-arm")) and r.seen_age_s is not None and r,
+            timeout=3,
+            message="the quiet robot's row",
+        )
+        assert row.state is RobotState.STREAMING and row.replica == server.replica
+        assert e.telemetry_seq == seq  # no report was published meanwhile: the row came from the answer
+    finally:
+        source.stop()
+        e.stop()
+        server.close()

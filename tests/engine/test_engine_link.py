@@ -156,3 +156,20 @@ def test_operator_episode_reset_via_queryable(rig, zenoh_client):
     ack = decode(EpisodeResetAck, replies[0].ok.payload.to_bytes())
     assert ack.ok and ack.episode_id == ep + 1 == e.episode_id
     assert wait(lambda: server.resets >= 1)
+
+
+def test_a_reader_gets_the_robots_telemetry_at_once_from_one_wildcard_query(rig, zenoh_client):
+    """The telemetry key answers queries: a console connecting later need not wait for the next report (here a
+    minute away) to show the robot."""
+    from lerobot_policy_remote.wire.codec import decode
+    from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+    _server, make = rig
+    e = make(telemetry_period_s=60.0)
+    drive(e, 0.5)
+    t0 = time.monotonic()
+    replies = [r for r in zenoh_client().get(ServiceKeys.any().robot("*", "telemetry"), timeout=3.0) if r.ok]
+    assert time.monotonic() - t0 < 1.0  # answered by the worker's next pass, not at the query's timeout
+    assert [str(r.ok.key_expr) for r in replies] == [e.keys.robot(e.client_uuid, "telemetry")]
+    t = decode(RobotTelemetry, replies[0].ok.payload.to_bytes())
+    assert t.client_uuid == e.client_uuid and t.state == e.state.value and t.requests >= 1

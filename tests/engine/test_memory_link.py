@@ -137,6 +137,23 @@ def test_operator_episode_reset_is_answered_once_with_the_new_episode():
     assert link.server_resets[-1].episode_id == ep + 1
 
 
+def test_a_telemetry_query_is_answered_on_the_next_pass_with_the_report_of_that_moment():
+    link = MemoryLink(respond=ramp)
+    e = engine(link, telemetry_period_s=60.0)  # the pacer alone would send nothing more for a minute
+    e.step()
+    e.step()
+    published = len(link.telemetry)
+    q = link.ask_telemetry()
+    assert not q.answered.is_set()  # deposited only: the worker answers
+    e.step()
+    assert q.answered.is_set() and len(link.telemetry) == published  # answered, not published
+    now = e.telemetry()
+    assert q.telemetry.client_uuid == e.client_uuid and q.telemetry.state == now.state == "STREAMING"
+    assert q.telemetry.requests == now.requests >= 1 and q.telemetry.session_id == now.session_id != ""
+    e.step()
+    assert link.telemetry_queries() == []  # answered once
+
+
 def test_server_token_loss_reconnects_to_another_replica():
     link = MemoryLink(MemoryReplica("a"), respond=ramp)
     e = engine(link, reconnect_initial_backoff_s=0.001, reconnect_max_backoff_s=0.001)

@@ -46,6 +46,9 @@ class _Sent:
     def publish_telemetry(self, t) -> None:
         self.items.append(t)
 
+    def telemetry_queries(self) -> list:
+        return []
+
 
 def test_engine_reports_staleness_crossing_its_alert_level_at_once_while_slowed_down(monkeypatch):
     """A quiet robot's telemetry has backed off to 8 s; its staleness crossing 2/3 of max_action_age_s is sent at

@@ -23,6 +23,8 @@ INBOX_MAX = 50_000
 # lines every 0.1 s or 64 at a time, so 4,096 is about 2,000 replicas' worth (and up to 64 times that many lines).
 RING_AUDIT = 4_096
 GATE_EVERY = 64  # samples between two looks at the UI gate (~1 ms of decoding)
+# How long the robots have to answer the telemetry query sent on connecting (a robot answers on its worker's next pass)
+ASK_TELEMETRY_S = 2.0
 
 # (kind, key expression, payload): kind alive+ | alive- | telemetry | audit (one publication: one or more lines)
 Entry = tuple[str, str, bytes | None]
@@ -55,6 +57,11 @@ class Intake:
         ]
         self._decls += [sub for _, sub in self._rings]
 
+    def ask_telemetry(self, session: Any) -> None:
+        """Ask every robot for its telemetry now: the table fills at once on connecting, not a telemetry period
+        (up to a quiet robot's slowest) later. Replies arrive on zenoh's threads and are deposited like samples."""
+        session.get(ANY.robot("*", "telemetry"), self._deposit_reply, timeout=ASK_TELEMETRY_S)
+
     def undeclare(self) -> None:
         for d in self._decls:
             try:
@@ -71,6 +78,15 @@ class Intake:
             with self._overflow_lock:
                 self._overflow += 1
         self.inbox.append(("alive+" if sample.kind == zenoh.SampleKind.PUT else "alive-", str(sample.key_expr), None))
+
+    def _deposit_reply(self, reply: Any) -> None:
+        """Zenoh callback: a robot's telemetry reply goes to the inbox as a telemetry sample would."""
+        if reply.ok is None:
+            return
+        if len(self.inbox) >= INBOX_MAX:
+            with self._overflow_lock:
+                self._overflow += 1
+        self.inbox.append(("telemetry", str(reply.ok.key_expr), reply.ok.payload.to_bytes()))
 
     def pull(self, gate: UiGate) -> int:
         """Move what the rings hold into the inbox (decoder thread). Returns the entries dropped since the last

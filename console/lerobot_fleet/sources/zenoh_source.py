@@ -134,6 +134,7 @@ class ZenohSource:
                 return
             self.session, self._live_session = session, live
             self.intake.declare(session, live)
+            self.intake.ask_telemetry(session)
             next_status = 0.0
             while not self._stop.is_set():
                 linked = self._linked()

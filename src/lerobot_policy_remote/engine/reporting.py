@@ -66,8 +66,9 @@ class Reporting:
         return robot_telemetry(self.stats(), self.snapshot(time.monotonic()))
 
     def report_telemetry(self: EngineParts, force: bool = False) -> None:
-        """Publish the telemetry report when the pacer says it is due (`force`: now). The worker calls it on every
-        pass; public so a caller driving the engine itself, and the tests, can run the pacing without a network pass."""
+        """Publish the telemetry report when the pacer says it is due (`force`: now), and answer the telemetry
+        queries waiting. The worker calls it on every pass; public so a caller driving the engine itself, and the
+        tests, can run the pacing without a network pass."""
         now = time.monotonic()
         state_version = self.states.snapshot()[2]
         # What the console alerts on goes at once even when telemetry has slowed down (adaptive pacing): a state
@@ -79,3 +80,8 @@ class Reporting:
             logger.info("Link state: %s", self.state.value)
         if send:
             self.transport.publish_telemetry(self.telemetry())
+        asked = self.transport.telemetry_queries()
+        if asked:  # a reader asking now (a console that just connected) gets the report as of this pass
+            report = self.telemetry()
+            for query in asked:
+                query.answer(report)

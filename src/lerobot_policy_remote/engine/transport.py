@@ -5,9 +5,9 @@ talks only to a `RemoteLink`. `ZenohLink` (engine/zenoh_link.py) is the real one
 `lerobot_policy_remote.testing.memory_link.MemoryLink` plays the server in memory for unit tests.
 
 Contract every implementation keeps:
-- arrivals (chunks/events, operator reset queries, server token changes) are only deposited by the
-  transport's own threads; the engine's worker collects them with `receive`, `reset_queries` and
-  `server_changes`, and `notify` (given to `open`) wakes it;
+- arrivals (chunks/events, operator reset queries, telemetry queries, server token changes) are only
+  deposited by the transport's own threads; the engine's worker collects them with `receive`,
+  `reset_queries`, `telemetry_queries` and `server_changes`, and `notify` (given to `open`) wakes it;
 - `handshake` and `server_reset` block (worker only, bounded by their timeouts); every other call
   returns at once;
 - bytes that arrive are handed over as they are: decoding and validation are the engine's job.
@@ -47,9 +47,16 @@ class ResetQuery(Protocol):
     def answer(self, ack: EpisodeResetAck) -> None: ...
 
 
+class TelemetryQuery(Protocol):
+    """A reader asking for this robot's telemetry now (a console filling its table at once), answered by the worker."""
+
+    def answer(self, telemetry: RobotTelemetry) -> None: ...
+
+
 class RemoteLink(Protocol):
     def open(self, notify: Callable[[], None]) -> None:
-        """Join the network as this robot: liveliness token, action inbox, reset queryable, telemetry."""
+        """Join the network as this robot: liveliness token, action inbox, reset queryable, telemetry (published, and
+        answered when asked)."""
 
     def close(self) -> None:
         """Leave the network; safe to call twice."""
@@ -75,6 +82,9 @@ class RemoteLink(Protocol):
 
     def reset_queries(self) -> list[ResetQuery]:
         """Operator episode-reset queries deposited since the last call."""
+
+    def telemetry_queries(self) -> list[TelemetryQuery]:
+        """Telemetry queries deposited since the last call (a few at most: older ones are dropped)."""
 
     def server_lost(self) -> bool:
         """True once after the bound replica's token went away (cleared by `bind`)."""

@@ -28,7 +28,7 @@ from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
 from .resend import is_large
-from .transport import Inbound, ResetQuery, ServerChange
+from .transport import Inbound, ResetQuery, ServerChange, TelemetryQuery
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +41,19 @@ class _ZenohResetQuery:
         with self._query:
             self._query.reply(self._query.key_expr, encode(ack))
 
+
+class _ZenohTelemetryQuery:
+    def __init__(self, query: Any, key: str) -> None:
+        self._query, self._key = query, key
+
+    def answer(self, telemetry: RobotTelemetry) -> None:
+        with self._query:  # answered on the robot's own key: the query may name many robots with a wildcard
+            self._query.reply(self._key, encode(telemetry))
+
+
+# Telemetry queries held for the worker: a reader asks once when it connects, so a few are plenty (a full ring drops
+# the oldest, whose asker then sees no reply from this robot, never a stalled link).
+TELEMETRY_QUERIES = 4
 
 # What a robot dials when a replica offers a direct link: loopback only (server/direct.py); anything else in an
 # ack is ignored, so a server cannot make a robot dial elsewhere.
@@ -87,6 +100,7 @@ class ZenohLink:
         self._publisher: Any = None
         self._publisher_block: Any = None
         self._telemetry_pub: Any = None
+        self._telemetry_queries: Any = None
         self._replica = ""
         self._known: list[ServerStatus] = []  # the last discovery's replicas (a drain re-handshake tries them first)
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
@@ -124,7 +138,14 @@ class ZenohLink:
         self._objs.append(s.declare_subscriber(robot(self.client_uuid, "action"), self._on_action))
         self._objs.append(s.declare_queryable(robot(self.client_uuid, "episode_reset"), self._on_episode_reset))
         self._telemetry_pub = s.declare_publisher(robot(self.client_uuid, "telemetry"))
-        self._objs.append(self._telemetry_pub)
+        # The telemetry key also answers queries, which declares it on every router: a router reuses a publication's
+        # route only on a key some session declared, and matches any other key against every declaration it holds,
+        # per message (docs/decisions.md, "A robot's telemetry key is declared"). Zenoh deposits the queries in its
+        # own ring: no Python thread or callback per robot.
+        self._telemetry_queries = s.declare_queryable(
+            robot(self.client_uuid, "telemetry"), zenoh.handlers.RingChannel(TELEMETRY_QUERIES)
+        )
+        self._objs += [self._telemetry_pub, self._telemetry_queries]
         # Every replica of the service, present (history) and future: failover reacts to a new token at once.
         self._objs.append(
             s.liveliness().declare_subscriber(self.keys.server("*", "alive"), self._on_server_token, history=True)
@@ -155,7 +176,7 @@ class ZenohLink:
                 _undeclare(obj)
             self._replica_objs, self._objs = [], []
             self._close_direct()
-            self._publisher = self._publisher_block = self._telemetry_pub = None
+            self._publisher = self._publisher_block = self._telemetry_pub = self._telemetry_queries = None
             if self._session is not None and self._session is not self._shared:
                 try:
                     self._session.close()
@@ -281,6 +302,17 @@ class ZenohLink:
 
     def reset_queries(self) -> list[ResetQuery]:
         return _drain(self._queries)
+
+    def telemetry_queries(self) -> list[TelemetryQuery]:
+        ring, out = self._telemetry_queries, list[TelemetryQuery]()
+        if ring is None:
+            return out
+        try:
+            while (query := ring.try_recv()) is not None:  # every worker pass: no key built unless a query waits
+                out.append(_ZenohTelemetryQuery(query, self.keys.robot(self.client_uuid, "telemetry")))
+        except zenoh.ZError as exc:  # undeclared under us (the link is closing): nothing more to answer
+            logger.debug("telemetry queries: %s", exc)
+        return out
 
     def server_lost(self) -> bool:
         if self._lost.is_set():

@@ -94,6 +94,20 @@ class MemoryResetQuery:
         self.answered.set()
 
 
+class MemoryTelemetryQuery:
+    """A reader's telemetry query; `telemetry` is set once the engine answered it."""
+
+    def __init__(self) -> None:
+        self.telemetry: RobotTelemetry | None = None
+        self.answered = threading.Event()
+
+    def answer(self, telemetry: RobotTelemetry) -> None:
+        if self.answered.is_set():
+            raise AssertionError("a telemetry query was answered twice")
+        self.telemetry = telemetry
+        self.answered.set()
+
+
 class MemoryLink:
     """In-memory transport. `respond(header, obs)` returns the chunk (robot space = model space) or None (silence)."""
 
@@ -112,6 +126,7 @@ class MemoryLink:
         self._notify: Callable[[], None] = lambda: None
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
         self._queries: collections.deque[MemoryResetQuery] = collections.deque(maxlen=4)
+        self._telemetry_queries: collections.deque[MemoryTelemetryQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
         self._lost = False
 
@@ -202,6 +217,9 @@ class MemoryLink:
 
     def reset_queries(self) -> list[MemoryResetQuery]:
         return self._drain(self._queries)
+
+    def telemetry_queries(self) -> list[MemoryTelemetryQuery]:
+        return self._drain(self._telemetry_queries)
 
     def server_lost(self) -> bool:
         with self._lock:
@@ -303,6 +321,13 @@ class MemoryLink:
         with self._lock:
             self._queries.append(q)
         self._notify()
+        return q
+
+    def ask_telemetry(self) -> MemoryTelemetryQuery:
+        """A reader asks for the robot's telemetry now (zenoh wakes no worker for it: the next pass answers)."""
+        q = MemoryTelemetryQuery()
+        with self._lock:
+            self._telemetry_queries.append(q)
         return q
 
     def add_replica(self, rep: MemoryReplica) -> None:
