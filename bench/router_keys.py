@@ -130,14 +130,18 @@ def main(argv: list[str] | None = None) -> int:
             runs[v].append(row)
             print(f"round {r + 1} {v:15s} {json.dumps(row)}", flush=True)
     med = {v: {k: statistics.median(x[k] for x in rows) for k in rows[0]} for v, rows in runs.items()}
-    spread = {v: [min(x["router_from_mesh_us"] for x in rows), max(x["router_from_mesh_us"] for x in rows)]
-              for v, rows in runs.items()}
+    spread = {
+        v: [min(x["router_from_mesh_us"] for x in rows), max(x["router_from_mesh_us"] for x in rows)]
+        for v, rows in runs.items()
+    }
     ratio = round(med["publisher only"]["router_from_mesh_us"] / max(0.1, med["queryable"]["router_from_mesh_us"]), 1)
     print(f"\nrouter CPU µs per message, medians of {a.repeats} ({a.robots} robots, {a.rate:g} msg/s):")
     for v in VARIANTS:
         m = med[v]
-        print(f"  {v:15s} from its client {m['router_from_client_us']:7.1f}   from the mesh {m['router_from_mesh_us']:7.1f}"
-              f"   (mesh spread {spread[v][0]}-{spread[v][1]})")
+        print(
+            f"  {v:15s} from its client {m['router_from_client_us']:7.1f}   from the mesh {m['router_from_mesh_us']:7.1f}"
+            f"   (mesh spread {spread[v][0]}-{spread[v][1]})"
+        )
     print(f"  the mesh router, publisher only / queryable: {ratio}")
     if a.quick:
         return 0
