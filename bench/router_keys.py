@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     for v in VARIANTS:
         m = med[v]
         print(
-            f"  {v:15s} from its client {m['router_from_client_us']:7.1f}   from the mesh {m['router_from_mesh_us']:7.1f}"
-            f"   (mesh spread {spread[v][0]}-{spread[v][1]})"
+            f"  {v:15s} from its client {m['router_from_client_us']:7.1f}"
+            f"   from the mesh {m['router_from_mesh_us']:7.1f}   (mesh spread {spread[v][0]}-{spread[v][1]})"
         )
     print(f"  the mesh router, publisher only / queryable: {ratio}")
     if a.quick:
