@@ -73,7 +73,8 @@ class StampedActionQueue(ActionQueue):
 
         Takes ownership of `original` and `processed` (the caller hands over tensors it no longer uses): the queue
         keeps them or slices of them, and copies only where a row handed to the robot would otherwise share memory
-        with the queue's own tensors (a caller that mutates its action must not change an RTC prefix).
+        with the queue's own tensors (a caller that mutates its action must not change an RTC prefix). The same tensor
+        as both (a chunk sent in robot space only) keeps both queues one tensor: each merge joins it once.
 
         `replace`: the first chunk of a new session supersedes what is left of the old session's chunk even
         when RTC is off: it was computed from a newer observation. Steps the robot executed since that
@@ -89,7 +90,7 @@ class StampedActionQueue(ActionQueue):
                 delay = max(0, min(int(real_delay), consumed, n))
                 new_q = processed[delay:]
                 new = (
-                    original[delay:],
+                    new_q if original is processed else original[delay:],
                     new_q,
                     list(new_q.numpy().copy()),  # a copy: the rows share no memory with the queue's tensors
                     [src_t] * (n - delay),
@@ -101,9 +102,10 @@ class StampedActionQueue(ActionQueue):
                     new = (original, processed, list(processed.numpy().copy()), [src_t] * n, [meta] * n)
                 else:
                     assert oq is not None  # the base class sets both queues together
+                    joined = _joined(q, li, processed)
                     new = (  # copies: the rows (views of `processed`) share no memory with the queue tensors
-                        _joined(oq, li, original),
-                        _joined(q, li, processed),
+                        joined if original is processed and oq is q else _joined(oq, li, original),
+                        joined,
                         rows[li:] + list(processed.numpy()),
                         src[li:] + [src_t] * n,
                         metas[li:] + [meta] * n,

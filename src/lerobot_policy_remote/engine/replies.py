@@ -111,9 +111,12 @@ class Replies:
         with self._reset_lock:
             if self.episode_id != out.episode_id:
                 return
+            robot = torch.from_numpy(msg.chunk_robot.copy())
+            # a chunk sent in robot space only has one array: the queue's two tensors share its one copy
+            model = robot if msg.chunk_model is msg.chunk_robot else torch.from_numpy(msg.chunk_model.copy())
             trimmed = self.queue.merge_stamped(
-                torch.from_numpy(msg.chunk_model.copy()),
-                torch.from_numpy(msg.chunk_robot.copy()),
+                model,
+                robot,
                 new_delay,
                 out.idx_before,
                 out.t_obs,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
+from bisect import bisect_left, insort
 from dataclasses import dataclass
 
 from ..wire.messages import RobotTelemetry
@@ -15,23 +17,27 @@ prov_logger = logging.getLogger("lerobot.remote.provenance")
 
 
 class RttWindow:
-    """The last `maxlen` samples; percentiles sort once per new sample (a report asks for several)."""
+    """The last `maxlen` samples, also kept sorted: a percentile is an index, with no sort per report (a robot
+    reports four windows' medians each second; a host of hundreds of robots sorted them all).
+
+    One writer (the network worker) adds; readers on any thread read `_sorted` once: each add swaps in a new list."""
 
     def __init__(self, maxlen: int = 64) -> None:
         self._ms: collections.deque[float] = collections.deque(maxlen=maxlen)
-        self._added = 0
-        self._sorted: tuple[int, list[float]] = (0, [])  # (samples added when sorted, sorted values): one assignment
+        self._sorted: list[float] = []
 
     def add(self, ms: float) -> None:
+        if not math.isfinite(ms):  # a server's NaN timing is no sample (and would break the sorted order)
+            return
+        values = self._sorted.copy()
+        if len(self._ms) == self._ms.maxlen:
+            del values[bisect_left(values, self._ms[0])]  # the sample the deque drops below
+        insort(values, ms)
         self._ms.append(ms)
-        self._added += 1
+        self._sorted = values
 
     def percentile(self, q: float) -> float:
-        added, values = self._sorted
-        if added != self._added:  # read before sorting: a sample added meanwhile only makes the next call sort again
-            added = self._added
-            values = sorted(self._ms)
-            self._sorted = (added, values)
+        values = self._sorted
         return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 

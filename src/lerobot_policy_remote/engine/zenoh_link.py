@@ -304,7 +304,8 @@ class ZenohLink:
         return _drain(self._queries)
 
     def telemetry_queries(self) -> list[TelemetryQuery]:
-        ring, out = self._telemetry_queries, list[TelemetryQuery]()
+        ring = self._telemetry_queries
+        out: list[TelemetryQuery] = []  # not `list[T]()`: calling an alias tries to tag the list and catches the error
         if ring is None:
             return out
         try:
