@@ -232,6 +232,29 @@ def test_a_robot_that_mutates_its_action_changes_nothing_queued(rtc: bool):
     assert not any(torch.isnan(r).any() for r in q.queue)
 
 
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_chunk_in_robot_space_only_keeps_one_queue_tensor_with_the_same_actions(replace: bool):
+    """A chunk without `chunk_model` is one tensor handed as both: both queues stay that one tensor, hold exactly the
+    actions two separate copies would, and the robot's rows still share no memory with it."""
+    shared, apart = StampedActionQueue(RTCConfig(enabled=False)), StampedActionQueue(RTCConfig(enabled=False))
+    for start, src_t in ((0.0, 1.0), (10.0, 1.2), (20.0, 1.4)):
+        t = chunk(6, start)
+        shared.merge_stamped(t, t, 0, 0, src_t=src_t, meta=META, replace=replace)
+        apart.merge_stamped(chunk(6, start), chunk(6, start), 0, 0, src_t=src_t, meta=META, replace=replace)
+        for q in (shared, apart):
+            q.pop_fresh(src_t + 0.05, 3.0)
+            q.pop_fresh(src_t + 0.05, 3.0)
+    assert shared.original_queue is shared.queue
+    assert torch.equal(shared.queue, apart.queue) and torch.equal(shared.original_queue, apart.original_queue)
+    before = shared.queue.clone()
+    executed = []
+    while (item := shared.pop_fresh(1.5, 3.0)) is not None:
+        executed.append(item[0][0].item())
+        item[0].fill(float("nan"))
+    assert executed == [r[0].item() for r in apart.queue[apart.last_index :]]
+    assert torch.equal(shared.queue, before)
+
+
 def test_the_rtc_prefix_is_the_unconsumed_head_in_both_spaces_from_one_index():
     """The prefix a request carries: the next `horizon` actions in model and robot space from the same index, copies
     the request may keep, and nothing while the queue is empty or used up."""
