@@ -24,6 +24,7 @@ from ..wire.messages import ModelInfo, RtcSettings
 from . import torch_threads
 from .backend_base import ObsContractError
 from .capabilities import Capabilities, Classification, classify, resolve_action_names
+from .compiled import CompiledSampler, EngineStats
 from .manifest import Manifest
 from .placement import built_on
 from .policy_setup import PolicySetup
@@ -93,6 +94,9 @@ class LerobotBackend(PolicySetup):
             preprocessor_overrides={"device_processor": {"device": m.device}},
         )
         self.policy, self.config, self.device = policy, cfg, m.device
+        self.manifest_model = m
+        self.engine = EngineStats()  # eager until compile_engine compiles the pass (policy_setup.py)
+        self.sampler: CompiledSampler | None = None
         self.classification: Classification = classify(policy, cfg.type, manifest.serving_mode)
         self.fingerprint = fingerprint_files(weight_files)
 

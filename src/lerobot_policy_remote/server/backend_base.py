@@ -15,6 +15,7 @@ from numpy.typing import NDArray
 from ..wire.data import ObservationMsg
 from ..wire.messages import ModelInfo, RtcSettings
 from .capabilities import Capabilities
+from .compiled import EngineStats
 
 
 class Backend(abc.ABC):
@@ -71,6 +72,15 @@ class Backend(abc.ABC):
     def warmup(self, n: int, progress: Callable[[str], None] = print) -> None:
         """Run `n` throwaway inferences before serving. Default: nothing to warm up."""
         return None
+
+    def compile_engine(self, max_batch: int, progress: Callable[[str], None] = print) -> None:
+        """Compile the pass for batches up to `max_batch` before serving (`model.compile`). Default: nothing."""
+        return None
+
+    def engine_stats(self) -> EngineStats:
+        """Which path serves (compiled or eager) and its counters, for `/metrics` and the status."""
+        stats: EngineStats | None = getattr(self, "engine", None)
+        return stats if stats is not None else EngineStats(reason="no compiled path")
 
     def bind_serving_thread(self) -> None:
         """Called once on the thread that serves (the inference worker) before its first pass. Default: nothing."""

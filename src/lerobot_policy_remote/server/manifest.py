@@ -22,6 +22,7 @@ from ..zenoh_config import ZenohSettings, certificate_cn
 SERVING_MODES = ("auto", "exclusive", "shared")
 DEFAULT_ROUTER = "tcp/127.0.0.1:7447"  # client mode with no connect endpoint given dials this
 DTYPES = ("", "float32", "float16", "bfloat16")
+COMPILE_CHOICES = ("auto", "off", "on")
 ROUTER_REFUSED = ("exit", "retry")
 
 
@@ -35,6 +36,10 @@ class ModelSpec:
     revision: str = "main"
     dtype: str = ""  # "" keeps the checkpoint dtype; float32 | float16 | bfloat16 casts after load
     device: str = "cpu"
+    # auto: compiled (torch.compile, CUDA graphs) on CUDA, eager elsewhere; on | off (server/compiled.py)
+    compile: str = "auto"
+    compile_buckets: list[int] = field(default_factory=list)  # batch sizes compiled; [] = 1, 2, 4, ... max_batch
+    compile_cache_dir: str = ""  # where compiled artefacts persist; "" = ~/.cache/lerobot_policy_remote/compile
 
 
 def _server_rtc() -> RtcSettings:
@@ -144,6 +149,13 @@ class Manifest:
             raise ManifestError(f"serving_mode {self.serving_mode!r} is not one of {', '.join(SERVING_MODES)}")
         if self.model.dtype not in DTYPES:
             raise ManifestError(f"model.dtype {self.model.dtype!r} is not one of {', '.join(repr(d) for d in DTYPES)}")
+        if self.model.compile not in COMPILE_CHOICES:
+            raise ManifestError(
+                f"model.compile {self.model.compile!r} is not one of {', '.join(COMPILE_CHOICES)} "
+                "(auto compiles on CUDA and serves eagerly elsewhere)"
+            )
+        if any(size < 1 for size in self.model.compile_buckets):
+            raise ManifestError(f"model.compile_buckets must be batch sizes >= 1, got {self.model.compile_buckets}")
         if self.max_sessions < 1:
             raise ManifestError(f"max_sessions must be at least 1, got {self.max_sessions}")
         if self.warmup_inferences < 0:
@@ -196,6 +208,17 @@ FIELD_HELP: dict[str, str] = {
     "model.revision": "hub revision to load (ignored for a local directory); also part of the service key",
     "model.dtype": "'' keeps the checkpoint dtype; float32, float16 or bfloat16 casts after loading",
     "model.device": "torch device the policy runs on (cpu, cuda, cuda:1, mps)",
+    "model.compile": (
+        "auto, on or off: a compiled pass per batch bucket (torch.compile; CUDA graphs on a GPU) for pi0, pi0.5 "
+        "and SmolVLA; auto is on for CUDA, off on the CPU; a compile that fails serves eagerly with one WARNING"
+    ),
+    "model.compile_buckets": (
+        "batch sizes compiled, e.g. '[1,4,8]' (a pass pads to the next one); [] = 1, 2, 4, ... up to max_batch"
+    ),
+    "model.compile_cache_dir": (
+        "directory where compiled kernels persist, so a restart on this machine compiles from cache; "
+        "'' = ~/.cache/lerobot_policy_remote/compile"
+    ),
     "default_task": (
         "task used when a robot sends none; also the default service name robots dial (--task on the robot)"
     ),

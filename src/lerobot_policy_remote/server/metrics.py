@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+from .compiled import EngineStats
 
 PREFIX = "lerobot_policy_server_"
 _BATCH_BUCKETS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
@@ -63,10 +67,16 @@ class ServerMetrics:
             ["replica", "policy_type", "fingerprint", "serving_mode"],
             registry=r,
         )
+        self._engine: Callable[[], EngineStats] | None = None
+        r.register(_EngineCollector(self))
         self._served = 0  # every chunk counted since start (requests_served), closed sessions' included
         # client -> its `requests_total` child: `labels()` per chunk hashed and locked each time
         # (forget_client drops it)
         self._request_children: dict[str, Any] = {}
+
+    def watch_engine(self, stats: Callable[[], EngineStats]) -> None:
+        """Read the serving path's counters at each scrape (the worker updates them; nothing is copied per pass)."""
+        self._engine = stats
 
     def count_request(self, client: str) -> None:
         """One chunk served to `client` (the worker, per chunk)."""
@@ -113,6 +123,30 @@ class ServerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _EngineCollector(Collector):
+    """`engine_*`: which pass serves and what the compiled path did (server/compiled.py), read at scrape time."""
+
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        read = self._metrics._engine
+        if read is None:
+            return
+        stats = read()
+        info = GaugeMetricFamily(PREFIX + "engine", "1 for the pass that serves: compiled or eager", labels=["path"])
+        info.add_metric([stats.path], 1.0)
+        yield info
+        for name, text, value in (
+            ("engine_compiles", "Graphs compiled for the model (warm-up's included; none after it)", stats.compiles),
+            ("engine_graph_replays", "Passes served by a compiled graph (a CUDA graph on a GPU)", stats.replays),
+            ("engine_eager_fallbacks", "Passes served eagerly while the compiled path serves", stats.fallbacks),
+        ):
+            family = CounterMetricFamily(PREFIX + name, text)
+            family.add_metric([], float(value))
+            yield family
 
 
 class HealthServer:

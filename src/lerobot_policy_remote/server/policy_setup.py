@@ -6,9 +6,11 @@ policy and runs the pass).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,13 +19,26 @@ from ..wire.data import ObservationMsg
 from ..wire.messages import RtcSettings
 from .backend_base import Backend
 from .capabilities import Classification
-from .manifest import Manifest
+from .manifest import Manifest, ModelSpec
+
+if TYPE_CHECKING:
+    from .compiled import CompiledSampler, EngineStats
 
 log = logging.getLogger("lerobot.policy_server")
 
 
+def use_cache_dir(chosen: str) -> Path:
+    """Point torch's compile caches (inductor, autograd, Triton) at `model.compile_cache_dir` unless the environment
+    already names one: a restart of the same model on this machine then compiles from cache."""
+    root = Path(chosen).expanduser() if chosen else Path.home() / ".cache" / "lerobot_policy_remote" / "compile"
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    return root
+
+
 class PolicySetup(Backend):
-    """RTC setup and warm-up methods of `LerobotBackend`; typed by the members they read."""
+    """RTC setup, warm-up and compile methods of `LerobotBackend`; typed by the members they read."""
 
     policy: Any
     config: Any
@@ -32,6 +47,15 @@ class PolicySetup(Backend):
     classification: Classification
     other_state: dict[str, int]
     task: str
+    manifest_model: ModelSpec
+    engine: EngineStats
+    sampler: CompiledSampler | None
+    _torch: Any
+
+    @property
+    def _noise_spec(self) -> tuple[Callable[..., Any], tuple[int, int, int]] | None:
+        """The flow-matching noise sampler and one robot's noise shape (`LerobotBackend`); None here."""
+        return None
 
     def _enable_rtc(self, manifest: Manifest) -> bool:
         """Configure lerobot's RTC on the policy and give it the per-robot guidance (`rtc_guidance`)."""
@@ -57,6 +81,66 @@ class PolicySetup(Backend):
             except Exception as exc:  # a policy whose config rejects RTC simply does not support it
                 log.info("RTC not supported by this %s policy (%s): sessions get plain chunks", self.config.type, exc)
         return bool(supports_rtc_inference(policy))
+
+    def compile_engine(self, max_batch: int, progress: Callable[[str], None] = print) -> None:
+        """Compile (on a GPU also capture) a pass per batch bucket before any robot connects (`model.compile`);
+        a compile that fails leaves the eager pass serving, with one WARNING line, never a failed start."""
+        from .buckets import batch_buckets
+        from .compiled import CompiledSampler, wants_compile
+
+        m = self.manifest_model
+        model = getattr(self.policy, "model", None)
+        if not wants_compile(m.compile, m.device):
+            self.engine.reason = f"model.compile={m.compile}" + (f" on {m.device}" if m.compile == "auto" else "")
+            return
+        if self._noise_spec is None or not callable(getattr(model, "sample_actions", None)) or not self.batches:
+            self.engine.reason = f"no compiled path for {self.config.type}"
+            if m.compile == "on":
+                log.warning(
+                    "model.compile=on: %s has no compiled path (pi0, pi0.5, SmolVLA do): serving eagerly",
+                    self.config.type,
+                )
+            return
+        use_cache_dir(m.compile_cache_dir)
+        steps, dims = self._noise_spec[1][1:]
+        sampler = CompiledSampler(
+            self._torch,
+            model,
+            self.guidance,
+            device=m.device,
+            buckets=batch_buckets(max_batch, m.compile_buckets),
+            token_length=getattr(self.config, "tokenizer_max_length", None),
+            chunk=(steps, dims),
+            stats=self.engine,
+        )
+        sampler.install()
+        sampler.compiling = True
+        state, obs = self.new_session_state(), self.dummy_observation()
+        try:
+            for bucket in sampler.buckets:
+                progress(f"Compiling the pass for batch {bucket}...")
+                self.infer_batch([(state, obs, None)] * bucket)
+                t0 = time.perf_counter()
+                self.infer_batch([(state, obs, None)] * bucket)
+                progress(
+                    f"Compiled batch {bucket} in {self.engine.bucket_seconds[bucket]:.1f} s: "
+                    f"{(time.perf_counter() - t0) * 1000:.1f} ms a pass"
+                    + (" (CUDA graph)" if self.engine.graphs else "")
+                )
+        except Exception as exc:  # a compiler or capture error: the eager pass serves, as it always could
+            sampler.uninstall()
+            self.engine.path, self.engine.reason = "eager", f"compile failed: {type(exc).__name__}: {exc}"[:300]
+            log.warning(
+                "model.compile: compiling the %s pass failed (%s: %s); serving eagerly "
+                "(--model.compile=off skips the attempt)",
+                self.config.type,
+                type(exc).__name__,
+                str(exc).splitlines()[0][:200] if str(exc) else "",
+            )
+            return
+        sampler.freeze()
+        self.engine.path, self.engine.reason = "compiled", ""
+        self.sampler = sampler
 
     def dummy_observation(self) -> ObservationMsg:
         """A plausible observation for warm-up (trained image size, zero state)."""

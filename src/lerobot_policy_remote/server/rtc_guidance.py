@@ -16,6 +16,7 @@ pass costs; `tests/server/test_vla_rtc.py` checks the chunks against lerobot's o
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,10 @@ class BatchedGuidance(RTCProcessor):
         # The plan's (target, weights, max weight) tensors, built at its first denoise step and reused by the others:
         # they depend on the plan and x_t's shape and device only, which do not change within a pass.
         self._built: tuple[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+        # The compiled path's plan: (target, weights, max weight) tensors padded to the pass's bucket, bound for one
+        # pass by `bound` (server/compiled.py). Every row is guided through them; a row without a prefix has zero
+        # weights and a zero max weight, so its velocity is returned unchanged.
+        self._bound: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     @contextlib.contextmanager
     def planned(self, plan: list[RowPlan]) -> Iterator[None]:
@@ -61,6 +66,24 @@ class BatchedGuidance(RTCProcessor):
             yield
         finally:
             self._plan, self._built = None, None
+
+    @contextlib.contextmanager
+    def bound(self, tensors: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> Iterator[None]:
+        """Guide the next pass with plan tensors built beforehand (`plan_tensors`): the compiled path's inputs."""
+        self._bound = tensors
+        try:
+            yield
+        finally:
+            self._bound = None
+
+    def plan_tensors(
+        self, plan: list[RowPlan] | None, batch: int, total: int, action_dim: int, device: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The plan as tensors for a pass of `batch` rows (rows past the plan's unguided); no plan: all unguided."""
+        rows = list(plan or [])
+        rows += [UNGUIDED] * (batch - len(rows))
+        x_t = torch.empty(batch, total, action_dim, device=device)
+        return self._build(rows, x_t)
 
     def _weights(self, row: RowPlan, horizon: int, total: int) -> torch.Tensor:
         """lerobot's prefix weights for this row's schedule (its own `get_prefix_weights`, a pure function of the
@@ -86,6 +109,7 @@ class BatchedGuidance(RTCProcessor):
         target = torch.zeros(batch, total, action_dim, device=x_t.device)
         weights = torch.zeros(batch, total, 1, device=x_t.device)
         max_weight = torch.tensor([row.max_guidance_weight for row in plan], dtype=torch.float32).view(batch, 1, 1)
+        max_weight = max_weight.to(x_t.device)
         for i, row in enumerate(plan):
             if row.prefix is None:
                 continue
@@ -104,6 +128,8 @@ class BatchedGuidance(RTCProcessor):
         original_denoise_step_partial: Callable[[torch.Tensor], torch.Tensor],
         execution_horizon: int | None = None,
     ) -> torch.Tensor:
+        if self._bound is not None:
+            return guided_velocity(x_t, time, original_denoise_step_partial, self._bound)
         plan = self._plan
         if plan is None:
             v_t: torch.Tensor = super().denoise_step(  # lerobot's own step (untyped)
@@ -115,20 +141,39 @@ class BatchedGuidance(RTCProcessor):
         key = (tuple(x_t.shape), x_t.device)
         if self._built is None or self._built[0] != key:
             self._built = key, self._build(plan, x_t)
-        target, weights, max_weight = self._built[1]
+        return guided_velocity(x_t, time, original_denoise_step_partial, self._built[1])
 
-        # lerobot computes v_t before x_t requires grad, so autograd.grad(x1_t, x_t, err) through
-        # x1_t = x_t - time * v_t is err itself (the model's Jacobian is not in it): the same correction, no graph.
-        v_t = original_denoise_step_partial(x_t)
-        x1_t = x_t - time * v_t
-        correction = (target - x1_t) * weights
 
-        tau = torch.as_tensor(1 - time)
-        squared_one_minus_tau = (1 - tau) ** 2
-        inv_r2 = (squared_one_minus_tau + tau**2) / squared_one_minus_tau
-        c = torch.nan_to_num((1 - tau) / tau, posinf=float("inf"))
-        guidance = torch.minimum(torch.nan_to_num(c * inv_r2, posinf=float("inf")), max_weight)
-        return v_t - guidance.to(v_t.device, v_t.dtype) * correction
+def guidance_cap(time: float) -> float:
+    """lerobot's guidance weight before the max-weight clamp, min(c / r^2 ...) at flow time `time`, as a number: the
+    same formula lerobot evaluates in tensors (tau = 1 - time; +inf where tau = 0; 0 where lerobot's 0 * inf is NaN,
+    which its nan_to_num makes 0). A number, so a compiled or captured pass holds no host-to-device copy for it."""
+    tau = 1.0 - float(time)
+    squared_one_minus_tau = (1.0 - tau) ** 2
+    if tau == 0.0:
+        return math.inf
+    if squared_one_minus_tau == 0.0:
+        return 0.0
+    return ((1.0 - tau) / tau) * ((squared_one_minus_tau + tau**2) / squared_one_minus_tau)
+
+
+def guided_velocity(
+    x_t: torch.Tensor,
+    time: float | torch.Tensor,
+    denoise: Callable[[torch.Tensor], torch.Tensor],
+    plan: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+) -> torch.Tensor:
+    """One guided Euler velocity for every row: v_t minus each row's clamped weight times its weighted error.
+
+    lerobot computes v_t before x_t requires grad, so autograd.grad(x1_t, x_t, err) through x1_t = x_t - time * v_t
+    is err itself (the model's Jacobian is not in it): the same correction, no graph."""
+    target, weights, max_weight = plan
+    v_t = denoise(x_t)
+    x1_t = x_t - time * v_t
+    correction = (target - x1_t) * weights
+    cap = guidance_cap(float(time)) if not isinstance(time, torch.Tensor) else guidance_cap(float(time.reshape(-1)[0]))
+    guidance = max_weight.clamp(max=cap)
+    return v_t - guidance.to(v_t.device, v_t.dtype) * correction
 
 
 UNGUIDED = RowPlan(None, 0, 1, 0.0, RTCAttentionSchedule.LINEAR)  # a row in a guided pass that asked for no RTC

@@ -83,6 +83,7 @@ class PolicyServer(StatusReports):
         self.scheduler: Scheduler = scheduler or scheduler_for(self.batch_limit)
         self.registry = Registry()
         self.metrics = ServerMetrics(self.replica)
+        self.metrics.watch_engine(self.backend.engine_stats)
         self.limits = WireLimits(max_payload_bytes=manifest.max_obs_bytes)
         self.lifecycle = Lifecycle()
         self.load = LoadGauge()
@@ -212,6 +213,7 @@ class PolicyServer(StatusReports):
             f"Policy server up: {self.service_key} replica={self.replica} model={self.backend.model_info.repo_or_path} "
             f"type={self.caps.policy_type} mode={self.caps.serving_mode} max_sessions={self.caps.max_sessions} "
             f"fingerprint={self.caps.fingerprint[:16]} rtc={self.caps.supports_rtc} max_batch={self.batch_limit} "
+            f"engine={self.backend.engine_stats().path} "
             f"zenoh={settings.mode} {zenoh_where(settings)} {self.endpoints_line()}"
             + (f" direct={self.direct.endpoint}" if self.direct is not None else "")
             + (f" {self.audit_where}" if self.audit_where else "")
@@ -224,6 +226,7 @@ class PolicyServer(StatusReports):
         if n:
             self.progress(f"Warming up ({n} inferences) on the inference thread...")
             self.backend.warmup(n, self.progress)
+        self.backend.compile_engine(self.batch_limit, self.progress)
 
     def _publish_audit(self, text: str) -> None:
         """The auditor's sink: a batch of lines on the audit key, droppable and at background priority (only while

@@ -75,6 +75,7 @@ class StatusReports:
             chunks_per_s=stats.chunks_per_s(),
             requests_per_s=round(self.requests_rate.value, 3),
             cordoned=self.cordon.on,
+            engine=self.backend.engine_stats().path,
         )
 
     def endpoints_line(self) -> str:

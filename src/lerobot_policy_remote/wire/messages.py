@@ -170,6 +170,8 @@ class ServerStatus:
     requests_per_s: float | None = None
     # An operator cordoned this replica: it admits no new sessions (refusal `cordoned`), its sessions keep streaming.
     cordoned: bool = False
+    # Which pass serves (additive): "compiled" (a compiled graph per batch bucket) or "eager"; "": an older server.
+    engine: str = ""
 
 
 @dataclass

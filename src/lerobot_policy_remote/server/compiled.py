@@ -1,0 +1,255 @@
+"""The compiled execution path of a flow-matching VLA (pi0, pi0.5, SmolVLA): one graph per batch bucket.
+
+Why: lerobot's eager pass launches thousands of small kernels, and on a GPU launching them is most of a chunk's
+time. `torch.compile` (inductor) fuses them; on CUDA each bucket's compiled pass is also captured once as a CUDA
+graph and replayed. Shapes are static so one graph serves every robot and no request compiles: the batch is padded
+to a bucket (1, 2, 4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the tokenizer's
+length, and the noise and RTC's plan (prefixes, weights, max weights: `rtc_guidance.plan_tensors`) are tensors.
+
+The sampler stands in for the model's `sample_actions`, so lerobot's own `predict_action_chunk` (image
+preprocessing, state padding, unpadding) runs unchanged around it. Whatever the compiled path cannot serve (a batch
+size with no graph, a call it was not built for, a graph that would need compiling again) is served by the eager
+`sample_actions` and counted; it never fails a request.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .buckets import bucket_for
+
+log = logging.getLogger("lerobot.policy_server")
+
+TOKEN_KEYS = (2, 3)  # sample_actions(images, img_masks, lang_tokens, lang_masks, ...): the prompt's positions
+
+
+@dataclass
+class EngineStats:
+    """Which path serves, and what it did: `/metrics`, the status and the start line read these."""
+
+    path: str = "eager"  # compiled | eager
+    reason: str = ""  # why eager serves: "model.compile=off", "compile failed: ...", ...
+    compiles: int = 0  # graphs torch compiled for this model (warm-up's included; 0 new ones after it)
+    replays: int = 0  # passes served by a compiled graph (a CUDA graph replay on a GPU)
+    fallbacks: int = 0  # passes served eagerly while the compiled path serves
+    graphs: bool = False  # CUDA graphs captured (a GPU)
+    bucket_seconds: dict[int, float] = field(default_factory=dict)  # bucket -> compile (+ capture) time at warm-up
+
+
+def wants_compile(choice: str, device: str) -> bool:
+    """`model.compile`: on, off, or auto (on for CUDA; off on the CPU, where compiling costs a start-up minute per
+    bucket and only tiny models gained: docs/decisions.md, "A compiled pass per batch bucket")."""
+    if choice == "on":
+        return True
+    return choice == "auto" and device.split(":")[0] == "cuda"
+
+
+def _unique_graphs() -> int:
+    """Graphs dynamo has compiled in this process (its own counter; one model per server process)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+class CompiledSampler:
+    """Stands in for `model.sample_actions`: pads a call to its bucket and runs that bucket's compiled graph."""
+
+    def __init__(
+        self,
+        torch: Any,
+        model: Any,
+        guidance: Any,
+        *,
+        device: str,
+        buckets: tuple[int, ...],
+        token_length: int | None,
+        chunk: tuple[int, int],
+        stats: EngineStats,
+    ) -> None:
+        self._torch = torch
+        self._model = model
+        self._eager: Callable[..., Any] = model.sample_actions
+        self._guidance = guidance
+        self._device = device
+        self.buckets = buckets
+        self._token_length = token_length
+        self._chunk = chunk  # (steps, action dims) of the model-space noise
+        self.stats = stats
+        self._graphs = device.split(":")[0] == "cuda" and torch.cuda.is_available()
+        self._fn = torch.compile(self._run, dynamic=False)
+        self._ready: dict[int, Any] = {}  # bucket -> None (compiled) or its captured CUDA graph
+        self._frozen = False  # after warm-up: a call that would compile is served eagerly instead
+        self.compiling = False  # during warm-up: a bucket's first call compiles it
+        self._warned: set[str] = set()
+        self._pool: Any = None
+        self._graphs_at_start = _unique_graphs()
+
+    # ------------------------------------------------------------------ install
+    def install(self) -> None:
+        """Shadow the model's `sample_actions` with this sampler (the policy calls `self.model.sample_actions`)."""
+        self._model.sample_actions = self
+
+    def uninstall(self) -> None:
+        """Back to lerobot's own method (a failed compile)."""
+        self._model.__dict__.pop("sample_actions", None)
+
+    # ------------------------------------------------------------------ the traced function
+    def _run(self, args: tuple[Any, ...], noise: Any) -> Any:
+        """What torch compiles: lerobot's own sampler (the RTC plan, when bound, is read by the guidance)."""
+        return self._eager(*args, noise=noise)
+
+    # ------------------------------------------------------------------ padding
+    def _pad_rows(self, value: Any, rows: int) -> Any:
+        torch = self._torch
+        if isinstance(value, list | tuple):
+            return type(value)(self._pad_rows(v, rows) for v in value)
+        if not isinstance(value, torch.Tensor) or value.ndim == 0 or value.shape[0] == rows:
+            return value
+        extra = value[:1].expand(rows - value.shape[0], *value.shape[1:])
+        return torch.cat([value, extra], dim=0)
+
+    def _pad_tokens(self, args: list[Any]) -> None:
+        """The prompt to the tokenizer's length: pad ids 0 under a False mask (attention never reads them)."""
+        length = self._token_length
+        tokens, masks = (args[i] for i in TOKEN_KEYS)
+        if length is None or tokens.shape[1] >= length:
+            return
+        pad = length - tokens.shape[1]
+        torch = self._torch
+        args[TOKEN_KEYS[0]] = torch.nn.functional.pad(tokens, (0, pad), value=0)
+        args[TOKEN_KEYS[1]] = torch.nn.functional.pad(masks, (0, pad), value=False)
+
+    def _inputs(self, args: tuple[Any, ...], noise: Any, bucket: int) -> tuple[tuple[Any, ...], Any, Any]:
+        """(padded args, padded noise, the RTC plan as tensors for the bucket or None without guidance)."""
+        padded = list(self._pad_rows(list(args), bucket))
+        self._pad_tokens(padded)
+        plan = None
+        if self._guidance is not None:
+            steps, dims = self._chunk
+            plan = self._guidance.plan_tensors(self._guidance._plan, bucket, steps, dims, noise.device)
+        return tuple(padded), self._pad_rows(noise, bucket), plan
+
+    # ------------------------------------------------------------------ serving
+    def __call__(self, *args: Any, noise: Any = None, **kwargs: Any) -> Any:
+        rows = None if noise is None else int(noise.shape[0])
+        bucket = None if rows is None else bucket_for(rows, self.buckets)
+        if self.compiling and not kwargs and bucket is not None and bucket not in self._ready:
+            self.compile_bucket(bucket, args, noise)  # warm-up: a compile error reaches the caller
+        if kwargs or len(args) <= max(TOKEN_KEYS) or bucket is None or bucket not in self._ready:
+            return self._fallback(args, noise, kwargs, "a call the compiled path has no graph for")
+        assert rows is not None
+        padded, padded_noise, plan = self._inputs(args, noise, bucket)
+        try:
+            out = self._replay(bucket, padded, padded_noise, plan)
+        except Exception as exc:  # a graph that would recompile (frozen), a capture gone bad: eager serves it
+            return self._fallback(args, noise, kwargs, f"{type(exc).__name__}: {exc}")
+        self.stats.replays += 1
+        self._count_compiles()
+        return out[:rows]
+
+    def _replay(self, bucket: int, args: tuple[Any, ...], noise: Any, plan: Any) -> Any:
+        captured = self._ready[bucket]
+        if captured is not None:
+            return captured.replay(args, noise, plan)
+        return self._call_compiled(args, noise, plan)
+
+    def _call_compiled(self, args: tuple[Any, ...], noise: Any, plan: Any) -> Any:
+        torch = self._torch
+        with self._bound(plan):
+            if self._frozen:
+                with torch.compiler.set_stance("fail_on_recompile"):
+                    return self._fn(args, noise)
+            return self._fn(args, noise)
+
+    def _bound(self, plan: Any) -> Any:
+        import contextlib
+
+        if plan is None or self._guidance is None:
+            return contextlib.nullcontext()
+        return self._guidance.bound(plan)
+
+    def _fallback(self, args: tuple[Any, ...], noise: Any, kwargs: dict[str, Any], why: str) -> Any:
+        self.stats.fallbacks += 1
+        if why not in self._warned and len(self._warned) < 8:
+            self._warned.add(why)
+            log.warning("compiled pass not used for one request (%s): served eagerly", why)
+        return self._eager(*args, noise=noise, **kwargs)
+
+    def _count_compiles(self) -> None:
+        self.stats.compiles = _unique_graphs() - self._graphs_at_start
+
+    # ------------------------------------------------------------------ warm-up
+    def compile_bucket(self, bucket: int, args: tuple[Any, ...], noise: Any) -> float:
+        """Compile (and on a GPU capture) one bucket from a sample call's inputs; the seconds it took. Raises when the
+        compile itself fails (the caller then serves eagerly)."""
+        t0 = time.perf_counter()
+        padded, padded_noise, plan = self._inputs(args, noise, bucket)
+        for _ in range(2):  # the first call compiles; the second checks that the graph is reused
+            self._call_compiled(padded, padded_noise, plan)
+        self._ready[bucket] = None
+        if self._graphs:
+            try:
+                self._ready[bucket] = self._capture(padded, padded_noise, plan)
+                self.stats.graphs = True
+            except Exception as exc:  # the compiled graph still serves this bucket, one launch per kernel
+                log.warning(
+                    "CUDA graph capture failed for batch %d (%s): serving it compiled without a graph", bucket, exc
+                )
+        self._count_compiles()
+        seconds = time.perf_counter() - t0
+        self.stats.bucket_seconds[bucket] = seconds
+        return seconds
+
+    def freeze(self) -> None:
+        """Warm-up is over: from now on a call that would compile is served eagerly, never compiled mid-serving."""
+        self.compiling = False
+        self._frozen = True
+
+    def _capture(self, args: tuple[Any, ...], noise: Any, plan: Any) -> CapturedPass:
+        captured = CapturedPass(self._torch, self._call_compiled, args, noise, plan, self._pool)
+        self._pool = captured.pool
+        return captured
+
+
+class CapturedPass:
+    """One bucket's compiled pass captured as a CUDA graph over static input buffers: a replay copies the inputs in,
+    replays, and returns a copy of the output (the next replay overwrites it)."""
+
+    def __init__(
+        self, torch: Any, call: Callable[[Any, Any, Any], Any], args: Any, noise: Any, plan: Any, pool: Any
+    ) -> None:
+        from torch.utils._pytree import tree_flatten
+
+        self._torch = torch
+        leaves, self._spec = tree_flatten((args, noise, plan))
+        self._static = [leaf.clone() if isinstance(leaf, torch.Tensor) else leaf for leaf in leaves]
+        static_args, static_noise, static_plan = self._unflatten()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                call(static_args, static_noise, static_plan)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self._out = call(static_args, static_noise, static_plan)
+        self.pool = self.graph.pool()
+
+    def _unflatten(self) -> Any:
+        from torch.utils._pytree import tree_unflatten
+
+        return tree_unflatten(self._static, self._spec)
+
+    def replay(self, args: Any, noise: Any, plan: Any) -> Any:
+        from torch.utils._pytree import tree_flatten
+
+        leaves, _ = tree_flatten((args, noise, plan))
+        for static, leaf in zip(self._static, leaves, strict=True):
+            if isinstance(static, self._torch.Tensor):
+                static.copy_(leaf, non_blocking=True)
+        self.graph.replay()
+        return self._out.clone()
