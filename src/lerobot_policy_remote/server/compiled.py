@@ -1,22 +1,26 @@
-"""The compiled execution path of a flow-matching VLA (pi0, pi0.5, SmolVLA): one graph per batch bucket.
+"""The compiled execution path of a flow-matching VLA (pi0, pi0.5, SmolVLA): graphs per batch bucket.
 
 Why: lerobot's eager pass launches thousands of small kernels, and on a GPU launching them is most of a chunk's
-time. `torch.compile` (inductor) fuses them; on CUDA each bucket's compiled pass is also captured once as a CUDA
-graph and replayed. Shapes are static so one graph serves every robot and no request compiles: the batch is padded
-to a bucket (1, 2, 4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the tokenizer's
-length, and the noise and RTC's plan (prefixes, weights, max weights: `rtc_guidance.plan_tensors`) are tensors.
+time. `torch.compile` (inductor) fuses the model's two repeated regions, the prefix embedding (vision tower, prompt)
+and one denoising step, each traced once per bucket (the Euler loop calls the same step graph); on CUDA the whole
+pass, loop and prefix transformer included, is then captured once per bucket as a CUDA graph and replayed. Shapes
+are static so a bucket's graphs serve every robot and no request compiles: the batch is padded to a bucket (1, 2,
+4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the tokenizer's length, and the
+noise, the flow times and RTC's plan (prefixes, weights, max weights: `rtc_guidance.plan_tensors`) are tensors.
 
-The sampler stands in for the model's `sample_actions`, so lerobot's own `predict_action_chunk` (image
-preprocessing, state padding, unpadding) runs unchanged around it. Whatever the compiled path cannot serve (a batch
-size with no graph, a call it was not built for, a graph that would need compiling again) is served by the eager
+The sampler stands in for the model's `sample_actions`, so lerobot's own `predict_action_chunk` and
+`sample_actions` run unchanged around the compiled regions. Whatever the compiled path cannot serve (a batch size
+with no graph, a call it was not built for, a graph that would need compiling again) is served by the eager
 `sample_actions` and counted; it never fails a request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +28,7 @@ from .buckets import bucket_for
 
 log = logging.getLogger("lerobot.policy_server")
 
+REGIONS = ("embed_prefix", "denoise_step")  # the inner model's methods compiled (all three families have both)
 TOKEN_KEYS = (2, 3)  # sample_actions(images, img_masks, lang_tokens, lang_masks, ...): the prompt's positions
 
 
@@ -80,7 +85,10 @@ class CompiledSampler:
         self._chunk = chunk  # (steps, action dims) of the model-space noise
         self.stats = stats
         self._graphs = device.split(":")[0] == "cuda" and torch.cuda.is_available()
-        self._fn = torch.compile(self._run, dynamic=False)
+        # The regions compiled; the Euler loop, the guidance and the prefix's transformer pass stay lerobot's Python.
+        self._regions = {name: torch.compile(getattr(model, name), dynamic=False) for name in REGIONS}
+        self._family = sys.modules[type(model).__module__]
+        self._stock_integrate = getattr(self._family, "euler_integrate", None)
         self._ready: dict[int, Any] = {}  # bucket -> None (compiled) or its captured CUDA graph
         self._frozen = False  # after warm-up: a call that would compile is served eagerly instead
         self.compiling = False  # during warm-up: a bucket's first call compiles it
@@ -90,17 +98,29 @@ class CompiledSampler:
 
     # ------------------------------------------------------------------ install
     def install(self) -> None:
-        """Shadow the model's `sample_actions` with this sampler (the policy calls `self.model.sample_actions`)."""
+        """Shadow the model's `sample_actions` with this sampler (the policy calls `self.model.sample_actions`), and
+        give its family module the Euler loop a CUDA graph can hold (`euler_integrate`, same values)."""
+        if self._stock_integrate is None:
+            raise RuntimeError(f"{self._family.__name__} has no euler_integrate: its loop is not the one compiled here")
+        self._family.euler_integrate = euler_integrate
         self._model.sample_actions = self
 
     def uninstall(self) -> None:
-        """Back to lerobot's own method (a failed compile)."""
+        """Back to lerobot's own method and loop (a failed compile)."""
         self._model.__dict__.pop("sample_actions", None)
+        if self._stock_integrate is not None:
+            self._family.euler_integrate = self._stock_integrate
 
-    # ------------------------------------------------------------------ the traced function
-    def _run(self, args: tuple[Any, ...], noise: Any) -> Any:
-        """What torch compiles: lerobot's own sampler (the RTC plan, when bound, is read by the guidance)."""
-        return self._eager(*args, noise=noise)
+    @contextlib.contextmanager
+    def _compiled_regions(self) -> Iterator[None]:
+        """The model's regions are their compiled graphs for one pass (the eager fallback never sees them)."""
+        for name, fn in self._regions.items():
+            setattr(self._model, name, fn)
+        try:
+            yield
+        finally:
+            for name in self._regions:
+                self._model.__dict__.pop(name, None)
 
     # ------------------------------------------------------------------ padding
     def _pad_rows(self, value: Any, rows: int) -> Any:
@@ -158,19 +178,15 @@ class CompiledSampler:
         return self._call_compiled(args, noise, plan)
 
     def _call_compiled(self, args: tuple[Any, ...], noise: Any, plan: Any) -> Any:
-        torch = self._torch
-        with self._bound(plan):
-            if self._frozen:
-                with torch.compiler.set_stance("fail_on_recompile"):
-                    return self._fn(args, noise)
-            return self._fn(args, noise)
+        stance = self._torch.compiler.set_stance("fail_on_recompile") if self._frozen else contextlib.nullcontext()
+        with self._bound(plan), self._compiled_regions(), stance:
+            return self._eager(*args, noise=noise)
 
-    def _bound(self, plan: Any) -> Any:
-        import contextlib
-
+    def _bound(self, plan: Any) -> contextlib.AbstractContextManager[Any]:
         if plan is None or self._guidance is None:
             return contextlib.nullcontext()
-        return self._guidance.bound(plan)
+        bound: contextlib.AbstractContextManager[Any] = self._guidance.bound(plan)
+        return bound
 
     def _fallback(self, args: tuple[Any, ...], noise: Any, kwargs: dict[str, Any], why: str) -> Any:
         self.stats.fallbacks += 1
@@ -253,3 +269,46 @@ class CapturedPass:
                 static.copy_(leaf, non_blocking=True)
         self.graph.replay()
         return self._out.clone()
+
+
+def euler_integrate(
+    denoise_fn: Callable[[Any, Any], Any],
+    noise: Any,
+    num_steps: int,
+    *,
+    rtc_processor: Any = None,
+    rtc_enabled: bool = False,
+    inference_delay: int | None = None,
+    prev_chunk_left_over: Any = None,
+    execution_horizon: int | None = None,
+) -> Any:
+    """lerobot 0.6.1's forward-Euler loop (`policies.common.flow_matching.euler_integrate`, same signature and
+    values) with each step's time filled on the device (`torch.full`) rather than copied from the host, which a CUDA
+    graph cannot hold; the step function reads it as an input, so one step graph serves every step."""
+    import torch
+
+    bsize, device = noise.shape[0], noise.device
+    dt = -1.0 / num_steps
+    x_t = noise
+    for step in range(num_steps):
+        time_value = 1.0 + step * dt
+        time_tensor = torch.full((bsize,), time_value, dtype=torch.float32, device=device)
+
+        def denoise_step_partial_call(input_x_t: Any, current_timestep: Any = time_tensor) -> Any:
+            return denoise_fn(input_x_t, current_timestep)
+
+        if rtc_enabled:
+            v_t = rtc_processor.denoise_step(
+                x_t=x_t,
+                prev_chunk_left_over=prev_chunk_left_over,
+                inference_delay=inference_delay,
+                time=time_value,
+                original_denoise_step_partial=denoise_step_partial_call,
+                execution_horizon=execution_horizon,
+            )
+        else:
+            v_t = denoise_step_partial_call(x_t)
+        x_t = x_t + dt * v_t
+        if rtc_processor is not None and rtc_processor.is_debug_enabled():
+            rtc_processor.track(time=time_value, x_t=x_t, v_t=v_t)
+    return x_t
