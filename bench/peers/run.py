@@ -38,7 +38,10 @@ ARMS = {  # arm -> (system, extra client args)
     "openpi-ws": ("openpi", []),
     "openpi-ws-224": ("openpi", ["--resize", "224"]),  # openpi's docs: resize_with_pad to 224x224 on the robot
     "gr00t-zmq": ("gr00t", []),
+    # ours with the compiled pass turned off: the eager row beside the default (compiled on CUDA, `model.compile`)
+    "ours-eager": ("ours", ["--quality", "90"]),
 }
+SERVER_COMPILE = {"ours-eager": "off"}  # arm -> the server's model.compile (default: auto)
 VLA_ARMS = [
     "ours-jpeg",
     "ours-nortc",
@@ -67,6 +70,7 @@ class Server:
         shm: bool = False,
         vla: str = "",
         wait: bool = True,
+        compile_choice: str = "auto",
     ) -> None:
         self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = (
             system,
@@ -76,7 +80,7 @@ class Server:
             host,
             prefix,
         )
-        self.act, self.shm, self.vla = act, shm, vla
+        self.act, self.shm, self.vla, self.compile_choice = act, shm, vla, compile_choice
         self.path = ""  # appended to the servers' PYTHONPATH: the tiny pi0 hook's site for a tiny checkpoint
         if vla:
             from .vla import pythonpath
@@ -116,7 +120,12 @@ class Server:
             manifest.write_text(
                 json.dumps(
                     {
-                        "model": {"repo_or_path": model, "device": act_device(model)},
+                        "model": {
+                            "repo_or_path": model,
+                            "device": act_device(model),
+                            "compile": self.compile_choice,
+                            "compile_buckets": [1, 4, 8],
+                        },
                         "default_task": TASK if self.vla else "peers act",
                         "max_sessions": 16,
                         "warmup_inferences": 1,
@@ -218,7 +227,15 @@ def servers_up(
         servers: dict[str, Server] = {}
         for arm in arms:
             system, extra = ARMS[arm]
-            servers[arm] = Server(system, sleep_s, act=act, shm="--shm" in extra, vla=vla, wait=False)
+            servers[arm] = Server(
+                system,
+                sleep_s,
+                act=act,
+                shm="--shm" in extra,
+                vla=vla,
+                wait=False,
+                compile_choice=SERVER_COMPILE.get(arm, "auto"),
+            )
             stack.callback(servers[arm].stop)
         for server in servers.values():
             server.ready()

@@ -166,7 +166,8 @@ class CompiledSampler:
         try:
             out = self._replay(bucket, padded, padded_noise, plan)
         except Exception as exc:  # a graph that would recompile (frozen), a capture gone bad: eager serves it
-            return self._fallback(args, noise, kwargs, f"{type(exc).__name__}: {exc}")
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            return self._fallback(args, noise, kwargs, f"{type(exc).__name__}: {first}")
         self.stats.replays += 1
         self._count_compiles()
         return out[:rows]
