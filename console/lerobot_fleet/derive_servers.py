@@ -102,6 +102,7 @@ def server_row(s: ServerRecord, link: Link, now: float, rtts: dict[str, list[flo
         ns=s.ns,
         cordoned=bool(st and st.cordoned),
         rate_source=cap.rate_source,
+        engine=st.engine if st else "",
     )
 
 

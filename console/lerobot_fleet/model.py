@@ -187,6 +187,7 @@ class ServerRow:
     cordoned: bool = False  # an operator cordoned it: no new sessions, its sessions keep streaming
     rate_source: str = ""  # where requests_per_s comes from: server | metrics | audit (capacity.request_rate)
     cn: str = ""  # health "refused": the certificate CN the router refused (its figures never reach the console)
+    engine: str = ""  # which pass serves: "compiled" or "eager"; "" when the server does not say (an older one)
 
     @property
     def is_stale(self) -> bool:

@@ -222,3 +222,22 @@ def test_robot_table_fits_200_columns_without_cutting_robot_ids():
     line = sum(w for _, _, w in spec) + 2 * (len(spec) - 1)
     assert line <= 200 - 4  # the table's own padding and scrollbar
     assert {k: w for k, _, w in spec}["robot"] >= len("sim-arm-01" + render.UNCHECKED_ORDER_MARK)
+
+
+def test_the_server_detail_says_which_pass_serves_and_nothing_for_a_server_that_does_not_say() -> None:
+    from lerobot_fleet.render.detail import server_summary_text
+    from lerobot_fleet.store import FleetStore
+
+    from lerobot_policy_remote.wire.keys import Namespace
+    from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus
+
+    store = FleetStore()
+    store.set_connection("connected")
+    ns = Namespace("org/act", "main", "pick")
+    for replica, engine in (("gpu-1", "compiled"), ("gpu-2", "eager"), ("old-3", "")):
+        store.on_server_alive(replica, True, ns)
+        store.on_status(ServerStatus(replica=replica, model=ModelInfo(repo_or_path="org/act"), engine=engine), ns)
+    texts = {r: server_summary_text(store.server_detail(r)).plain for r in ("gpu-1", "gpu-2", "old-3")}
+    assert "engine compiled (a compiled graph per batch bucket)" in texts["gpu-1"]
+    assert "engine eager (lerobot's eager pass)" in texts["gpu-2"]
+    assert "engine" not in texts["old-3"]

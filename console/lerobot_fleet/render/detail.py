@@ -144,6 +144,12 @@ def server_summary_text(d: ServerDetail) -> Text:
             ),
             style="bright_black",
         )
+    if s.engine:
+        t.append(f"\nengine {s.engine}")
+        t.append(
+            " (a compiled graph per batch bucket)" if s.engine == "compiled" else " (lerobot's eager pass)",
+            style="bright_black",
+        )
     t.append(f"\nmetrics {s.metrics_url or '—'}")
     for note in d.notes:
         t.append(f"\n{note}", style="red")
