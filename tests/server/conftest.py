@@ -44,7 +44,7 @@ def make_manifest(router: Any, path: str, **kw: Any) -> Manifest:
     kw.setdefault("warmup_inferences", 1)
     kw.setdefault("session_grace_s", 1.0)
     return Manifest(
-        model=ModelSpec(repo_or_path=str(path)),
+        model=kw.pop("model", None) or ModelSpec(repo_or_path=str(path)),
         zenoh=ZenohSettings(mode="client", connect_endpoints=[router.endpoint]),
         **kw,
     )

@@ -184,3 +184,48 @@ def test_a_compile_that_fails_serves_eagerly_with_one_warning(checkpoints, monke
     assert backend.policy.model.sample_actions.__self__ is backend.policy.model  # lerobot's own method again
     model_chunk, robot_chunk = backend.infer(backend.new_session_state(), observation(backend, 2), None)
     assert np.isfinite(robot_chunk).all() and model_chunk.shape[0] == backend.caps.chunk_size
+
+
+def _metric(server, name: str, **labels: str) -> float:
+    return server.metrics.value(name, **labels)
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["compiled", "compile-fails"])
+def test_the_server_says_which_pass_serves_in_its_status_and_metrics(
+    checkpoints, server_factory, robots, monkeypatch, caplog, broken
+):
+    """Through the real router and worker: the start line, the status and /metrics name the path; a forced compile
+    failure still starts the server, which serves eagerly after one WARNING."""
+    from lerobot_policy_remote.server.manifest import BatchingSpec
+    from lerobot_policy_remote.wire.data import ActionChunkMsg
+
+    if broken:
+
+        def broken_compile(fn, **_kwargs):
+            def run(*_args, **_kw):
+                raise RuntimeError("inductor: forced failure")
+
+            return run
+
+        monkeypatch.setattr(torch, "compile", broken_compile)
+    with caplog.at_level(logging.WARNING, logger="lerobot.policy_server"):
+        server = server_factory(
+            str(checkpoints["smolvla"]),
+            model=ModelSpec(repo_or_path=str(checkpoints["smolvla"]), compile="on", compile_buckets=[2]),
+            batching=BatchingSpec(max_batch=2),
+        )
+    want = "eager" if broken else "compiled"
+    assert server.status().engine == want
+    assert _metric(server, "engine", path=want) == 1.0
+    compiles = _metric(server, "engine_compiles_total")
+    assert (compiles == 0) if broken else (compiles >= 1)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "compil" in r.getMessage()]
+    assert len(warnings) == (1 if broken else 0), warnings
+    robot = robots(server, 1)[0]
+    assert robot.open(server.replica).ok
+    rng = np.random.default_rng(3)
+    robot.send(rng.normal(0, 20, 6).astype(np.float32), image=rng.integers(0, 255, (64, 64, 3), dtype=np.uint8))
+    chunk = robot.wait_for(lambda h, b: isinstance(b, ActionChunkMsg), 30)[1]
+    assert np.isfinite(chunk.chunk_robot).all()
+    assert _metric(server, "engine_graph_replays_total") == (0 if broken else 3)  # warm-up's 2 passes + this one
+    assert _metric(server, "engine_eager_fallbacks_total") == 0
