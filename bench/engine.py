@@ -3,7 +3,7 @@
 For each model, three backends of one checkpoint: `model.compile=off` (eager), `auto` (what a server does by default
 on this device) and `on` (compiled where the family has a compiled path: pi0, pi0.5, SmolVLA), each warmed up as a
 server warms up (`compile_engine` with the bucket list), then timed with their passes interleaved (one pass of each
-in turn, on one serving thread with the worker's torch threads), so the box's drift falls on every row alike. A pass
+in turn, the order rotated each round, on one serving thread with the worker's torch threads), so the box's drift falls on every row alike. A pass
 is the backend's whole `infer_batch` (preprocess, model, postprocess); the VLA rows carry RTC (each robot its own
 prefix, delay and horizon). On a GPU each pass is also split into its parts (preprocess with the copy to the
 device, the model, the copy back with postprocess) and the peak memory of a pass is given.
@@ -109,7 +109,7 @@ def measure(
 
     cuda = args.device.startswith("cuda")
     print(f"\n== {name} on {args.device}: building and warming up off / auto / on ...", flush=True)
-    backends = {c: build(ckpt, c, args.device, args.buckets, VLA_TASK if rtc else "bench", rtc) for c in CHOICES}
+    backends = {c: build(ckpt, c, args.device, args.buckets, VLA_TASK if rtc else "bench", rtc) for c in args.choices}
     result: dict[str, Any] = {"model": name, "device": args.device, "buckets": {}}
 
     def run() -> None:
@@ -118,16 +118,17 @@ def measure(
             warm(be, c, args.buckets)
         for b in args.buckets:
             items = {c: requests(be, b, cameras, rtc) for c, be in backends.items()}
-            times: dict[str, list[float]] = {c: [] for c in CHOICES}
+            times: dict[str, list[float]] = {c: [] for c in backends}
             peak: dict[str, float] = {}
             splits = {c: Split(be, torch) for c, be in backends.items()} if cuda and args.split else {}
-            for c in CHOICES:
+            for c in backends:
                 one_pass(backends[c], items[c])  # untimed: the first pass at this size
                 if c in splits:
                     splits[c].end_pass()
                     splits[c].parts = {p: [] for p in splits[c].parts}
-            for _ in range(args.reps):
-                for c in CHOICES:
+            order = list(backends)
+            for rep in range(args.reps):
+                for c in order[rep % len(order) :] + order[: rep % len(order)]:  # each choice first in turn
                     if cuda:
                         torch.cuda.reset_peak_memory_stats()
                     times[c].append(one_pass(backends[c], items[c]))
@@ -140,21 +141,21 @@ def measure(
             row = {
                 "ms": med,
                 "spread_ms": spread,
-                "compile_s": backends["on"].engine.bucket_seconds.get(b),
+                "compile_s": max((be.engine.bucket_seconds.get(b) or 0.0 for be in backends.values()), default=0.0),
                 "peak_gib": peak or None,
                 "split_ms": {c: s.medians_ms() for c, s in splits.items()} or None,
             }
             result["buckets"][b] = row
             print(
-                f"B={b:>2}  eager {med['off']:8.2f} ms  auto {med['auto']:8.2f} ms  on {med['on']:8.2f} ms  "
-                f"auto/eager {med['auto'] / med['off']:5.2f}  on/eager {med['on'] / med['off']:5.2f}  "
-                f"compile {row['compile_s'] or 0:6.1f} s"
-                + (f"  peak on {peak['on']:.2f} GiB eager {peak['off']:.2f} GiB" if peak else "")
+                f"B={b:>2}  "
+                + "  ".join(f"{c} {med[c]:8.2f} ms ({med[c] / med['off']:4.2f})" for c in backends)
+                + f"  compile {row['compile_s'] or 0:6.1f} s"
+                + ("  peak GiB " + " ".join(f"{c} {v:.2f}" for c, v in peak.items()) if peak else "")
                 + (
-                    "  split on (prep/model/post ms) "
-                    + "/".join(f"{v:.1f}" for v in row["split_ms"]["on"].values())
-                    + "  eager "
-                    + "/".join(f"{v:.1f}" for v in row["split_ms"]["off"].values())
+                    "  split prep/model/post ms "
+                    + "  ".join(
+                        f"{c} " + "/".join(f"{v:.1f}" for v in sp.values()) for c, sp in row["split_ms"].items()
+                    )
                     if row["split_ms"]
                     else ""
                 ),
@@ -177,6 +178,38 @@ def measure(
     return result
 
 
+def restarts(ckpt: Path, args: argparse.Namespace, task: str) -> list[float]:
+    """Seconds from launch to `Policy server up` of the real `lerobot-policy-server` with the compiled pass, started
+    `--restart` times one after another on one router (the first fills `model.compile_cache_dir` if it is cold)."""
+    from lerobot_policy_remote.testing.procs import Router, policy_server
+
+    router = Router().start()
+    out = []
+    try:
+        for i in range(args.restart):
+            t0 = time.perf_counter()
+            proc = policy_server(
+                ckpt,
+                task,
+                router.endpoint,
+                f"--model.device={args.device}",
+                "--model.compile=on",
+                f"--model.compile_buckets=[{','.join(str(b) for b in args.buckets)}]",
+                f"--batching.max_batch={max(args.buckets)}",
+                "--warmup_inferences=1",
+                "--audit_log=off",
+                max_seconds=900,
+                ready_timeout=900,
+            )
+            out.append(time.perf_counter() - t0)
+            engine = next((w for w in proc.output(0).split() if w.startswith("engine=")), "engine=?")
+            print(f"start {i + 1}: serving in {out[-1]:.1f} s ({engine})", flush=True)
+            proc.stop()
+    finally:
+        router.stop()
+    return out
+
+
 def summary(res: dict[str, Any]) -> list[str]:
     rows = res["buckets"]
     first, last = min(rows), max(rows)
@@ -184,11 +217,13 @@ def summary(res: dict[str, Any]) -> list[str]:
     def ratio(c: str, b: int) -> float:
         return float(rows[b]["ms"][c] / rows[b]["ms"]["off"])
 
-    lines = [
-        f"{res['model']} auto / eager pass time: B={first} {ratio('auto', first):.2f}, B={last} "
-        f"{ratio('auto', last):.2f} (auto serves {res['auto']['path']}: {res['auto']['reason'] or 'compiled'})"
-    ]
-    if res["on"]["path"] == "compiled":
+    lines = []
+    if "auto" in res:
+        lines.append(
+            f"{res['model']} auto / eager pass time: B={first} {ratio('auto', first):.2f}, B={last} "
+            f"{ratio('auto', last):.2f} (auto serves {res['auto']['path']}: {res['auto']['reason'] or 'compiled'})"
+        )
+    if "on" in res and res["on"]["path"] == "compiled":
         lines.append(
             f"{res['model']} compiled / eager pass time: B={first} {ratio('on', first):.2f}, B={last} "
             f"{ratio('on', last):.2f}; {res['on']['compiles']} graphs compiled at warm-up, "
@@ -205,8 +240,13 @@ def main() -> None:
     ap.add_argument("--buckets", nargs="+", type=int, default=[1, 8], help="batch sizes compiled and timed")
     ap.add_argument("--reps", type=int, default=15, help="timed passes per choice and bucket (interleaved)")
     ap.add_argument("--no-split", dest="split", action="store_false", help="GPU: no per-part timing")
+    ap.add_argument(
+        "--choices", nargs="+", choices=CHOICES, default=list(CHOICES), help="the rows (default all; off always)"
+    )
+    ap.add_argument("--restart", type=int, default=0, help="then start the real server this many times (VLA)")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
+    args.choices = ["off", *(c for c in CHOICES[1:] if c in args.choices)]
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "args": vars(args) | {"json": str(args.json)}}
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -219,6 +259,9 @@ def main() -> None:
             res = measure(title, ckpt, cameras, True, args)
             out["vla"] = res
             lines += summary(res)
+            if args.restart:
+                res["restarts_s"] = restarts(ckpt, args, VLA_TASK)
+                lines.append(f"{title}: served after " + ", ".join(f"{x:.1f} s" for x in res["restarts_s"]))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
     print("\n" + "\n".join(lines))

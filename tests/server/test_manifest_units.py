@@ -36,12 +36,25 @@ def test_example_manifest_parses_and_cli_overrides():
         (dict(model=ModelSpec(repo_or_path="a", dtype="int8")), "model.dtype"),
         (dict(replica_id="bad id!"), "not a valid id"),
         (dict(action_feature_names=["a", "a"]), "duplicates"),
+        (dict(model=ModelSpec(repo_or_path="a", compile="fast")), "model.compile 'fast' is not one of auto, off, on"),
+        (dict(model=ModelSpec(repo_or_path="a", compile_buckets=[0, 4])), "model.compile_buckets"),
     ],
 )
 def test_manifest_errors_say_what_to_fix(kw, words):
     base = dict(model=ModelSpec(repo_or_path="a"), default_task="t")
     with pytest.raises(ManifestError, match=words):
         Manifest(**{**base, **kw}).validate()
+
+
+@pytest.mark.parametrize("written, meant", [("on", "on"), ("off", "off"), ("auto", "auto"), ("ON", "on")])
+def test_model_compile_on_and_off_mean_what_they_say_on_the_command_line_and_in_yaml(tmp_path, written, meant):
+    """YAML (and draccus on the command line) reads a bare on / off as a boolean: the manifest still means the word."""
+    cli = parse_manifest(["--model.repo_or_path=/x", "--default_task=t", f"--model.compile={written}"])
+    yaml_file = tmp_path / "m.yaml"
+    yaml_file.write_text(f"model:\n  repo_or_path: /x\n  compile: {written}\ndefault_task: t\n")
+    for manifest in (cli, parse_manifest(["--manifest", str(yaml_file)])):
+        manifest.validate()
+        assert manifest.model.compile == meant
 
 
 def caps(**kw) -> Capabilities:

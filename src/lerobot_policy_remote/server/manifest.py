@@ -41,6 +41,15 @@ class ModelSpec:
     compile_buckets: list[int] = field(default_factory=list)  # batch sizes compiled; [] = 1, 2, 4, ... max_batch
     compile_cache_dir: str = ""  # where compiled artefacts persist; "" = ~/.cache/lerobot_policy_remote/compile
 
+    def __post_init__(self) -> None:
+        self.compile = compile_choice(self.compile)
+
+
+def compile_choice(value: object) -> str:
+    """`model.compile` as written: YAML (and so draccus on the command line) reads a bare on / off as a boolean."""
+    text = str(value).strip().lower()
+    return {"true": "on", "false": "off"}.get(text, text)
+
 
 def _server_rtc() -> RtcSettings:
     """The server offers RTC by default (the wire's default is the robot's 'off')."""
@@ -149,6 +158,7 @@ class Manifest:
             raise ManifestError(f"serving_mode {self.serving_mode!r} is not one of {', '.join(SERVING_MODES)}")
         if self.model.dtype not in DTYPES:
             raise ManifestError(f"model.dtype {self.model.dtype!r} is not one of {', '.join(repr(d) for d in DTYPES)}")
+        self.model.compile = compile_choice(self.model.compile)
         if self.model.compile not in COMPILE_CHOICES:
             raise ManifestError(
                 f"model.compile {self.model.compile!r} is not one of {', '.join(COMPILE_CHOICES)} "
