@@ -1,20 +1,22 @@
 """The compiled pass against the eager pass, per batch bucket: pass time, compile time and GPU memory.
 
-For each model, three backends of one checkpoint: `model.compile=off` (eager), `auto` (what a server does by default
-on this device) and `on` (compiled where the family has a compiled path: pi0, pi0.5, SmolVLA), each warmed up as a
-server warms up (`compile_engine` with the bucket list), then timed with their passes interleaved (one pass of each
-in turn, the order rotated each round, on one serving thread with the worker's torch threads), so the box's drift falls on every row alike. A pass
-is the backend's whole `infer_batch` (preprocess, model, postprocess); the VLA rows carry RTC (each robot its own
-prefix, delay and horizon). On a GPU each pass is also split into its parts (preprocess with the copy to the
-device, the model, the copy back with postprocess) and the peak memory of a pass is given.
+For each model, backends of one checkpoint: `model.compile=off` (eager), `auto` (what a server does by default on
+this device) and `on` (compiled where the family has a compiled path: pi0, pi0.5, SmolVLA), each warmed up as a
+server warms up (warm-up passes, then `compile_engine` with the bucket list, on the serving thread), then timed with
+their passes interleaved (one pass of each in turn, the order rotated each round, on one serving thread with the
+worker's torch threads), so the box's drift falls on every row alike. A pass is the backend's whole `infer_batch`
+(preprocess, model, postprocess); the VLA rows carry RTC (each robot its own prefix, delay and horizon). On a GPU
+each pass is also split into its parts (preprocess with the copy to the device, the model, the copy back with
+postprocess) and the peak memory of a pass is given. `--restart N` then starts the real server N times with the
+compiled pass and gives the seconds to `Policy server up` (the compile cache is warm after the first).
 
 Models (`--models`, default both): `act` (`bench.models.save_act`: two 96x128 cameras, chunk 50) and `vla`
 (`--vla-model`: the tiny SmolVLA on a CPU; stock-size `pi0` (bfloat16, 224 px, 10 steps) or `smolvla` on a GPU).
 Last lines: `<model> auto / eager pass time: B=1 <x>, B=<max> <y> (auto serves <path>)` and, for the VLA,
 `<model> compiled / eager pass time: ...`.
 
-Run: `.venv/bin/python bench/engine.py` (CPU), `--device cuda --vla-model pi0 --buckets 1 4 8` (a GPU);
-`--json PATH` writes the figures.
+Run: `.venv/bin/python bench/engine.py` (CPU), `--device cuda --vla-model pi0 --buckets 1 8` (a GPU:
+`bench/gpu/run.sh`); `--json PATH` writes the figures.
 """
 
 from __future__ import annotations
