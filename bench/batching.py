@@ -71,7 +71,7 @@ from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, RtcSettings  # n
 
 NS = (1, 2, 4, 8, 16)
 MAX_BATCH = 8
-MODELS = ("stub", "act", "vla", "engine")
+MODELS = ("stub", "act", "vla")
 
 
 def jain(xs: list[float]) -> float:
@@ -385,6 +385,17 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
             assert r["unprefixed"] <= n, f"N={n} {mode}: {r['unprefixed']} rows without a prefix from {n} robots"
 
 
+def compile_on_serving_thread(backend: Any) -> None:
+    """The compiled pass for every bucket up to MAX_BATCH (`model.compile`), built as a server's worker builds it:
+    on a thread that holds the worker's torch threads (each cell's server then finds it compiled)."""
+    th = threading.Thread(
+        target=lambda: (backend.bind_serving_thread(), backend.compile_engine(MAX_BATCH, print)), name="bench-compile"
+    )
+    th.start()
+    th.join()
+    print(f"engine: {backend.engine_stats().path} ({backend.engine_stats().reason or 'compiled'})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs (about 1 min per model)")
@@ -399,6 +410,12 @@ def main() -> None:
         choices=VLA_MODELS,
         default="tiny-smolvla",
         help="the VLA table's model: the tiny SmolVLA (CPU), or stock-size SmolVLA / pi0 with random weights (a GPU)",
+    )
+    ap.add_argument(
+        "--compile",
+        choices=("auto", "off", "on"),
+        default="auto",
+        help="the real models' model.compile (auto: compiled on CUDA; bench/engine.py compares the two)",
     )
     ap.add_argument("--stub-a", type=float, default=0.010, help="stub pass time a + b*B: a (s)")
     ap.add_argument("--stub-b", type=float, default=0.010, help="stub pass time a + b*B: b (s)")
@@ -429,13 +446,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             ckpt = save_act(Path(tmp), args.device)
             manifest = Manifest(
-                model=ModelSpec(repo_or_path=str(ckpt), device=args.device),
+                model=ModelSpec(repo_or_path=str(ckpt), device=args.device, compile=args.compile),
                 default_task="bench",
                 max_sessions=max(NS),
                 health_port=0,
             )
             act = LerobotBackend(manifest, progress=lambda s: None)
             act.warmup(3, lambda s: None)
+            compile_on_serving_thread(act)
             res = table(
                 f"ACT (2x 96x128 cameras, chunk 50) on {args.device}",
                 act,
@@ -457,7 +475,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             ckpt, cameras, title = save_vla(args.vla_model, Path(tmp) / args.vla_model, args.device)
             manifest = Manifest(
-                model=ModelSpec(repo_or_path=str(ckpt), device=args.device),
+                model=ModelSpec(repo_or_path=str(ckpt), device=args.device, compile=args.compile),
                 default_task=VLA_TASK,
                 max_sessions=max(NS),
                 health_port=0,
@@ -466,6 +484,7 @@ def main() -> None:
             vla = LerobotBackend(manifest, progress=lambda s: None)
             assert vla.supports_rtc and vla.guidance is not None, f"the {args.vla_model} should serve RTC"
             vla.warmup(3, lambda s: None)  # before the probe: its guided pass has no robot behind it
+            compile_on_serving_thread(vla)
             probe = GuidanceProbe(vla.guidance)
             res = table(
                 f"{title} with RTC (per robot delay {list(RTC_DELAYS)}, horizon {list(RTC_HORIZONS)}) on {args.device}",

@@ -90,6 +90,8 @@ class PolicySetup(Backend):
 
         m = self.manifest_model
         model = getattr(self.policy, "model", None)
+        if self.sampler is not None or self.engine.reason.startswith("compile failed"):
+            return  # compiled once per process (a server built again on this backend reuses its graphs)
         if not wants_compile(m.compile, m.device):
             self.engine.reason = f"model.compile={m.compile}" + (f" on {m.device}" if m.compile == "auto" else "")
             return
