@@ -24,7 +24,9 @@ and horizon). Prints one table per model; the last lines are
 that robots shared passes (the worker's batch sizes) and that the guidance ran on their prefixes.
 
 Run: `.venv/bin/python bench/batching.py` or `--quick` (cells last at least 20 passes at B=8, so a slow
-box makes the run longer); `--models vla` runs the VLA table alone.
+box makes the run longer); `--models vla` runs the VLA table alone. `--compile off|auto|on` is the real models'
+`model.compile` (auto: compiled on CUDA); `--models engine` times the compiled pass against the eager one per
+bucket for the ACT and the VLA (eager, auto and on rows, compile time, GPU memory: `bench/engine.py`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from lerobot_policy_remote.wire.messages import SCHEMA_VERSION, RtcSettings  # n
 
 NS = (1, 2, 4, 8, 16)
 MAX_BATCH = 8
-MODELS = ("stub", "act", "vla")
+MODELS = ("stub", "act", "vla", "engine")
 
 
 def jain(xs: list[float]) -> float:
@@ -385,6 +387,22 @@ def vla_checks(res: dict[int, dict[str, Any]], probe: GuidanceProbe) -> None:
             assert r["unprefixed"] <= n, f"N={n} {mode}: {r['unprefixed']} rows without a prefix from {n} robots"
 
 
+def engine_rows(args: argparse.Namespace) -> None:
+    """`--models engine`: the compiled pass against the eager one per bucket (1 and MAX_BATCH) for the ACT and the VLA
+    (`bench/engine.py`'s measurement: pass time eager / auto / on, compile time, GPU memory)."""
+    from bench.engine import CHOICES, measure, summary
+
+    spec = argparse.Namespace(
+        device=args.device, buckets=[1, MAX_BATCH], reps=9 if args.quick else 21, split=True, choices=list(CHOICES)
+    )
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        lines += summary(measure("ACT", save_act(Path(tmp) / "act", args.device), CAMERAS, False, spec))
+        ckpt, cameras, title = save_vla(args.vla_model, Path(tmp) / args.vla_model, args.device)
+        lines += summary(measure(title, ckpt, cameras, True, spec))
+    print("\n".join(lines))
+
+
 def compile_on_serving_thread(backend: Any) -> None:
     """The compiled pass for every bucket up to MAX_BATCH (`model.compile`), built as a server's worker builds it:
     on a thread that holds the worker's torch threads (each cell's server then finds it compiled)."""
@@ -400,7 +418,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs (about 1 min per model)")
     ap.add_argument(
-        "--models", nargs="+", choices=MODELS, default=list(MODELS), help="which tables to run (default: all)"
+        "--models",
+        nargs="+",
+        choices=MODELS,
+        default=["stub", "act", "vla"],
+        help="which tables to run (default: stub act vla; engine: the compiled pass against the eager one per bucket)",
     )
     ap.add_argument("--seconds", type=float, default=None, help="measuring window per (N, mode)")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: stable on a small shared box)")
@@ -433,6 +455,8 @@ def main() -> None:
             args.stub_a + args.stub_b, ACTIONS, chunk_size=50, max_sessions=max(NS), per_robot_s=args.stub_b
         )
         table(f"stub a={args.stub_a * 1e3:.0f} ms b={args.stub_b * 1e3:.0f} ms", stub, seconds, reps, Workload({}))
+    if "engine" in args.models:
+        engine_rows(args)
     if "act" not in args.models and "vla" not in args.models:
         return
 
