@@ -89,6 +89,10 @@ class CompiledSampler:
         self._regions = {name: torch.compile(getattr(model, name), dynamic=False) for name in REGIONS}
         self._family = sys.modules[type(model).__module__]
         self._stock_integrate = getattr(self._family, "euler_integrate", None)
+        if self._stock_integrate is euler_integrate:  # another sampler of this process swapped it: restore lerobot's
+            from lerobot.policies.common import flow_matching
+
+            self._stock_integrate = flow_matching.euler_integrate
         self._ready: dict[int, Any] = {}  # bucket -> None (compiled) or its captured CUDA graph
         self._frozen = False  # after warm-up: a call that would compile is served eagerly instead
         self.compiling = False  # during warm-up: a bucket's first call compiles it

@@ -119,7 +119,7 @@ class PolicySetup(Backend):
         sampler.compiling = True
         state, obs = self.new_session_state(), self.dummy_observation()
         try:
-            for bucket in sampler.buckets:
+            for bucket in reversed(sampler.buckets):  # the largest first: smaller CUDA graphs reuse its memory pool
                 progress(f"Compiling the pass for batch {bucket}...")
                 self.infer_batch([(state, obs, None)] * bucket)
                 t0 = time.perf_counter()
