@@ -85,6 +85,9 @@ class CompiledSampler:
         self._chunk = chunk  # (steps, action dims) of the model-space noise
         self.stats = stats
         self._graphs = device.split(":")[0] == "cuda" and torch.cuda.is_available()
+        # A region holds one graph per bucket: room for all of them, or dynamo would run the rest eagerly, unseen.
+        dynamo_config = torch._dynamo.config
+        dynamo_config.recompile_limit = max(int(dynamo_config.recompile_limit), 2 * len(buckets) + 8)
         # The regions compiled; the Euler loop, the guidance and the prefix's transformer pass stay lerobot's Python.
         self._regions = {name: torch.compile(getattr(model, name), dynamic=False) for name in REGIONS}
         self._family = sys.modules[type(model).__module__]
