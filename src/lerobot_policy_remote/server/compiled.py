@@ -1,9 +1,10 @@
 """The compiled execution path of a flow-matching VLA (pi0, pi0.5, SmolVLA): graphs per batch bucket.
 
 Why: lerobot's eager pass launches thousands of small kernels, and on a GPU launching them is most of a chunk's
-time. `torch.compile` (inductor) fuses the model's two repeated regions, the prefix embedding (vision tower, prompt)
-and one denoising step, each traced once per bucket (the Euler loop calls the same step graph); on CUDA the whole
-pass, loop and prefix transformer included, is then captured once per bucket as a CUDA graph and replayed. Shapes
+time. `torch.compile` (inductor) fuses the model's regions, each traced once per bucket: the prefix embedding
+(vision tower, prompt), the prefix's pass through the language model, and one denoising step (the Euler loop calls
+the same step graph); on CUDA the whole pass, loop and guidance included, is then captured once per bucket as a
+CUDA graph and replayed. Shapes
 are static so a bucket's graphs serve every robot and no request compiles: the batch is padded to a bucket (1, 2,
 4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the tokenizer's length, and the
 noise, the flow times and RTC's plan (prefixes, weights, max weights: `rtc_guidance.plan_tensors`) are tensors.
@@ -28,7 +29,9 @@ from .buckets import bucket_for
 
 log = logging.getLogger("lerobot.policy_server")
 
-REGIONS = ("embed_prefix", "denoise_step")  # the inner model's methods compiled (all three families have both)
+# The inner model's methods compiled, those it has: the prefix embedding, one denoising step, and the prefix's pass
+# through the language model (pi0 / pi0.5: `paligemma_with_expert`, SmolVLA: `vlm_with_expert`).
+REGIONS = ("embed_prefix", "denoise_step", "paligemma_with_expert.forward", "vlm_with_expert.forward")
 TOKEN_KEYS = (2, 3)  # sample_actions(images, img_masks, lang_tokens, lang_masks, ...): the prompt's positions
 
 
@@ -89,7 +92,11 @@ class CompiledSampler:
         dynamo_config = torch._dynamo.config
         dynamo_config.recompile_limit = max(int(dynamo_config.recompile_limit), 2 * len(buckets) + 8)
         # The regions compiled; the Euler loop, the guidance and the prefix's transformer pass stay lerobot's Python.
-        self._regions = {name: torch.compile(getattr(model, name), dynamic=False) for name in REGIONS}
+        self._regions = {
+            (owner, attr): torch.compile(getattr(owner, attr), dynamic=False)
+            for owner, attr in (_region(model, name) for name in REGIONS)
+            if owner is not None
+        }
         self._family = sys.modules[type(model).__module__]
         self._stock_integrate = getattr(self._family, "euler_integrate", None)
         if self._stock_integrate is euler_integrate:  # another sampler of this process swapped it: restore lerobot's
@@ -121,13 +128,13 @@ class CompiledSampler:
     @contextlib.contextmanager
     def _compiled_regions(self) -> Iterator[None]:
         """The model's regions are their compiled graphs for one pass (the eager fallback never sees them)."""
-        for name, fn in self._regions.items():
-            setattr(self._model, name, fn)
+        for (owner, attr), fn in self._regions.items():
+            setattr(owner, attr, fn)
         try:
             yield
         finally:
-            for name in self._regions:
-                self._model.__dict__.pop(name, None)
+            for owner, attr in self._regions:
+                owner.__dict__.pop(attr, None)
 
     # ------------------------------------------------------------------ padding
     def _pad_rows(self, value: Any, rows: int) -> Any:
@@ -277,6 +284,15 @@ class CapturedPass:
                 static.copy_(leaf, non_blocking=True)
         self.graph.replay()
         return self._out.clone()
+
+
+def _region(model: Any, dotted: str) -> tuple[Any, str]:
+    """(the object that owns the method, its name), or (None, name) when this family has no such part."""
+    *path, attr = dotted.split(".")
+    owner = model
+    for part in path:
+        owner = getattr(owner, part, None)
+    return (owner, attr) if owner is not None and callable(getattr(owner, attr, None)) else (None, attr)
 
 
 def euler_integrate(
