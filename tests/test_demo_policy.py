@@ -43,3 +43,15 @@ def test_the_demo_module_imports_neither_torch_nor_lerobot():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent
     )
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_the_demos_policy_names_its_actions_so_the_server_checks_the_order_by_name(tmp_path):
+    """A clean demo shows no `?order` mark: the checkpoint it builds names the sim arm's joints, and the server's
+    resolution finds them (in `meta/info.json`, as a training run's dataset names them)."""
+    from lerobot_policy_remote.server.capabilities import resolve_action_names
+    from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
+
+    _, argv = demo.build_command("toy", tmp_path / "toy")
+    subprocess.run(argv, check=True, capture_output=True, timeout=120, env={**os.environ, **demo.policy_env("toy")})
+    names, warning, source = resolve_action_names([], object(), 6, tmp_path / "toy")
+    assert names == list(SIM_ARM_ACTION_NAMES) and not warning and source.endswith("meta/info.json")

@@ -58,6 +58,17 @@ def save_rtc_toy(
     return out
 
 
+def write_action_names(path: str | Path, names: list[str] | None = None) -> Path:
+    """Name the checkpoint's actions as a training run's dataset does (`meta/info.json` features.action.names),
+    so a server checks a robot's action order by name (the sim arm's six joints unless told otherwise)."""
+    import json
+
+    info = Path(path) / "meta" / "info.json"
+    info.parent.mkdir(parents=True, exist_ok=True)
+    info.write_text(json.dumps({"features": {"action": {"names": list(names or SIM_ARM_ACTIONS)}}}, indent=1))
+    return info
+
+
 def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
     """raw -> relative -> normalize -> model -> unnormalize -> absolute (lerobot's OpenPI order)."""
     from lerobot.processor.factory import make_default_policy_processor_steps, make_policy_processor_pipelines
@@ -82,4 +93,5 @@ if __name__ == "__main__":  # `python -m lerobot_policy_remote.sim.toy DIR`: the
 
     register_lerobot_plugins()
     out = save_rtc_toy(sys.argv[1], cameras={"front": (96, 128)})
+    write_action_names(out)  # the demo's arms are sim arms: their order is checked by name
     print(f"saved rtc_toy policy to {out}")

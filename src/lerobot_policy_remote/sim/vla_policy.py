@@ -21,9 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("path", help="directory the checkpoint is saved to")
     args = parser.parse_args(argv)
+    from lerobot_policy_remote.sim.toy import write_action_names
     from lerobot_policy_remote.testing.vla import SAVERS
 
     out = SAVERS[args.kind](args.path)
+    write_action_names(out)  # the demo's arms are sim arms: their order is checked by name
     print(f"saved tiny {args.kind} policy to {out}")
     return 0
 
