@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -121,6 +122,15 @@ def test_proc_that_exits_early_is_reported_with_its_output():
     ):
         child.wait_for("up", timeout=30)
     assert time.monotonic() - t0 < 20  # noticed the exit, did not wait out the timeout
+
+
+def test_a_child_that_exits_on_its_own_is_reaped_without_a_wait():
+    """A demo replica that drains and exits leaves no zombie while the demo runs on (nobody calls `wait`)."""
+    p = Proc([sys.executable, "-c", "print('bye')"], name="quick", max_seconds=None)
+    pid = p.popen.pid
+    wait_until(lambda: p.popen.returncode is not None, timeout=10, message="the child reaped by its reader")
+    assert p.popen.returncode == 0
+    assert not Path(f"/proc/{pid}").exists()  # a zombie keeps its /proc entry until it is reaped
 
 
 def test_output_after_wait_has_the_last_line():

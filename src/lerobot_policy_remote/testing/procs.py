@@ -100,6 +100,7 @@ class Proc:
         with self._cond:
             self._eof = True
             self._cond.notify_all()
+        self.popen.wait()  # reaped as soon as it exits: a child that ends early (a drained replica) leaves no zombie
 
     def wait_for(self, text: str, timeout: float = 60) -> str:
         """Return the first output line containing `text`; NotReady if it exits or `timeout` passes first."""
