@@ -21,8 +21,9 @@ from lerobot_policy_remote.server.backend import LerobotBackend
 from lerobot_policy_remote.server.capabilities import StartupRefusal
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
 from lerobot_policy_remote.testing import tiny_pi
-from lerobot_policy_remote.testing.vla import SAVERS, VLA_CAMERA
-from lerobot_policy_remote.wire.data import ObservationMsg, decode_observation, encode_observation
+from lerobot_policy_remote.testing.vla import SAVERS, VLA_CAMERA, with_prefix
+from lerobot_policy_remote.testing.vla import wire_observation as observation
+from lerobot_policy_remote.wire.data import ObservationMsg
 from lerobot_policy_remote.wire.messages import RtcSettings
 
 PARITY_ATOL = 1e-4
@@ -43,23 +44,6 @@ def backend_for(path: Path, **rtc: object) -> LerobotBackend:
     for key, value in rtc.items():
         setattr(manifest.rtc, key, value)
     return LerobotBackend(manifest, progress=lambda _text: None)
-
-
-def observation(backend: LerobotBackend, seed: int) -> ObservationMsg:
-    """A camera frame at the trained size and a joint state, through the wire codec (what the server decodes)."""
-    rng = np.random.default_rng(seed)
-    (_, h, w) = backend.caps.image_shapes[CAM]
-    msg = ObservationMsg(
-        state={"observation.state": rng.normal(0, 20, backend.caps.state_dim).astype(np.float32)},
-        images={CAM: rng.integers(0, 255, (h, w, 3), dtype=np.uint8)},
-        task=TASK,
-    )
-    return decode_observation(encode_observation(msg, 0))
-
-
-def with_prefix(obs: ObservationMsg, prefix: np.ndarray, delay: int) -> ObservationMsg:
-    obs.prefix_model, obs.inference_delay_steps = prefix.astype(np.float32), delay
-    return obs
 
 
 def lerobot_local_rtc(

@@ -4,10 +4,10 @@ Why: lerobot's eager pass launches thousands of small kernels, and on a GPU laun
 time. `torch.compile` (inductor) fuses the model's regions, each traced once per bucket: the prefix embedding
 (vision tower, prompt), the prefix's pass through the language model, and one denoising step (the Euler loop calls
 the same step graph); on CUDA the whole pass, loop and guidance included, is then captured once per bucket as a
-CUDA graph and replayed. Shapes
-are static so a bucket's graphs serve every robot and no request compiles: the batch is padded to a bucket (1, 2,
-4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the tokenizer's length, and the
-noise, the flow times and RTC's plan (prefixes, weights, max weights: `rtc_guidance.plan_tensors`) are tensors.
+CUDA graph and replayed. Shapes are static so a bucket's graphs serve every robot and no request compiles: the batch
+is padded to a bucket (1, 2, 4, ... up to `batching.max_batch`) with copies of its first row, the prompt to the
+tokenizer's length, and the noise, the flow times and RTC's plan (prefixes, weights, max weights:
+`rtc_guidance.plan_tensors`) are tensors.
 
 The sampler stands in for the model's `sample_actions`, so lerobot's own `predict_action_chunk` and
 `sample_actions` run unchanged around the compiled regions. Whatever the compiled path cannot serve (a batch size
@@ -49,8 +49,8 @@ class EngineStats:
 
 
 def wants_compile(choice: str, device: str) -> bool:
-    """`model.compile`: on, off, or auto (on for CUDA; off on the CPU, where compiling costs a start-up minute per
-    bucket and only tiny models gained: docs/decisions.md, "A compiled pass per batch bucket")."""
+    """`model.compile`: on, off, or auto (on for CUDA; off on the CPU, where compiling costs 30-50 s a bucket at start
+    and ACT has no compiled path: docs/decisions.md, "A compiled pass per batch bucket")."""
     if choice == "on":
         return True
     return choice == "auto" and device.split(":")[0] == "cuda"

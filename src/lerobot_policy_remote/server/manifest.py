@@ -158,7 +158,6 @@ class Manifest:
             raise ManifestError(f"serving_mode {self.serving_mode!r} is not one of {', '.join(SERVING_MODES)}")
         if self.model.dtype not in DTYPES:
             raise ManifestError(f"model.dtype {self.model.dtype!r} is not one of {', '.join(repr(d) for d in DTYPES)}")
-        self.model.compile = compile_choice(self.model.compile)
         if self.model.compile not in COMPILE_CHOICES:
             raise ManifestError(
                 f"model.compile {self.model.compile!r} is not one of {', '.join(COMPILE_CHOICES)} "

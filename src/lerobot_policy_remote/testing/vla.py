@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from numpy.typing import NDArray
 
 from lerobot_policy_remote.server.placement import built_on
 from lerobot_policy_remote.testing.policies import _features, make_dataset_stats
 from lerobot_policy_remote.testing.tiny_pi import TINY_VOCAB
+from lerobot_policy_remote.wire.data import ObservationMsg, decode_observation, encode_observation
 
 # Special tokens the SmolVLM processor and the PaliGemma prompt format look up by name.
 _SPECIAL = [
@@ -411,3 +414,22 @@ def save_tiny_pi05(
 
 
 SAVERS = {"smolvla": save_tiny_smolvla, "pi0": save_tiny_pi0, "pi05": save_tiny_pi05}
+
+
+def wire_observation(backend: Any, seed: int, task: str = "pick up the cube") -> ObservationMsg:
+    """A camera frame at the backend's trained size and a joint state, through the wire codec (what a server decodes
+    from a robot): the VLA tests' observation."""
+    rng = np.random.default_rng(seed)
+    (_, h, w) = backend.caps.image_shapes[f"observation.images.{VLA_CAMERA}"]
+    msg = ObservationMsg(
+        state={"observation.state": rng.normal(0, 20, backend.caps.state_dim).astype(np.float32)},
+        images={f"observation.images.{VLA_CAMERA}": rng.integers(0, 255, (h, w, 3), dtype=np.uint8)},
+        task=task,
+    )
+    return decode_observation(encode_observation(msg, 0))
+
+
+def with_prefix(obs: ObservationMsg, prefix: NDArray[Any], delay: int) -> ObservationMsg:
+    """The observation carrying an RTC prefix (model space) and its inference delay, as a robot with RTC sends it."""
+    obs.prefix_model, obs.inference_delay_steps = prefix.astype(np.float32), delay
+    return obs
