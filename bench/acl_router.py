@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from lerobot_fleet.inventory import NamespaceGrant
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.inventory import NamespaceGrant
+from lerobot_fleet.router.pki import init_ca, issue
 
 from lerobot_policy_remote.wire import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session

@@ -47,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 async def measure(endpoint: str, robots: int, warmup: float, seconds: float, console_src: Path, tick_hz: float) -> dict:
     sys.path.insert(0, str(console_src))
-    from lerobot_fleet.app import FleetConsoleApp
-    from lerobot_fleet.sources.zenoh_source import ZenohSource
+    from lerobot_fleet.console.app import FleetConsoleApp
+    from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "console"))
 
-from lerobot_fleet.sources.zenoh_source import ZenohSource  # noqa: E402
-from lerobot_fleet.store import FleetStore  # noqa: E402
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource  # noqa: E402
+from lerobot_fleet.data.store import FleetStore  # noqa: E402
 
 from lerobot_policy_remote.wire.codec import encode  # noqa: E402
 from lerobot_policy_remote.wire.keys import ServiceKeys  # noqa: E402

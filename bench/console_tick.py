@@ -96,7 +96,7 @@ class SyntheticFleet:
 
 async def measure(robots: int, servers: int, ticks: int, console_src: str) -> dict:
     sys.path.insert(0, console_src)
-    from lerobot_fleet.app import FleetConsoleApp
+    from lerobot_fleet.console.app import FleetConsoleApp
 
     fleet = SyntheticFleet(robots, servers)
     app = FleetConsoleApp(fleet, refresh_s=3600.0, read_only=True)

@@ -284,7 +284,7 @@ def run_replica_child(a: argparse.Namespace) -> int:
 def run_bare_router_child(a: argparse.Namespace) -> int:
     """zenoh-python in router mode with the embedded router's settings, and nothing else in the process."""
     sys.path.insert(0, str(ROOT / "console"))
-    from lerobot_fleet.router import router_settings
+    from lerobot_fleet.router.router import router_settings
 
     from lerobot_policy_remote.zenoh_config import open_session
 

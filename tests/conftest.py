@@ -25,7 +25,7 @@ class InProcessRouter:
         self._session = None
 
     def start(self) -> InProcessRouter:
-        from lerobot_fleet.router import router_settings
+        from lerobot_fleet.router.router import router_settings
 
         from lerobot_policy_remote.zenoh_config import open_session
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lerobot_fleet import demo
+from lerobot_fleet.sim import demo
 
 from lerobot_policy_remote.testing import tiny_pi
 
@@ -36,7 +36,7 @@ def test_an_unknown_policy_is_a_usage_error(capsys):
 
 def test_the_demo_module_imports_neither_torch_nor_lerobot():
     code = (
-        "import sys; from lerobot_fleet import demo; demo.policy_env('pi05'); "
+        "import sys; from lerobot_fleet.sim import demo; demo.policy_env('pi05'); "
         "print(sorted(m for m in ('torch', 'lerobot', 'numpy') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -59,7 +59,7 @@ def test_fleet_nice_ranks_each_fleet_session_below_the_console():
     autogroups exist), so its nice value alone ranked it only inside that group."""
     from pathlib import Path
 
-    from lerobot_fleet.simulate import nice_autogroup
+    from lerobot_fleet.sim.simulate import nice_autogroup
 
     from lerobot_policy_remote.testing.procs import Proc
 
@@ -86,7 +86,7 @@ def _stat(tmp_path, busy: int, idle: int, cpus: int = 2):
 
 
 def test_the_box_reading_counts_every_core(tmp_path):
-    from lerobot_fleet.box_cpu import busy_pct, read_box
+    from lerobot_fleet.sim.box_cpu import busy_pct, read_box
 
     a = read_box(_stat(tmp_path, busy=1000, idle=1000))
     b = read_box(_stat(tmp_path, busy=1900, idle=1100))  # 900 of the 1000 jiffies since were busy
@@ -96,7 +96,7 @@ def test_the_box_reading_counts_every_core(tmp_path):
 
 
 def test_a_run_on_a_saturated_box_says_so_and_whose_cpu_it_was():
-    from lerobot_fleet.box_cpu import verdict
+    from lerobot_fleet.sim.box_cpu import verdict
 
     v = verdict(187.0, 2, fleet_pct=120.0, console_pct=15.0, samples=[170.0, 190.0, 195.0])
     assert v["saturated"] and v["other_cpu_pct"] == 52.0 and v["saturated_seconds"] == 2
@@ -116,7 +116,7 @@ def test_a_process_that_exits_mid_window_keeps_the_cpu_it_spent():
     """A drained replica exits before the run ends: its CPU counts up to its last reading, never below its start."""
     import time
 
-    from lerobot_fleet.box_cpu import ProcessCpu, process_cpu_s
+    from lerobot_fleet.sim.box_cpu import ProcessCpu, process_cpu_s
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
     quits = subprocess.Popen([sys.executable, "-c", burn])

@@ -27,11 +27,12 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Project modules `name` imports: `from a import b` counts `a` and, when it is a module, `a.b`."""
+def _imports(name: str, path: Path, known: set[str], annotations: bool = False) -> set[str]:
+    """Project modules `name` imports: `from a import b` counts `a` and, when it is a module, `a.b`.
+    `annotations`: count `if TYPE_CHECKING:` imports too."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     out: set[str] = set()
-    for node in _walk(ast.parse(path.read_text()).body):
+    for node in _walk(ast.parse(path.read_text()).body, annotations):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -43,15 +44,15 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m in known and m != name}
 
 
-def _walk(body: list[ast.stmt]):
+def _walk(body: list[ast.stmt], annotations: bool = False):
     for node in body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not annotations and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             yield from _walk(node.orelse)
             continue
         yield node
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.stmt):
-                yield from _walk([child])
+                yield from _walk([child], annotations)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -106,3 +107,65 @@ def test_no_import_cycle_between_modules():
     graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
     assert sum(map(len, graph.values())) > 200, "the import graph came out nearly empty: the reader is broken"
     assert _cycles(graph) == []
+
+
+# lerobot-fleet's rooms, lowest first: a module imports its own room and rooms of a lower rank only, so the
+# router never needs the console, the data path never needs Textual, and the console and the verbs stay apart.
+FLEET_ROOMS = {"router": 0, "data": 1, "console": 2, "verbs": 2, "sim": 3, "cli": 4}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "lerobot_fleet" or len(parts) == 1:
+        return None
+    return "cli" if parts[1] == "cli_parser" else parts[1]
+
+
+def test_the_fleet_package_is_all_rooms():
+    modules = [m for m in _modules() if m.startswith("lerobot_fleet.")]
+    assert len(modules) > 40
+    assert {_room(m) for m in modules} <= set(FLEET_ROOMS), "a module outside the rooms: place it in one"
+
+
+def test_the_fleet_rooms_import_downward_only():
+    modules = _modules()
+    fleet = {name: path for name, path in modules.items() if name.startswith("lerobot_fleet")}
+    wrong = []
+    for name, path in fleet.items():
+        mine = _room(name)
+        for target in _imports(name, path, set(modules), annotations=True):
+            theirs = _room(target)
+            if mine is None or theirs is None or theirs == mine:
+                continue
+            if FLEET_ROOMS[theirs] >= FLEET_ROOMS[mine]:
+                wrong.append(f"{name} -> {target}")
+    assert wrong == []
+
+
+def test_the_rule_catches_an_upward_import():
+    assert FLEET_ROOMS["data"] < FLEET_ROOMS["console"] and FLEET_ROOMS["console"] == FLEET_ROOMS["verbs"]
+    assert _room("lerobot_fleet.data.store") == "data" and _room("lerobot_fleet") is None
+
+
+def test_no_import_cycle_in_the_fleet_package_even_in_annotations():
+    modules = _modules()
+    known = set(modules)
+    graph = {
+        n: _imports(n, p, known, annotations=True) & known for n, p in modules.items() if n.startswith("lerobot_fleet")
+    }
+    graph = {n: {t for t in ts if t in graph} for n, ts in graph.items()}
+    assert _cycles(graph) == []
+
+
+def test_each_fleet_subpackage_says_its_job_in_its_first_line():
+    package = PACKAGES["lerobot_fleet"]
+    for init in package.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        first = doc.splitlines()[0] if doc else ""
+        assert first.endswith(".") and len(first) > 30, f"{init}: start with a one-line docstring saying its job"
+
+
+def test_no_fleet_module_is_over_four_hundred_lines():
+    package = PACKAGES["lerobot_fleet"]
+    long = [f"{p} ({n})" for p in package.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400]
+    assert long == []

@@ -12,7 +12,7 @@ from lerobot_policy_remote.zenoh_config import ZenohConfigError
 
 
 def test_only_loopback_listens_count_as_closed():
-    from lerobot_fleet.router import exposed_endpoints
+    from lerobot_fleet.router.router import exposed_endpoints
 
     assert exposed_endpoints(["tcp/127.0.0.1:7447", "tls/localhost:1", "tcp/[::1]:7447", "tcp/127.3.2.1:9"]) == []
     assert exposed_endpoints(
@@ -21,7 +21,7 @@ def test_only_loopback_listens_count_as_closed():
 
 
 def test_an_open_listen_without_inventory_is_refused_unless_insecure():
-    from lerobot_fleet.router import check_exposure
+    from lerobot_fleet.router.router import check_exposure
 
     with pytest.raises(ZenohConfigError, match="refusing to start.*without --inventory.*--insecure"):
         check_exposure(["tcp/0.0.0.0:7447"], None, False)
@@ -41,7 +41,7 @@ def test_the_cli_refuses_before_it_listens():
 
 
 def test_an_insecure_router_warns_at_start_and_every_minute(monkeypatch, capsys):
-    from lerobot_fleet import router
+    from lerobot_fleet.router.router import router
 
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 

@@ -72,7 +72,7 @@ def test_observations_leave_robots_and_routers_through_a_deep_data_queue():
     """A raw 1.84 MB observation is 29 fragments: robots and routers queue 16 DATA batches, zenoh accepts both
     queues."""
     from lerobot.policies.rtc.configuration_rtc import RTCConfig
-    from lerobot_fleet.router import router_settings
+    from lerobot_fleet.router.router import router_settings
 
     from lerobot_policy_remote.engine.config import RemoteInferenceConfig
     from lerobot_policy_remote.zenoh_config import OBS_TX_QUEUE_BATCHES

@@ -9,13 +9,13 @@ import argparse
 import os
 import sys
 
-from .cli_parser import DEFAULT_ROUTER, build_parser
+from lerobot_fleet.cli_parser import DEFAULT_ROUTER, build_parser
 
 __all__ = ["DEFAULT_ROUTER", "build_parser", "main", "entry", "subcommand_options"]
 
 
 def _alert_rules(args: argparse.Namespace):  # -> AlertRules
-    from .alerts import AlertRules
+    from lerobot_fleet.data.alerts import AlertRules
 
     return AlertRules.load(
         args.alerts_config,
@@ -47,15 +47,15 @@ def _settings(args: argparse.Namespace):  # -> ZenohSettings
 
 
 def _run_console(args: argparse.Namespace) -> int:
-    from .app import FleetConsoleApp
-    from .ops import operator_name
+    from lerobot_fleet.console.app import FleetConsoleApp
+    from lerobot_fleet.data.ops import operator_name
 
     common = {"alert_rules": _alert_rules(args), "export_dir": args.export_dir}
 
     if args.fake:
         import time
 
-        from .sources.fake import FakeSource
+        from lerobot_fleet.data.sources.fake import FakeSource
 
         source = FakeSource(clock=time.monotonic, live=True)
         clock = source.clock
@@ -63,13 +63,13 @@ def _run_console(args: argparse.Namespace) -> int:
             source, clock=clock, read_only=args.read_only, refresh_s=args.refresh, operator=operator_name(), **common
         )
     elif args.replay:
-        from .sources.replay import ReplaySource
+        from lerobot_fleet.data.sources.replay import ReplaySource
 
         app = FleetConsoleApp(
             ReplaySource(args.replay, args.replay_speed), read_only=True, refresh_s=args.refresh, **common
         )
     else:
-        from .sources.zenoh_source import ZenohSource
+        from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
         app = FleetConsoleApp(
             ZenohSource(_settings(args), record_path=args.record),
@@ -84,14 +84,13 @@ def _run_console(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from lerobot_fleet.router.inventory import InventoryError
+    from lerobot_fleet.router.pki import PkiError
     from lerobot_policy_remote.zenoh_config import ZenohConfigError
-
-    from .inventory import InventoryError
-    from .pki import PkiError
 
     try:
         if args.command == "router":
-            from .router import acl_or_none, check_exposure, router_settings, run_router
+            from lerobot_fleet.router.router import acl_or_none, check_exposure, router_settings, run_router
 
             acl = acl_or_none(args.inventory)
             if args.print_acl:
@@ -106,23 +105,23 @@ def main(argv: list[str] | None = None) -> int:
             )
             return run_router(settings, inventory=args.inventory, insecure_warning=warning)
         if args.command == "pki":
-            from .pki_cli import run_pki
+            from lerobot_fleet.router.pki_cli import run_pki
 
             return run_pki(args)
         if args.command == "console":
             return _run_console(args)
         if args.command == "demo":
-            from .demo import run_demo
+            from lerobot_fleet.sim.demo import run_demo
 
             return run_demo(
                 args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir, args.policy
             )
         if args.command == "simulate":
-            from .simulate import main as run_simulate
+            from lerobot_fleet.sim.simulate import main as run_simulate
 
             return run_simulate(args)
         if args.command == "doctor":
-            from .doctor import run_doctor
+            from lerobot_fleet.verbs.doctor import run_doctor
 
             try:
                 settings = _settings(args)
@@ -130,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
                 return run_doctor(exc, args)
             return run_doctor(settings, args)
         if args.command == "exporter":
-            from .exporter import run_exporter
+            from lerobot_fleet.verbs.exporter import run_exporter
 
             return run_exporter(_settings(args), args.listen, args.forget, ready=lambda line: print(line, flush=True))
-        from . import verbs
+        from lerobot_fleet.verbs import commands as verbs
 
         if args.command == "status":
             if args.watch:

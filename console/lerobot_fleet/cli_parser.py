@@ -21,7 +21,7 @@ def _add_connect(p: argparse.ArgumentParser) -> None:
 
 
 def _add_alerts(p: argparse.ArgumentParser) -> None:
-    """Alert thresholds (defaults in lerobot_fleet.alerts.AlertRules); 0 turns a rule off."""
+    """Alert thresholds (defaults in lerobot_fleet.data.alerts.AlertRules); 0 turns a rule off."""
     g = p.add_argument_group(
         "alerts", "thresholds: defaults, then --alerts-config (TOML or JSON, same names), then these flags"
     )

@@ -6,8 +6,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.sources.fake import FakeSource, ManualClock
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.data.sources.fake import FakeSource, ManualClock
 
 from lerobot_policy_remote.testing import WaitTimeout, wait_until_async
 from lerobot_policy_remote.wire.keys import Namespace
@@ -183,13 +183,13 @@ class DrainScenario:
         return True
 
     def drain(self, replica, reason, requested_by):
-        from lerobot_fleet.sources.base import ActionResult
+        from lerobot_fleet.data.sources.base import ActionResult
 
         self.actions.append(("drain", replica))
         return ActionResult(True, replica, "drain", "draining")
 
     def reset_episode(self, robot_id, reason, requested_by, ns=None):
-        from lerobot_fleet.sources.base import ActionResult
+        from lerobot_fleet.data.sources.base import ActionResult
 
         self.actions.append(("reset", robot_id))
         return ActionResult(True, robot_id, "reset", "episode reset", episode_id=3)

@@ -2,8 +2,8 @@
 
 import random
 
-from lerobot_fleet.aggregates import ReplicaRtts
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.aggregates import ReplicaRtts
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import RobotTelemetry

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from lerobot_fleet.alerts import AlertBook, AlertRules
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.alerts import AlertBook, AlertRules
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import RobotTelemetry

@@ -6,11 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from lerobot_fleet.metrics_fetch import MetricsTargets
-from lerobot_fleet.sources.replay import Recorder, apply_event, load_events
-from lerobot_fleet.sources.zenoh_decode import Decoder
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.metrics_fetch import MetricsTargets
+from lerobot_fleet.data.sources.replay import Recorder, apply_event, load_events
+from lerobot_fleet.data.sources.zenoh_decode import Decoder
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.testing.fake_server import FakeServer

@@ -1,6 +1,7 @@
-"""One capacity truth (`lerobot_fleet.capacity`): the request rate, N_max and room the console, `lerobot-fleet status`
-and `lerobot-fleet doctor` show, and doctor's warning for a replica a robot would join past capacity. Pure: a frozen
-clock and the store, no network (the live comparison of the three is tests/console/test_capacity_truth.py)."""
+"""One capacity truth (`lerobot_fleet.data.capacity`): the request rate, N_max and room the console,
+`lerobot-fleet status` and `lerobot-fleet doctor` show, and doctor's warning for a replica a robot would join past
+capacity. Pure: a frozen clock and the store, no network (the live comparison of the three is
+tests/console/test_capacity_truth.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
-from lerobot_fleet import capacity
-from lerobot_fleet.doctor_checks import capacity_checks, free_session_check
-from lerobot_fleet.doctor_report import PASS, WARN
-from lerobot_fleet.model import ServerRow
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data import capacity
+from lerobot_fleet.data.model import ServerRow
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import FleetStore
+from lerobot_fleet.verbs.doctor_checks import capacity_checks, free_session_check
+from lerobot_fleet.verbs.doctor_report import PASS, WARN
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, ModelInfo, ServerStatus, SessionInfo
@@ -148,8 +149,8 @@ def test_doctor_warns_when_a_robot_would_join_a_replica_past_capacity():
 
 
 def test_status_text_prints_the_consoles_room():
-    from lerobot_fleet.model import FleetSnapshot
-    from lerobot_fleet.verbs import snapshot_text
+    from lerobot_fleet.data.model import FleetSnapshot
+    from lerobot_fleet.verbs.commands import snapshot_text
 
     snap = FleetSnapshot(
         router="r",

@@ -1,5 +1,5 @@
 """One live fleet, three readers: the console, `lerobot-fleet status` and `lerobot-fleet doctor` show the same room,
-N_max and req/s for a replica, because all three compute them with `lerobot_fleet.capacity` from the same inputs.
+N_max and req/s for a replica, because all three compute them with `lerobot_fleet.data.capacity` from the same inputs.
 
 Real parts: a router process, a real `PolicyServer` (the fleet simulator's replica: the product's server with a stub
 backend, 100 ms per pass, one robot per pass) and two real robots (the product's engine, the simulator's robot host,
@@ -14,11 +14,11 @@ import subprocess
 
 import pytest
 from fleet_helpers import sync, until
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.capacity import room, room_text
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.render import SERVER_COLUMNS, server_cells
-from lerobot_fleet.sources.zenoh_source import ZenohSource
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.console.render import SERVER_COLUMNS, server_cells
+from lerobot_fleet.data.capacity import room, room_text
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router
 from lerobot_policy_remote.zenoh_config import ZenohSettings

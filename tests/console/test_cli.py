@@ -19,7 +19,8 @@ def stdout_of(*argv: str) -> str:
 def test_console_import_loads_no_heavy_module():
     """What makes the console start fast is what it does not load (sys.modules, not a flaky wall-time bound)."""
     code = (
-        "import sys, lerobot_fleet.app, lerobot_fleet.cli, lerobot_fleet.verbs, lerobot_fleet.sources.zenoh_source; "
+        "import sys, lerobot_fleet.console.app, lerobot_fleet.cli, lerobot_fleet.verbs.commands, "
+        "lerobot_fleet.data.sources.zenoh_source; "
         "heavy = ('torch', 'lerobot', 'cv2', 'numpy', 'PIL'); "
         "bad = sorted(m for m in sys.modules if m in heavy or m.startswith(tuple(h + '.' for h in heavy))); "
         "print('BAD', bad)"
@@ -38,9 +39,10 @@ def test_console_and_verbs_print_help():
 def test_model_store_and_sources_never_import_textual():
     """Layering (as harlequin's import-linter contract): data code is usable without the TUI."""
     code = (
-        "import sys, lerobot_fleet.model, lerobot_fleet.store, lerobot_fleet.view, lerobot_fleet.verbs, "
-        "lerobot_fleet.sources.zenoh_source, "
-        "lerobot_fleet.sources.fake, lerobot_fleet.sources.replay, lerobot_fleet.sources.prometheus; "
+        "import sys, lerobot_fleet.data.model, lerobot_fleet.data.store, lerobot_fleet.console.view, "
+        "lerobot_fleet.verbs.commands, "
+        "lerobot_fleet.data.sources.zenoh_source, "
+        "lerobot_fleet.data.sources.fake, lerobot_fleet.data.sources.replay, lerobot_fleet.data.sources.prometheus; "
         "print('TEXTUAL', 'textual' in sys.modules)"
     )
     assert "TEXTUAL False" in stdout_of(PY, "-c", code)
@@ -51,7 +53,7 @@ def test_screens_render_the_view_and_never_read_the_store():
     import re
     from pathlib import Path
 
-    import lerobot_fleet.screens as screens
+    import lerobot_fleet.console.screens as screens
 
     for path in sorted(Path(screens.__file__).parent.glob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):

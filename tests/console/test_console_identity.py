@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 
 import pytest
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import assert_never, wait_until
 from lerobot_policy_remote.testing.fake_robot import FakeRobot
@@ -145,7 +145,7 @@ def test_a_lying_publisher_never_overwrites_another_replica_or_robot(router, zen
 def test_robots_in_many_namespaces_cannot_grow_the_console_without_bound(router, zenoh_client):
     """Robots publishing telemetry in more namespaces than the cap (each id in one: no per-id bound applies, as when
     anyone may use any id): the first MAX_NAMESPACES are shown, the rest dropped, counted and noted."""
-    from lerobot_fleet.admission import MAX_NAMESPACES
+    from lerobot_fleet.data.admission import MAX_NAMESPACES
 
     s = zenoh_client()
     n = MAX_NAMESPACES + 44

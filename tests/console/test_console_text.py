@@ -14,10 +14,10 @@ import subprocess
 import threading
 
 import pytest
-from lerobot_fleet import render
-from lerobot_fleet.export import record, write
-from lerobot_fleet.sanitize import clean
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.console import render
+from lerobot_fleet.console.export import record, write
+from lerobot_fleet.data.sanitize import clean
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import VENV_BIN
 from lerobot_policy_remote.testing.fake_robot import FakeRobot
@@ -63,7 +63,7 @@ def test_wire_markup_is_shown_as_literal_text():
 def test_replayed_recordings_and_notes_are_cleaned_too(tmp_path):
     """A recording holds what the fleet sent; replaying it shows the same cleaned picture, and notes (which
     quote keys and peers' errors) are printable wherever they come from."""
-    from lerobot_fleet.sources.replay import ReplaySource
+    from lerobot_fleet.data.sources.replay import ReplaySource
 
     base = "@lerobot/m/main/t%1B%5B2J"  # a service name holding ESC [2J, percent-escaped in the key
     rec = tmp_path / "hostile.jsonl"
@@ -135,7 +135,7 @@ def test_refusal_log_prints_no_escape_sequences():
         "a passing line \x1b[2J\x9b5n with junk\n"
     )
     out = subprocess.run(
-        [str(VENV_BIN / "python"), "-m", "lerobot_fleet.acl_log", "0"],
+        [str(VENV_BIN / "python"), "-m", "lerobot_fleet.router.acl_log", "0"],
         input=lines.encode(),
         capture_output=True,
         timeout=30,

@@ -4,10 +4,10 @@ and the drain dialog naming the robots that will find no room, against the fake 
 from __future__ import annotations
 
 from fleet_helpers import make_app, screen_text, sync, until
-from lerobot_fleet.model import FleetSnapshot, RobotRow, RobotState, ServerRow
-from lerobot_fleet.render import confirm_body
-from lerobot_fleet.screens import ConfirmScreen, FleetScreen
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.render import confirm_body
+from lerobot_fleet.console.screens import ConfirmScreen, FleetScreen
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.model import FleetSnapshot, RobotRow, RobotState, ServerRow
 
 from lerobot_policy_remote.wire.keys import Namespace
 

@@ -13,10 +13,10 @@ import subprocess
 
 import pytest
 from fleet_helpers import sync, until
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router
 from lerobot_policy_remote.zenoh_config import ZenohSettings

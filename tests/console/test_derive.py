@@ -3,11 +3,11 @@
 from dataclasses import asdict
 
 import pytest
-from lerobot_fleet.derive import Derivation, robot_row
-from lerobot_fleet.derive_servers import server_row
-from lerobot_fleet.model import RobotState, robot_key
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.derive import Derivation, robot_row
+from lerobot_fleet.data.derive_servers import server_row
+from lerobot_fleet.data.model import RobotState, robot_key
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import ModelInfo, RobotTelemetry, ServerStatus

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lerobot_fleet.doctor_checks import refusal_checks
-from lerobot_fleet.doctor_report import FAIL, PASS
+from lerobot_fleet.verbs.doctor_checks import refusal_checks
+from lerobot_fleet.verbs.doctor_report import FAIL, PASS
 
 from lerobot_policy_remote.advice import contract_advice
 from lerobot_policy_remote.engine.handshake import HandshakeError

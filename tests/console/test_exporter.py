@@ -6,7 +6,7 @@ import re
 import urllib.request
 
 import pytest
-from lerobot_fleet.exporter import ExporterMetrics, RobotTelemetryCollector, parse_listen
+from lerobot_fleet.verbs.exporter import ExporterMetrics, RobotTelemetryCollector, parse_listen
 
 from lerobot_policy_remote.testing import Proc, free_port, wait_until
 from lerobot_policy_remote.testing.procs import tool
@@ -114,8 +114,8 @@ def test_exporter_cli_serves_robot_telemetry_from_the_router(router, zenoh_clien
 
 def test_doctor_says_whether_the_action_order_was_checked():
     """Doctor's dry-run ack gets an `action order` line: PASS when names were compared, WARN (with the fix) when not."""
-    from lerobot_fleet.doctor_checks import action_order_check
-    from lerobot_fleet.doctor_report import PASS, WARN, render
+    from lerobot_fleet.verbs.doctor_checks import action_order_check
+    from lerobot_fleet.verbs.doctor_report import PASS, WARN, render
 
     from lerobot_policy_remote.wire.messages import SessionAck
 

@@ -4,7 +4,7 @@ its `?order` mark is shown whole on a 200-column terminal (the robot column wide
 from __future__ import annotations
 
 from fleet_helpers import make_app, screen_text, sync, until
-from lerobot_fleet.screens import HelpScreen
+from lerobot_fleet.console.screens import HelpScreen
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import RobotTelemetry

@@ -10,13 +10,13 @@ import uuid
 
 import pytest
 from fleet_helpers import screen_text, sync, until
-from lerobot_fleet.alerts import AlertRules
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.capacity import room
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.render import OLD, SERVER_COLUMNS, server_cells
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.console.render import OLD, SERVER_COLUMNS, server_cells
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.alerts import AlertRules
+from lerobot_fleet.data.capacity import room
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Proc, free_port, policy_server

@@ -14,10 +14,10 @@ import uuid
 
 import pytest
 from fleet_helpers import screen_text, sync, until
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
 from lerobot_policy_remote.testing.policies import save_tiny_act
@@ -100,8 +100,8 @@ def test_reset_verb_advances_the_episode(fleet):
 def test_a_healthy_robot_opens_no_alert_with_the_default_rules(fleet):
     """The default alert rules over 15 s of a healthy live robot: nothing opens. Its telemetry
     carries its own max_action_age_s (3 s by default), from which the staleness threshold is derived."""
-    from lerobot_fleet.alerts import AlertBook
-    from lerobot_fleet.store import FleetStore
+    from lerobot_fleet.data.alerts import AlertBook
+    from lerobot_fleet.data.store import FleetStore
 
     from lerobot_policy_remote.testing.waiting import assert_never
 

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
-from lerobot_fleet.metrics_fetch import MetricsTargets, Scraper, check_metrics_url, fetch_metrics
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.metrics_fetch import MetricsTargets, Scraper, check_metrics_url, fetch_metrics
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.testing.fake_server import FakeServer

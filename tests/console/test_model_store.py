@@ -6,13 +6,13 @@ import threading
 from dataclasses import replace
 
 import pytest
-from lerobot_fleet.capacity import n_max
-from lerobot_fleet.filters import robot_matches
-from lerobot_fleet.fmt import fmt_age, sparkline
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sorting import sort_robots
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
+from lerobot_fleet.console.filters import robot_matches
+from lerobot_fleet.data.capacity import n_max
+from lerobot_fleet.data.fmt import fmt_age, sparkline
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sorting import sort_robots
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import RECONNECT_GRACE_S, FleetStore
 
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.wire.keys import Namespace

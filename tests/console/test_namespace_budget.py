@@ -7,10 +7,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from lerobot_fleet.admission import MAX_NAMESPACES, MAX_NAMESPACES_PER_ID, Admission
-from lerobot_fleet.alerts import AlertBook
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.admission import MAX_NAMESPACES, MAX_NAMESPACES_PER_ID, Admission
+from lerobot_fleet.data.alerts import AlertBook
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.wire.codec import encode
@@ -92,8 +92,8 @@ def test_one_robot_in_many_namespaces_cannot_hide_the_robots_after_it(router, ze
 
 
 def test_the_alert_lasts_while_the_drops_go_on_and_can_be_turned_off():
-    from lerobot_fleet.alerts import NAMESPACE_SPILL_RECENT_S, AlertRules, evaluate
-    from lerobot_fleet.model import FleetSnapshot, NamespaceSpill
+    from lerobot_fleet.data.alerts import NAMESPACE_SPILL_RECENT_S, AlertRules, evaluate
+    from lerobot_fleet.data.model import FleetSnapshot, NamespaceSpill
 
     def snap(age: float) -> FleetSnapshot:
         return FleetSnapshot("r", "connected", 0.0, (), (), spills=(NamespaceSpill("robot", "arm-x", 12, 4, age),))

@@ -8,12 +8,12 @@ import json
 from dataclasses import replace
 
 from fleet_helpers import make_app, screen_text, sync
-from lerobot_fleet.alerts import AlertBook, AlertRules
-from lerobot_fleet.app import FleetConsoleApp
-from lerobot_fleet.screens import AlertsScreen, ConfirmScreen, EventsScreen, FleetScreen, HelpScreen
-from lerobot_fleet.sources.fake import FakeSource, ManualClock
-from lerobot_fleet.store import EVENT_HISTORY, FleetStore
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.app import FleetConsoleApp
+from lerobot_fleet.console.screens import AlertsScreen, ConfirmScreen, EventsScreen, FleetScreen, HelpScreen
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.alerts import AlertBook, AlertRules
+from lerobot_fleet.data.sources.fake import FakeSource, ManualClock
+from lerobot_fleet.data.store import EVENT_HISTORY, FleetStore
 
 SIZE = (140, 42)
 
@@ -168,7 +168,7 @@ async def test_help_and_palette_list_every_action():
         assert isinstance(app.screen, HelpScreen)
         listed = {k for k, _ in app.screen.keys}
         for b in FleetScreen.BINDINGS:
-            from lerobot_fleet.render import key_label
+            from lerobot_fleet.console.render import key_label
 
             assert key_label(b.key) in listed, b.key
         await pilot.press("escape")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from fleet_helpers import make_app, screen_text, sync, until
-from lerobot_fleet.screens import ConfirmScreen, FleetScreen, RobotDetailScreen
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.screens import ConfirmScreen, FleetScreen, RobotDetailScreen
+from lerobot_fleet.console.widgets import KeyedTable
 
 from lerobot_policy_remote.wire.messages import RobotTelemetry
 

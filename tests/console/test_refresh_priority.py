@@ -8,8 +8,8 @@ import threading
 import time
 
 from fleet_helpers import make_app, sync, until
-from lerobot_fleet.gc_pacing import NEVER, GcPacer
-from lerobot_fleet.ui_gate import UiGate
+from lerobot_fleet.console.gc_pacing import NEVER, GcPacer
+from lerobot_fleet.data.ui_gate import UiGate
 
 
 def test_gate_open_by_default_and_wait_returns_at_once():

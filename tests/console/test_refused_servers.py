@@ -6,14 +6,14 @@ Through the store and the derivation with a frozen clock; the live board is test
 from __future__ import annotations
 
 from fleet_helpers import make_app, sync, until
-from lerobot_fleet.derive_servers import waiting_reason
-from lerobot_fleet.render import server_cells
-from lerobot_fleet.render.detail import server_summary_text
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.sources.refused import RefusedServer
-from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
-from lerobot_fleet.verbs import snapshot_json, snapshot_text
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.render import server_cells
+from lerobot_fleet.console.render.detail import server_summary_text
+from lerobot_fleet.console.widgets import KeyedTable
+from lerobot_fleet.data.derive_servers import waiting_reason
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.sources.refused import RefusedServer
+from lerobot_fleet.data.store import RECONNECT_GRACE_S, FleetStore
+from lerobot_fleet.verbs.commands import snapshot_json, snapshot_text
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus

@@ -4,11 +4,11 @@ console shows for the issue's cases — gone servers, room, waiting robots, roun
 from __future__ import annotations
 
 from fleet_helpers import DEMO, DrainScenario
-from lerobot_fleet import render
-from lerobot_fleet.capacity import room
-from lerobot_fleet.model import RobotState, robot_key
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.console import render
+from lerobot_fleet.data.capacity import room
+from lerobot_fleet.data.model import RobotState, robot_key
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import FleetStore
 
 
 def _scenario() -> FleetStore:
@@ -132,7 +132,7 @@ def test_bulk_confirmation_lists_every_target():
 
 def test_sort_any_column_is_total():
     snap = _scenario().snapshot()
-    from lerobot_fleet.sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
+    from lerobot_fleet.data.sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
 
     for col in ROBOT_SORT_KEYS:
         a = [r.key for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, col)]
@@ -210,7 +210,7 @@ def test_rtc_cell_shows_the_delay_when_on_off_without_rtc_and_a_dash_before_a_se
         "rtc off (chunks are appended)" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-act"))).plain
     )
     assert "rtc —" in render.robot_summary_text(store.robot_detail(robot_key(ns, "arm-new"))).plain
-    from lerobot_fleet.sorting import ROBOT_SORT_KEYS, sort_rows
+    from lerobot_fleet.data.sorting import ROBOT_SORT_KEYS, sort_rows
 
     order = [r.robot_id for r in sort_rows(list(snap.robots), ROBOT_SORT_KEYS, "rtc")]
     assert order.index("arm-rtc") < order.index("arm-act") < order.index("arm-new")
@@ -225,8 +225,8 @@ def test_robot_table_fits_200_columns_without_cutting_robot_ids():
 
 
 def test_the_server_detail_says_which_pass_serves_and_nothing_for_a_server_that_does_not_say() -> None:
-    from lerobot_fleet.render.detail import server_summary_text
-    from lerobot_fleet.store import FleetStore
+    from lerobot_fleet.console.render.detail import server_summary_text
+    from lerobot_fleet.data.store import FleetStore
 
     from lerobot_policy_remote.wire.keys import Namespace
     from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus

@@ -6,8 +6,8 @@ again, with the new status, instead of a new row beside a `gone` one; its restar
 
 from __future__ import annotations
 
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import RECONNECT_GRACE_S, FleetStore
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import RECONNECT_GRACE_S, FleetStore
 
 from lerobot_policy_remote.server.manifest import default_replica_id
 from lerobot_policy_remote.wire.keys import Namespace

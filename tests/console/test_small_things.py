@@ -9,9 +9,9 @@ import socket
 import subprocess
 
 import pytest
-from lerobot_fleet.sources.fake import ManualClock
-from lerobot_fleet.store import FleetStore
-from lerobot_fleet.verbs import snapshot_text
+from lerobot_fleet.data.sources.fake import ManualClock
+from lerobot_fleet.data.store import FleetStore
+from lerobot_fleet.verbs.commands import snapshot_text
 
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, free_port
 from lerobot_policy_remote.wire.keys import Namespace
@@ -66,7 +66,7 @@ def test_demo_with_its_port_taken_says_use_port_and_exits_2(tmp_path):
 
 @pytest.mark.slow
 def test_mtls_router_with_its_refusal_log_stops_on_sigterm_without_a_broken_pipe(tmp_path):
-    from lerobot_fleet.pki import init_ca, issue
+    from lerobot_fleet.router.pki import init_ca, issue
 
     init_ca(tmp_path)
     made = issue(tmp_path, "router-a", "router", ["127.0.0.1"])

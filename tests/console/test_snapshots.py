@@ -6,7 +6,7 @@ Regenerate baselines on purpose only: `pytest tests/console --snapshot-update` (
 from __future__ import annotations
 
 from fleet_helpers import make_app, make_scenario_app
-from lerobot_fleet.widgets import KeyedTable
+from lerobot_fleet.console.widgets import KeyedTable
 
 SIZE = (140, 42)
 

@@ -7,10 +7,10 @@ import json
 import threading
 
 import httpx
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sources.prometheus import parse_metrics, scrape
-from lerobot_fleet.sources.replay import ReplaySource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.prometheus import parse_metrics, scrape
+from lerobot_fleet.data.sources.replay import ReplaySource
+from lerobot_fleet.data.store import FleetStore
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from lerobot_policy_remote.testing.procs import free_port
@@ -95,8 +95,8 @@ def test_replay_jsonl(tmp_path):
 
 def test_parse_metrics_reads_a_real_server_exposition_as_prometheus_client_does():
     """The fast line reader and the library's parser agree on a real server's /metrics (340 robots' series)."""
-    from lerobot_fleet.sources.prometheus import _parse_with_library
-    from lerobot_fleet.store import METRIC_PREFIX
+    from lerobot_fleet.data.sources.prometheus import _parse_with_library
+    from lerobot_fleet.data.store import METRIC_PREFIX
 
     from lerobot_policy_remote.server.metrics import ServerMetrics
 

@@ -4,8 +4,8 @@ the access control hiding the fleet."""
 
 from __future__ import annotations
 
-from lerobot_fleet.acl import hidden_fleet_note, nobody_answered_hint
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.acl import hidden_fleet_note, nobody_answered_hint
+from lerobot_fleet.router.pki import init_ca, issue
 
 
 def _cert(tmp_path, name: str, role: str) -> str:

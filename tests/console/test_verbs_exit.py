@@ -9,9 +9,9 @@ import threading
 import time
 
 import pytest
-from lerobot_fleet.sources import zenoh_source
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.sources import zenoh_source
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router, free_port
@@ -136,9 +136,9 @@ def test_status_json_and_watch_carry_alerts(router):
 
 def test_status_json_alerts_schema_on_the_fake_fleet():
     """The same AlertBook as the console: open alerts with rule, target, message and age."""
-    from lerobot_fleet.alerts import AlertRules
-    from lerobot_fleet.sources.fake import FakeSource, ManualClock
-    from lerobot_fleet.verbs import _alerts_now, snapshot_json
+    from lerobot_fleet.data.alerts import AlertRules
+    from lerobot_fleet.data.sources.fake import FakeSource, ManualClock
+    from lerobot_fleet.verbs.commands import _alerts_now, snapshot_json
 
     clock = ManualClock()
     store = FleetStore(clock=clock)

@@ -9,10 +9,10 @@ import subprocess
 import threading
 
 import pytest
-from lerobot_fleet.model import RobotState
-from lerobot_fleet.sources.replay import ReplaySource
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import LINK_LOSS_MARGIN_S, RECONNECT_GRACE_S, FleetStore
+from lerobot_fleet.data.model import RobotState
+from lerobot_fleet.data.sources.replay import ReplaySource
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import LINK_LOSS_MARGIN_S, RECONNECT_GRACE_S, FleetStore
 
 from lerobot_policy_remote.testing import VENV_BIN, assert_never, wait_until
 from lerobot_policy_remote.testing.fake_robot import FakeRobot
@@ -204,7 +204,7 @@ def test_zenoh_source_end_to_end(rig, tmp_path):
 def test_status_replies_are_believed_only_for_the_replica_their_key_names(zenoh_client):
     """A status reply counts only when the key it came on names the replica its body claims (the router's ACL
     lets only that replica answer there): one on the query's wildcard key, or on another replica's key, is dropped."""
-    from lerobot_fleet.sources.zenoh_source import query_statuses
+    from lerobot_fleet.data.sources.zenoh_source import query_statuses
 
     keys = ServiceKeys.for_service("org/consolidation", "main", "task")
 

@@ -4,8 +4,8 @@ and the start-up advice they lead to (unit level; tests/prod/test_robot_namespac
 from __future__ import annotations
 
 import pytest
-from lerobot_fleet.inventory import NamespaceGrant
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.inventory import NamespaceGrant
+from lerobot_fleet.router.pki import init_ca, issue
 
 from lerobot_policy_remote.discovery import (
     ReplicaInfo,

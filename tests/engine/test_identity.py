@@ -8,7 +8,7 @@ import collections
 import types
 
 import pytest
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.pki import init_ca, issue
 
 from lerobot_policy_remote.engine import hook, identity, startup
 

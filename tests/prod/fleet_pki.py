@@ -8,8 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from lerobot_fleet.inventory import NamespaceGrant
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.inventory import NamespaceGrant
+from lerobot_fleet.router.pki import init_ca, issue
 
 from lerobot_policy_remote.testing.procs import Router
 

@@ -420,7 +420,7 @@ def test_operator_resets_and_drains(fleet):
 def test_only_operators_read_the_router_list(fleet):
     """The admin space (sessions and links of the mesh) is for routers and operators; a viewer's
     router list is empty, which the console words as unknown."""
-    from lerobot_fleet.sources.routers import routers_line
+    from lerobot_fleet.data.sources.routers import routers_line
 
     assert status(fleet, "alice")["routers"] != []
     assert status(fleet, "wall")["routers"] == []

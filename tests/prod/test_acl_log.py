@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lerobot_fleet.acl_log import RefusalLog
+from lerobot_fleet.router.acl_log import RefusalLog
 
 PFX = (
     "\x1b[2m2026-11-23T09:08:00Z\x1b[0m \x1b[35mTRACE\x1b[0m rx-1 ThreadId(10) "
@@ -79,7 +79,7 @@ def test_cached_refusals_name_the_cn_learnt_from_an_allowed_line_even_in_the_fil
         line(f"Using cached result: {Z} is unauthorized to Put (ingress) on @lerobot/m/r/s/server/rep-1/obs/arm-02"),
     ]
     res = subprocess.run(
-        [sys.executable, "-m", "lerobot_fleet.acl_log", "10"],
+        [sys.executable, "-m", "lerobot_fleet.router.acl_log", "10"],
         input="".join(lines).encode(),
         capture_output=True,
         timeout=60,
@@ -105,7 +105,7 @@ def test_a_flood_of_refusals_is_rate_limited_with_a_count():
 
 
 def test_the_filter_process_end_to_end():
-    """`python -m lerobot_fleet.acl_log` is what the router pipes zenoh's stdout through."""
+    """`python -m lerobot_fleet.router.acl_log` is what the router pipes zenoh's stdout through."""
     import subprocess
     import sys
 
@@ -121,7 +121,7 @@ def test_the_filter_process_end_to_end():
         ),
     ]
     res = subprocess.run(
-        [sys.executable, "-m", "lerobot_fleet.acl_log", "10"],
+        [sys.executable, "-m", "lerobot_fleet.router.acl_log", "10"],
         input="".join(lines).encode(),
         capture_output=True,
         timeout=60,
@@ -170,7 +170,7 @@ def test_a_certificate_missing_from_the_inventory_is_named_from_the_tls_accept_l
 
 def test_memory_is_bounded_and_the_global_line_rate_holds_whatever_keys_a_client_invents():
     """A client refused on ever new keys (and ever new zids) cannot grow the filter nor flood the log."""
-    from lerobot_fleet.acl_log import BURST_LINES, MAX_KEYS, MAX_LINES_PER_S, MAX_NAMES
+    from lerobot_fleet.router.acl_log import BURST_LINES, MAX_KEYS, MAX_LINES_PER_S, MAX_NAMES
 
     t = [0.0]
     log = RefusalLog(window_s=10, clock=lambda: t[0])
@@ -206,7 +206,7 @@ def test_a_full_output_never_blocks_the_filter():
     import os
     import time
 
-    from lerobot_fleet.acl_log import LineWriter
+    from lerobot_fleet.router.acl_log import LineWriter
 
     r, w = os.pipe()
     try:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import zenoh
-from lerobot_fleet.acl import access_control, allowed, router_acl_config
-from lerobot_fleet.inventory import InventoryError, parse_inventory
+from lerobot_fleet.router.acl import access_control, allowed, router_acl_config
+from lerobot_fleet.router.inventory import InventoryError, parse_inventory
 
 from lerobot_policy_remote.wire import ServiceKeys
 

@@ -46,7 +46,7 @@ ROBOT_METRIC = re.compile(r"\blerobot_(?:robot|exporter)_[a-z_0-9]+")
 
 def exported_robot_metric_names() -> set[str]:
     """What `lerobot-fleet exporter` serves with one robot heard."""
-    from lerobot_fleet.exporter import ExporterMetrics, RobotTelemetryCollector
+    from lerobot_fleet.verbs.exporter import ExporterMetrics, RobotTelemetryCollector
 
     from lerobot_policy_remote.wire.codec import encode
     from lerobot_policy_remote.wire.keys import ServiceKeys

@@ -18,8 +18,8 @@ import uuid
 
 import pytest
 from fleet_pki import acl_router, fleet_tls, make_pki, robot_tls, server_tls
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Proc, free_port, policy_server

@@ -11,7 +11,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from lerobot_fleet.cli import main
-from lerobot_fleet.inventory import load_inventory
+from lerobot_fleet.router.inventory import load_inventory
 
 
 def _cert(path) -> x509.Certificate:

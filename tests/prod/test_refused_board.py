@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 from fleet_pki import acl_fleet, server_tls
-from lerobot_fleet.sources.refused import query_refused
-from lerobot_fleet.sources.zenoh_source import ZenohSource
-from lerobot_fleet.store import FleetStore
+from lerobot_fleet.data.sources.refused import query_refused
+from lerobot_fleet.data.sources.zenoh_source import ZenohSource
+from lerobot_fleet.data.store import FleetStore
 
 from lerobot_policy_remote.testing.procs import policy_server
 from lerobot_policy_remote.testing.waiting import wait_until

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from lerobot_fleet.acl_log import RefusalLog
-from lerobot_fleet.refused_board import (
+from lerobot_fleet.router.acl_log import RefusalLog
+from lerobot_fleet.router.refused_board import (
     BOARD_MAX_BYTES,
     MAX_FIELD,
     MAX_KEY,
@@ -16,7 +16,7 @@ from lerobot_fleet.refused_board import (
     board_line,
     parse_board,
 )
-from lerobot_fleet.router import RefusedBoard
+from lerobot_fleet.router.router import RefusedBoard
 
 PFX = "\x1b[35mTRACE\x1b[0m rx-1 zenoh::net::routing::interceptor::access_control: "
 SUBJ = "{z} on Interface(lo)+CertCommonName({cn})+Transport(Tls)+{z}"

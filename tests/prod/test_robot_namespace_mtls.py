@@ -12,8 +12,8 @@ import time
 
 import pytest
 from fleet_pki import acl_router, make_pki, robot_tls, server_tls
-from lerobot_fleet.inventory import NamespaceGrant
-from lerobot_fleet.pki import issue
+from lerobot_fleet.router.inventory import NamespaceGrant
+from lerobot_fleet.router.pki import issue
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import Proc, policy_server, rollout_argv

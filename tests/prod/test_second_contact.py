@@ -111,7 +111,7 @@ def test_missing_client_certificate_is_named_within_3s(fleet):
 
 def test_certificate_from_another_ca_is_named(fleet):
     """Finding 3: a certificate the router does not trust is named as such (not 'start the router')."""
-    from lerobot_fleet.pki import init_ca, issue
+    from lerobot_fleet.router.pki import init_ca, issue
 
     pki = fleet["pki"]
     other = pki / "another-ca"

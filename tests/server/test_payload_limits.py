@@ -39,7 +39,7 @@ def test_an_oversized_attachment_is_never_copied_for_its_epoch():
 
 def test_routers_servers_and_consoles_set_a_message_size_limit_and_close_expired_links():
     from lerobot_fleet.cli import _settings, build_parser
-    from lerobot_fleet.router import router_settings
+    from lerobot_fleet.router.router import router_settings
 
     from lerobot_policy_remote.zenoh_config import CONSOLE_MAX_MESSAGE_BYTES, OBS_SLACK_BYTES, ROUTER_MAX_MESSAGE_BYTES
 

@@ -14,8 +14,8 @@ import sys
 import threading
 
 import pytest
-from lerobot_fleet.inventory import NamespaceGrant
-from lerobot_fleet.pki import init_ca, issue
+from lerobot_fleet.router.inventory import NamespaceGrant
+from lerobot_fleet.router.pki import init_ca, issue
 
 from lerobot_policy_remote.server.manifest import Manifest, ModelSpec, default_replica_id
 from lerobot_policy_remote.server.router_check import RouterWatch, refusal_message, router_accepts, router_refusal
@@ -163,8 +163,8 @@ def test_with_mtls_the_default_replica_id_is_the_certificate_cn(pki):
 
 
 def test_the_acl_lets_a_server_ask_its_own_status_only():
-    from lerobot_fleet.acl import allowed
-    from lerobot_fleet.inventory import Inventory, Member
+    from lerobot_fleet.router.acl import allowed
+    from lerobot_fleet.router.inventory import Inventory, Member
 
     ns = NamespaceGrant(model="/ckpt/act", service="pick up the cube")
     inv = Inventory([Member("gpu-0", "server", (ns,)), Member("arm-a", "robot")])

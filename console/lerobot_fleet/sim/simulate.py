@@ -22,41 +22,16 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 from .box_cpu import BoxSampler, ProcessCpu, verdict
+from .sim_args import SimArgs
 from .simulate_report import pct, summarize
 
 # Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
 MUX_QUEUES_JSON5 = "{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}"
-
-
-@dataclass
-class SimArgs:
-    robots: int = 20
-    replicas: int = 2
-    routers: int = 2
-    seconds: float = 15.0
-    per_host: int = 250  # robots per host process
-    drain_at: float = -1.0  # seconds into the run; < 0: no drain
-    console: bool = False
-    workdir: str | None = None
-    max_batch: int = 32
-    infer_ms: float = 10.0
-    telemetry_period_s: float = 1.0
-    telemetry_max_period_s: float = 1.0
-    # The fleet (routers, replicas, robot hosts) runs at this nice level, the console (this process) at its own: on
-    # one box the simulated fleet stands for many machines, and the console can be measured as on an operator's
-    # machine (it needs 15 % of a core; behind a dozen busy processes its 1 Hz refresh waited for a CPU). All fleet
-    # processes share the one level, so among themselves nothing changes. 0 (default): all at the same priority.
-    fleet_nice: int = 0
-    # The routers' nice level (None: `fleet_nice`). They stand for the network between the machines: at the robots'
-    # level, a drain's burst of robot-host and replica work delayed every hop through them (moves up to 2.5 s; at 0:
-    # 1.3-1.7 s, docs/decisions.md).
-    router_nice: int | None = None
 
 
 def nice_autogroup(pid: int, nice: int) -> bool:
@@ -224,9 +199,8 @@ def _own_cpu_s() -> float:
 
 def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None:
     """At `at`, drain `replica` with the console's own drain query (`ops.send_drain`)."""
+    from lerobot_fleet.data.ops import query_statuses, send_drain
     from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
-
-    from .ops import query_statuses, send_drain
 
     z = open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint]))
     try:
@@ -243,10 +217,9 @@ def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None
 async def _watch_console(endpoint: str, robots: int, until: float, stop: threading.Event) -> dict:
     """The real console (ZenohSource + FleetConsoleApp, headless) on the fleet: refresh per tick at 1 Hz
     (tick to frame written) and each tick's oldest robot sample (data age)."""
+    from lerobot_fleet.console.app import FleetConsoleApp
+    from lerobot_fleet.data.sources.zenoh_source import ZenohSource
     from lerobot_policy_remote.zenoh_config import ZenohSettings
-
-    from .app import FleetConsoleApp
-    from .sources.zenoh_source import ZenohSource
 
     source = ZenohSource(
         ZenohSettings(mode="client", connect_endpoints=[endpoint]), status_period_s=2.0, scrape_period_s=5.0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..fmt import fmt_age, fmt_ms, sparkline
-from ..model import AuditEntry, RobotDetail, RobotState, ServerDetail, SessionEntry
+from lerobot_fleet.data.fmt import fmt_age, fmt_ms, sparkline
+from lerobot_fleet.data.model import AuditEntry, RobotDetail, RobotState, ServerDetail, SessionEntry
+
 from .common import SERVER_HEALTH_STYLE, STATE_STYLE
 from .fleet import room_text, rtc_text
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lerobot_fleet.router.refused_board import MAX_REFUSED, REFUSED_KEY, parse_board
 from lerobot_policy_remote.discovery import namespace_flag
 from lerobot_policy_remote.wire.keys import Namespace
-
-from ..refused_board import MAX_REFUSED, REFUSED_KEY, parse_board
 
 
 @dataclass(frozen=True)

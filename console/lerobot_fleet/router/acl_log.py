@@ -202,7 +202,7 @@ def install(window_s: float = 10.0, board_fd: int | None = None) -> Callable[[],
     """
     sys.stdout.flush()
     original = os.dup(1)
-    argv = [sys.executable, "-m", "lerobot_fleet.acl_log", str(window_s)]
+    argv = [sys.executable, "-m", "lerobot_fleet.router.acl_log", str(window_s)]
     argv += [str(board_fd)] if board_fd is not None else []
     filt = subprocess.Popen(
         argv,

@@ -19,19 +19,19 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
+from lerobot_fleet.data.model import FleetSnapshot
 from lerobot_policy_remote.discovery import ServiceInfo, list_services
 from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings
 
 from .doctor_checks import robot_checks, router_checks, service_checks
 from .doctor_report import FAIL, Check, render, service_json
-from .model import FleetSnapshot
 
 LISTEN_S = 1.5  # doctor hears the fleet at least this long: robots' telemetry (about 1 Hz) gives the capacity's RTT
 
 
 def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[ServiceInfo], FleetSnapshot | None, bool]:
     """The checks, the services, the fleet as the console sees it, and whether the fleet watch ended cleanly."""
-    from .verbs import FleetWatch
+    from .commands import FleetWatch
 
     checks, session = router_checks(settings, args)
     if session is None:
@@ -89,6 +89,6 @@ def run_doctor(settings_or_error: ZenohSettings | ZenohConfigError, args: Any) -
         )
     else:
         print(render(checks))
-    from .verbs import _exit
+    from .commands import _exit
 
     return _exit(0 if ok else 1, clean)

@@ -8,11 +8,12 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Input, Static
 
-from .. import render
+from lerobot_fleet.console import render
+from lerobot_fleet.data.model import FleetEvent
+from lerobot_fleet.data.store import EVENT_HISTORY
+
 from ..export import record
 from ..filters import event_matches
-from ..model import FleetEvent
-from ..store import EVENT_HISTORY
 from ..view import ConsoleView
 from .base import COMMON, LiveScreen
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from .model import RobotRow
+from lerobot_fleet.data.model import RobotRow
 
 
 def record(row: Any) -> dict[str, Any]:

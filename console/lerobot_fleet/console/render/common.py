@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..model import RobotState
+from lerobot_fleet.data.model import RobotState
 
 STATE_STYLE = {
     RobotState.DEAD: "bold white on red",

@@ -7,7 +7,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .simulate import SimArgs
+    from .sim_args import SimArgs
 
 
 def pct(xs: list[float], q: float) -> float:

@@ -8,7 +8,8 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Static
 
-from .. import render
+from lerobot_fleet.console import render
+
 from ..export import record
 from ..messages import ActionRequested
 from ..view import ConsoleView, Detail

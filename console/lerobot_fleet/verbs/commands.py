@@ -13,16 +13,15 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from lerobot_fleet.data.alerts import AlertBook, AlertRules
+from lerobot_fleet.data.capacity import room_text
+from lerobot_fleet.data.fmt import fmt_age
+from lerobot_fleet.data.model import FleetSnapshot
+from lerobot_fleet.data.sorting import sort_robots, sort_servers
+from lerobot_fleet.data.sources.base import ActionResult
+from lerobot_fleet.data.store import FleetStore
 from lerobot_policy_remote.router_probe import probe_router
 from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, ZenohSettings, open_session
-
-from .alerts import AlertBook, AlertRules
-from .capacity import room_text
-from .fmt import fmt_age
-from .model import FleetSnapshot
-from .sorting import sort_robots, sort_servers
-from .sources.base import ActionResult
-from .store import FleetStore
 
 
 def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -51,7 +50,7 @@ def snapshot_text(snap: FleetSnapshot) -> str:
         f"data age {'—' if snap.data_age_s is None else f'{snap.data_age_s:.1f}s'}"
     ]
     if snap.routers:
-        from .sources.routers import routers_line
+        from lerobot_fleet.data.sources.routers import routers_line
 
         lines.append(routers_line(snap.routers))
     # columns as wide as their longest value (a 32-character robot id or replica keeps the table aligned)
@@ -100,7 +99,7 @@ class FleetWatch:
     feeding a `FleetStore`, so every figure (room, N_max, req/s: `capacity.py`) comes from the console's code."""
 
     def __init__(self, settings: ZenohSettings, period_s: float = 1.0) -> None:
-        from .sources.zenoh_source import ZenohSource
+        from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
         self.store = FleetStore()
         self.source = ZenohSource(settings, status_period_s=max(0.5, period_s), scrape_period_s=max(0.5, period_s))
@@ -154,7 +153,7 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: Ale
         for a in alerts:
             print(f"  {a['role']:<6} {a['target']:<{tw}} {a['rule']:<12} {a['message']}  (since {a['age_s']:.0f}s)")
     if snap.connection == "connected":
-        from .acl import hidden_fleet_note
+        from lerobot_fleet.router.acl import hidden_fleet_note
 
         note = hidden_fleet_note(settings.tls_connect_certificate, len(snap.servers), len(snap.robots))
         if note:
@@ -167,7 +166,7 @@ def run_status(settings: ZenohSettings, as_json: bool, wait_s: float, rules: Ale
 
 def run_watch(settings: ZenohSettings, rules: AlertRules, wait_s: float, interval_s: float, count: int) -> int:
     """One JSON line per interval (snapshot + alerts with open/cleared), for scripts and other alerting."""
-    from .sources.zenoh_source import ZenohSource
+    from lerobot_fleet.data.sources.zenoh_source import ZenohSource
 
     store = FleetStore()
     book = AlertBook(rules)
@@ -198,7 +197,7 @@ def run_watch(settings: ZenohSettings, rules: AlertRules, wait_s: float, interva
 
 
 def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, timeout: float, as_json: bool) -> int:
-    from .ops import operator_name, send_cordon, send_drain, send_episode_reset
+    from lerobot_fleet.data.ops import operator_name, send_cordon, send_drain, send_episode_reset
 
     try:
         session = open_session(settings)
@@ -229,7 +228,7 @@ def run_action(settings: ZenohSettings, kind: str, target: str, reason: str, tim
     if nobody:
         from dataclasses import replace
 
-        from .acl import nobody_answered_hint
+        from lerobot_fleet.router.acl import nobody_answered_hint
 
         who = "robot" if kind == "reset" else "server"
         hint = nobody_answered_hint(
@@ -247,8 +246,8 @@ def _token_present(session: Any, kind: str, target: str, timeout: float = 1.0) -
 
     Absent counts only when this certificate sees other tokens at all (an operator or viewer does; the access
     control hides every token from a robot or server certificate asking this broadly, and then we cannot tell)."""
-    from .acl import EVERYTHING
-    from .ops import ANY
+    from lerobot_fleet.data.ops import ANY
+    from lerobot_fleet.router.acl import EVERYTHING
 
     key = ANY.robot(target, "alive") if kind == "reset" else ANY.server(target, "alive")
     try:

@@ -213,10 +213,9 @@ def run_demo(
             + (f", datasets in {records}" if records else "")
         )
         if console:
+            from lerobot_fleet.console.app import FleetConsoleApp
+            from lerobot_fleet.data.sources.zenoh_source import ZenohSource, operator_name
             from lerobot_policy_remote.zenoh_config import ZenohSettings
-
-            from .app import FleetConsoleApp
-            from .sources.zenoh_source import ZenohSource, operator_name
 
             settings = ZenohSettings(
                 mode="client", connect_endpoints=[endpoint], connect_timeout_ms=2000, lease_ms=2000

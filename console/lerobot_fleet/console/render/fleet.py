@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .. import capacity
-from ..alerts import DEFAULT_RULES
-from ..fmt import fmt_age, fmt_ms, fmt_num
-from ..model import FleetSnapshot, RobotRow, RobotState, ServerRow
+from lerobot_fleet.data import capacity
+from lerobot_fleet.data.alerts import DEFAULT_RULES
+from lerobot_fleet.data.fmt import fmt_age, fmt_ms, fmt_num
+from lerobot_fleet.data.model import FleetSnapshot, RobotRow, RobotState, ServerRow
+
 from .common import CONNECTION_STYLE, OLD, SERVER_HEALTH_STYLE, STATE_STYLE, Cell, _t, age_style
 
 ROBOT_COLUMNS: list[tuple[str, str, int]] = [

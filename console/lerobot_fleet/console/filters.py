@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import FleetEvent, RobotRow, ServerRow
+from lerobot_fleet.data.model import FleetEvent, RobotRow, ServerRow
 
 __all__ = ["robot_matches", "server_matches", "event_matches"]
 

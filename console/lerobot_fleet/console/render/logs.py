@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from ..alerts import Alert
-from ..fmt import fmt_age
-from ..model import FleetEvent
+from lerobot_fleet.data.alerts import Alert
+from lerobot_fleet.data.fmt import fmt_age
+from lerobot_fleet.data.model import FleetEvent
+
 from .common import SEVERITY_STYLE
 
 

@@ -20,8 +20,13 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from . import render
-from .alerts import AlertBook, AlertRules
+from lerobot_fleet.console import render
+from lerobot_fleet.data.alerts import AlertBook, AlertRules
+from lerobot_fleet.data.model import EventLog, FleetSnapshot, split_robot_key
+from lerobot_fleet.data.sources.base import ActionResult, FleetSource
+from lerobot_fleet.data.store import EVENT_HISTORY, FleetStore
+from lerobot_fleet.data.ui_gate import UiGate
+
 from .export import write
 from .gc_pacing import GcPacer
 from .messages import (
@@ -33,7 +38,6 @@ from .messages import (
     ScreenRequested,
     ViewWanted,
 )
-from .model import EventLog, FleetSnapshot, split_robot_key
 from .screens import (
     AlertsScreen,
     ConfirmScreen,
@@ -45,9 +49,6 @@ from .screens import (
     RobotDetailScreen,
     ServerDetailScreen,
 )
-from .sources.base import ActionResult, FleetSource
-from .store import EVENT_HISTORY, FleetStore
-from .ui_gate import UiGate
 from .view import ConsoleView, Detail
 
 MIN_REFRESH_S = 0.1

@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lerobot_fleet.data.model import FleetSnapshot
 from lerobot_policy_remote.discovery import ServiceInfo
-
-from .model import FleetSnapshot
 
 PASS, FAIL, INFO, WARN, SKIP = "PASS", "FAIL", "INFO", "WARN", "SKIP"  # WARN: works, but the operator should act
 

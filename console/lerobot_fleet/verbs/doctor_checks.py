@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lerobot_fleet.data.capacity import room_text
+from lerobot_fleet.data.model import FleetSnapshot, ServerRow
 from lerobot_policy_remote.advice import contract_advice
 from lerobot_policy_remote.discovery import ServiceInfo, closest, fix_for
 from lerobot_policy_remote.router_probe import CERT_PROBLEMS, Problem, probe_router
@@ -26,9 +28,7 @@ from lerobot_policy_remote.zenoh_config import (
     without_rust_paths,
 )
 
-from .capacity import room_text
 from .doctor_report import FAIL, INFO, PASS, SKIP, WARN, Check
-from .model import FleetSnapshot, ServerRow
 
 if TYPE_CHECKING:
     from lerobot_policy_remote.engine.handshake import HandshakeError
@@ -100,7 +100,7 @@ def cert_role(args: Any) -> tuple[str, str]:
         return cn, ""
     inventory = Path(args.tls_ca).parent / "inventory.yaml"
     try:
-        from .inventory import load_inventory
+        from lerobot_fleet.router.inventory import load_inventory
 
         member = load_inventory(inventory).get(cn) if inventory.is_file() else None
     except Exception:  # a courtesy: an unreadable inventory only means the role is unknown

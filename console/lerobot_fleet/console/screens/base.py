@@ -6,7 +6,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.screen import Screen
 
-from .. import render
+from lerobot_fleet.console import render
+
 from ..messages import ExportRequested, PauseToggled, ResultNoted, ScreenRequested, ViewWanted
 from ..view import ConsoleView
 

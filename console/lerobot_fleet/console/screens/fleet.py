@@ -6,12 +6,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, Input, Static
 
-from .. import render
+from lerobot_fleet.console import render
+from lerobot_fleet.data.model import FleetSnapshot, RobotRow, ServerRow
+from lerobot_fleet.data.sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
+
 from ..export import record
 from ..filters import robot_matches, server_matches
 from ..messages import ActionRequested, DetailRequested
-from ..model import FleetSnapshot, RobotRow, ServerRow
-from ..sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_rows
 from ..view import ConsoleView
 from ..widgets import KeyedTable
 from .base import COMMON, LiveScreen

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from .. import render
+from lerobot_fleet.console import render
 
 
 class HelpScreen(ModalScreen[None]):

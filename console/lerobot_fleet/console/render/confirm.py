@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from .. import capacity
-from ..model import FleetSnapshot, ServerRow
+from lerobot_fleet.data import capacity
+from lerobot_fleet.data.model import FleetSnapshot, ServerRow
+
 from .fleet import room_text
 
 

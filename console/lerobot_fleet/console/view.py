@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .alerts import AlertSnapshot
-from .model import EventLog, FleetEvent, FleetSnapshot, RobotDetail, ServerDetail
+from lerobot_fleet.data.alerts import AlertSnapshot
+from lerobot_fleet.data.model import EventLog, FleetEvent, FleetSnapshot, RobotDetail, ServerDetail
 
 __all__ = ["ConsoleView", "Detail"]
 
