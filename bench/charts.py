@@ -33,12 +33,16 @@ Cell = str | int | float | None
 
 def load(name: str, results: Path = RESULTS) -> dict[str, Any]:
     """One results file, by bench name."""
-    return json.loads((results / f"{name}.json").read_text())
+    data = json.loads((results / f"{name}.json").read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"{results / name}.json: a results file is one JSON object")
+    return data
 
 
 def table(name: str, table_id: str, results: Path = RESULTS) -> dict[str, Any]:
     """One table of a results file: {"columns": [...], "rows": [[...], ...]}."""
-    return load(name, results)["tables"][table_id]
+    tab: dict[str, Any] = load(name, results)["tables"][table_id]
+    return tab
 
 
 def cell_text(value: Cell) -> str:
@@ -58,11 +62,35 @@ def markdown(tab: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class MissingProvenance(ValueError):
+    """A results entry that cannot say when, at which commit and on what machine its figures were measured."""
+
+
+def provenance(src: dict[str, Any], where: str = "results") -> str:
+    """When and at which commit a run was measured, as its caption says it.
+
+    The run's own `commit`, or else `recorded_in`: the commit that first put its figures into the repository. Its
+    `date` is the run's, or with `date_is_upper_bound` the recording commit's ("by" that date). An entry without a
+    date or without either commit raises MissingProvenance: a caption never says a figure's origin is unknown."""
+    date, commit, recorded = src.get("date"), src.get("commit"), src.get("recorded_in")
+    if not date or not (commit or recorded):
+        raise MissingProvenance(
+            f"{where}: needs a `date` and a `commit` (or `recorded_in`, the commit that first put its figures in the "
+            "repository, with that commit's date and `date_is_upper_bound: true` when the run's own date is unknown)"
+        )
+    when = f"by {date}" if src.get("date_is_upper_bound") else str(date)
+    return f"{when}, commit {commit}" if commit else f"{when} (figures recorded in commit {recorded})"
+
+
 def meta_line(data: dict[str, Any], table_id: str) -> str:
     """The line under a table's marker: when, at which commit, on what and under what load it was measured.
 
     A table with its own entry in the results file (a run apart from the file's main one) takes that entry's."""
-    src = data.get(table_id) if isinstance(data.get(table_id), dict) else data
+    entry = data.get(table_id)
+    src: dict[str, Any] = entry if isinstance(entry, dict) else data
+    where = f"{data.get('bench', 'results')}.{table_id}"
+    if not src.get("machine"):
+        raise MissingProvenance(f"{where}: needs the `machine` it was measured on")
     load_ = src.get("load")
     load_text = (
         ", ".join(cell_text(v) for v in load_)
@@ -71,10 +99,7 @@ def meta_line(data: dict[str, Any], table_id: str) -> str:
             ", ".join(f"{k} {cell_text(v)}" for k, v in load_.items()) if isinstance(load_, dict) else cell_text(load_)
         )
     )
-    return (
-        f"*Measured {src.get('date') or 'on an unrecorded date'}, commit {src.get('commit') or 'not recorded'}, "
-        f"{src.get('machine') or 'machine not recorded'}; load {load_text}.*"
-    )
+    return f"*Measured {provenance(src, where)}, {src['machine']}; load {load_text}.*"
 
 
 def block(name: str, table_id: str, results: Path = RESULTS) -> str:
@@ -214,8 +239,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tables", metavar="BENCH", help="print BENCH's tables as markdown instead of drawing")
     args = ap.parse_args(argv)
     if args.tables:
-        for table_id in load(args.tables, args.results)["tables"]:
-            print(block(args.tables, table_id, args.results) + "\n")
+        try:
+            blocks = [block(args.tables, t, args.results) for t in load(args.tables, args.results)["tables"]]
+        except MissingProvenance as exc:
+            print(f"bench/charts.py: {exc}", file=sys.stderr)
+            return 2
+        print("\n\n".join(blocks) + "\n")
         return 0
     for path in draw(args.results, args.out):
         print(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PERFORMANCE = ROOT / "docs" / "performance.md"
 REQUIRED = ("date", "commit", "machine", "load")
+UNKNOWN_ORIGIN = ("not recorded", "unrecorded")
+COMMIT = re.compile(r"[0-9a-f]{7,40}")
 sys.path.insert(0, str(ROOT / "bench"))
 import charts  # noqa: E402  (bench/ is not a package on the path)
 
@@ -48,6 +51,60 @@ def test_results_file_has_the_required_keys(path: Path) -> None:
                 assert not isinstance(cell, float) or math.isfinite(cell), f"{path.name}: {cell!r} in {table_id}"
     for table_id in data.get("headline", []):
         assert table_id in data.get("tables", {}), f"{path.name}: headline table {table_id} is not in its tables"
+
+
+def _runs(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The file's main run and each run recorded apart from it (an entry naming its own machine)."""
+    return [("", data)] + [(f".{k}", v) for k, v in data.items() if isinstance(v, dict) and "machine" in v]
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_every_run_says_when_and_at_which_commit(path: Path) -> None:
+    data = _results(path)
+    for key, run in _runs(data):
+        where = f"{path.name}{key}"
+        commit, recorded = run.get("commit"), run.get("recorded_in")
+        assert run.get("date") and run.get("machine"), f"{where}: a run needs its date and machine"
+        assert commit or recorded, (
+            f"{where}: name the run's commit, or as `recorded_in` the commit that first put its figures in the "
+            "repository (`git log -S'<a figure>' -- docs/ bench/`), dated by it with `date_is_upper_bound: true`"
+        )
+        for value in (commit, recorded):
+            assert value is None or COMMIT.fullmatch(str(value)), f"{where}: {value!r} is not a commit hash"
+        assert not run.get("date_is_upper_bound") or recorded, f"{where}: an upper-bound date comes from recorded_in"
+    for table_id in data.get("tables", {}):
+        line = charts.meta_line(data, table_id)
+        assert not any(phrase in line for phrase in UNKNOWN_ORIGIN), f"{path.name}.{table_id}: {line}"
+
+
+def test_a_run_without_provenance_fails_the_tables(tmp_path: Path) -> None:
+    data = _results(RESULTS / "codec.json")
+    data.pop("recorded_in", None)
+    data["commit"] = None
+    (tmp_path / "codec.json").write_text(json.dumps(data))
+    with pytest.raises(charts.MissingProvenance):
+        charts.meta_line(data, "cases")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "charts.py"), "--results", str(tmp_path), "--tables", "codec"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode != 0 and "recorded_in" in run.stderr and not run.stdout, run
+
+
+def test_performance_md_names_no_unknown_origin() -> None:
+    text = PERFORMANCE.read_text()
+    hits = [n for n, line in enumerate(text.splitlines(), 1) if any(p in line for p in UNKNOWN_ORIGIN)]
+    assert not hits, f"docs/performance.md lines {hits}: date each table by its run or by the commit that recorded it"
+
+
+def test_every_cited_table_anchor_exists() -> None:
+    text = PERFORMANCE.read_text()
+    anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
+    cited = set(re.findall(r"\]\(#([^)]+)\)", text))
+    assert cited <= anchors, f"docs/performance.md links to missing anchors {sorted(cited - anchors)}"
 
 
 def _doc_table(text: str, marker: str) -> list[list[str]]:

@@ -13,7 +13,7 @@ WORK_LOG = re.compile(r"session [0-9]+|sessions [0-9]+-[0-9]+|issue[- ]?[0-9]+",
 # The forbidden words are assembled, so this file does not match what it forbids.
 ABSENT_SPEC = re.compile(r"\bspec (?:§?[0-9]+\.[0-9]+|P[0-9]+)\b|v2" + "-design|zenoh" + "-facts", re.IGNORECASE)
 # One latest result per bench (CPU and GPU rows), no history.
-MAX_PERFORMANCE_LINES = 530
+MAX_PERFORMANCE_LINES = 500
 
 
 def _text_files() -> list[Path]:
