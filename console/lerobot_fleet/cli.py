@@ -8,13 +8,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from lerobot_fleet.cli_parser import DEFAULT_ROUTER, build_parser
+
+if TYPE_CHECKING:
+    from lerobot_fleet.data.alerts import AlertRules
+    from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 __all__ = ["DEFAULT_ROUTER", "build_parser", "main", "entry", "subcommand_options"]
 
 
-def _alert_rules(args: argparse.Namespace):  # -> AlertRules
+def _alert_rules(args: argparse.Namespace) -> AlertRules:
     from lerobot_fleet.data.alerts import AlertRules
 
     return AlertRules.load(
@@ -28,7 +33,7 @@ def _alert_rules(args: argparse.Namespace):  # -> AlertRules
     )
 
 
-def _settings(args: argparse.Namespace):  # -> ZenohSettings
+def _settings(args: argparse.Namespace) -> ZenohSettings:
     from lerobot_policy_remote.zenoh_config import CONSOLE_MAX_MESSAGE_BYTES, ZenohSettings
 
     settings = ZenohSettings(

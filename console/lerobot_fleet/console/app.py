@@ -15,13 +15,15 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from lerobot_fleet.console import render
-from lerobot_fleet.data.alerts import AlertBook, AlertRules
+from lerobot_fleet.data.alerts import Alert, AlertBook, AlertRules
 from lerobot_fleet.data.model import EventLog, FleetSnapshot, split_robot_key
 from lerobot_fleet.data.sources.base import ActionResult, FleetSource
 from lerobot_fleet.data.store import EVENT_HISTORY, FleetStore
@@ -197,7 +199,7 @@ class FleetConsoleApp(App[None]):
         )
 
     @staticmethod
-    def _who(a) -> tuple[str, str]:
+    def _who(a: Alert) -> tuple[str, str]:
         return (a.name, "") if a.role == "robot" else ("", a.name)
 
     def set_result(self, text: str, ok: bool | None) -> None:
@@ -263,12 +265,15 @@ class FleetConsoleApp(App[None]):
             done,
         )
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    # Screen[Any]: whichever screen is current, whatever result type it dismisses with (as App declares it)
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The command palette (ctrl+p) offers every key action of the current screen, plus the built-ins."""
         yield from super().get_system_commands(screen)
         if isinstance(screen, LiveScreen):
             for b in screen.BINDINGS:
-                action = getattr(b, "action", "")
+                if not isinstance(b, Binding):  # a (key, action[, description]) tuple: not offered, as before
+                    continue
+                action = b.action
                 if not action or action.startswith("app.") or screen.check_action(action, ()) is False:
                     continue
                 yield SystemCommand(

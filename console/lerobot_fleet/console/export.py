@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobot_fleet.data.model import RobotRow
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
-def record(row: Any) -> dict[str, Any]:
+
+def record(row: DataclassInstance | Mapping[str, Any]) -> dict[str, Any]:
     """A flat dict of one row (enums by name, tuples as lists, robot namespaces split out)."""
     d = asdict(row) if is_dataclass(row) else dict(row)
     if isinstance(row, RobotRow):

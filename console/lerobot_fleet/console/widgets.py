@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -14,9 +14,10 @@ from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[tuple[str, str], ...]  # one (plain text, style) per column
 VIEW_MARGIN = 5  # rows above/below the viewport kept current too
+RowT = TypeVar("RowT")  # a table's model row (a robot's, a server's, a group header)
 
 
-class KeyedTable(DataTable):
+class KeyedTable(DataTable[Text]):
     """Rows are identified by key; each refresh updates only changed cells (no clear(), no cursor jump).
 
     DataTable.sort keeps the cursor at its *index*, which would silently move the selection to another
@@ -30,6 +31,7 @@ class KeyedTable(DataTable):
         self._cells: dict[str, tuple[tuple[str, str], ...]] = {}
         self._order: list[str] = []
         self._col_index = {key: i for i, (key, _, _) in enumerate(self._spec)}
+        # the last `reconcile`'s rows and their cells function, of the one row type that call was given
         self._rows: list[tuple[str, Any]] = []
         self._cells_of: Callable[[Any], Cells] | None = None
 
@@ -108,12 +110,19 @@ class KeyedTable(DataTable):
         line; that pass was about a third of a frame. Headers, labels and anything not one plain line go the
         DataTable way."""
         row_key = self._row_locations.get_key(row_index) if row_index >= 0 and column_index >= 0 else None
-        cell = self._data.get(row_key, {}).get(self._column_locations.get_key(column_index)) if row_key else None
-        if not isinstance(cell, Text) or "\n" in cell.plain or self.rows[row_key].height != 1:
+        column_key = self._column_locations.get_key(column_index) if row_key is not None else None
+        cell = self._data.get(row_key, {}).get(column_key) if row_key is not None and column_key is not None else None
+        if (
+            row_key is None
+            or column_key is None
+            or not isinstance(cell, Text)
+            or "\n" in cell.plain
+            or self.rows[row_key].height != 1
+        ):
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
         key = (
             row_key,
-            self._column_locations.get_key(column_index),
+            column_key,
             base_style,
             cursor,
             hover,
@@ -167,7 +176,7 @@ class KeyedTable(DataTable):
         except Exception:
             return None
 
-    def reconcile(self, rows: Sequence[tuple[str, Any]], cells_of: Callable[[Any], Cells]) -> None:
+    def reconcile(self, rows: Sequence[tuple[str, RowT]], cells_of: Callable[[RowT], Cells]) -> None:
         """Make the table show exactly `rows` (key, model row), in order, touching only what changed.
 
         Cells are computed (and compared) only for new rows and for rows in or near the viewport:
@@ -223,7 +232,7 @@ class KeyedTable(DataTable):
         if int(old_value) != int(new_value):
             self._refresh_visible()
 
-    def _ordered_row_keys(self) -> list:
+    def _ordered_row_keys(self) -> list[RowKey | None]:
         locs = self._row_locations
         return [locs.get_key(i) for i in range(len(locs))]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import fields
+from typing import Any
 
 from lerobot_policy_remote.wire.keys import Namespace
 
@@ -60,9 +61,12 @@ if tuple(f.name for f in fields(RobotRow)) != ROW_FIELDS:
     raise ImportError("RobotRow's fields changed: update derive.ROW_FIELDS and robot_figures to the new order")
 _ROW_DEFAULTS = {f.name: f.default for f in fields(RobotRow)}  # the required ones: always given
 _SEEN, _STATE_AGE = ROW_FIELDS.index("seen_age_s"), ROW_FIELDS.index("state_age_s")
+# A row's fields in `ROW_FIELDS` order, each of its own type, spread into `RobotRow(*values)`: no list type says
+# "str, RobotState, str, ...", so the order is checked against RobotRow at import (above), not by the type checker.
+Figures = list[Any]
 
 
-def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> list[object]:
+def robot_figures(rec: RobotRecord, gone: bool, waiting: str) -> Figures:
     """A robot row's fields in `RobotRow` order (`ROW_FIELDS`), its two ages left None: what changes only when its
     record does. Positional, since this runs for every robot that reported since the last tick."""
     t = rec.telemetry
@@ -176,7 +180,7 @@ class Derivation:
 
     def __init__(self) -> None:
         # row key -> (version, gone, state, the row's fields in order with its ages left to fill)
-        self._figures: dict[str, tuple[int, bool, RobotState, list[object]]] = {}
+        self._figures: dict[str, tuple[int, bool, RobotState, Figures]] = {}
 
     def snapshot(self, cap: Capture) -> FleetSnapshot:
         now, link = cap.now, cap.link

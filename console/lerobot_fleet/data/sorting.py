@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TypeVar
 
 from .model import RobotRow, ServerRow
 
@@ -13,13 +13,15 @@ __all__ = ["ROBOT_SORT_KEYS", "SERVER_SORT_KEYS", "SERVER_HEALTH_RANK", "sort_ro
 
 SERVER_HEALTH_RANK = {"refused": 0, "gone": 0, "stale": 1, "draining": 2, "cordoned": 3, "full": 4, "cold": 5, "ok": 6}
 RTC_RANK = {"on": 0, "off": 1}  # then unknown
+SortKey = tuple[object, ...]  # a column's key: compared element-wise (numbers with numbers, text with text)
+Row = TypeVar("Row", RobotRow, ServerRow)
 
 
 def _num(v: float | None) -> float:
     return -math.inf if v is None else v
 
 
-ROBOT_SORT_KEYS: dict[str, Callable[[RobotRow], tuple]] = {
+ROBOT_SORT_KEYS: dict[str, Callable[[RobotRow], SortKey]] = {
     "state": lambda r: (r.state.rank,),
     "robot": lambda r: (),
     "stale": lambda r: (-_num(r.staleness_s),),
@@ -36,7 +38,7 @@ ROBOT_SORT_KEYS: dict[str, Callable[[RobotRow], tuple]] = {
     "seen": lambda r: (-(r.seen_age_s if r.seen_age_s is not None else math.inf),),
 }
 
-SERVER_SORT_KEYS: dict[str, Callable[[ServerRow], tuple]] = {
+SERVER_SORT_KEYS: dict[str, Callable[[ServerRow], SortKey]] = {
     "health": lambda s: (SERVER_HEALTH_RANK.get(s.health, 9), s.model_id, s.service),
     "replica": lambda s: (),
     "model": lambda s: (s.model_id,),
@@ -55,7 +57,9 @@ _ROBOT_IDENTITY = attrgetter("robot_id", "ns")
 _SERVER_IDENTITY = attrgetter("replica", "ns")
 
 
-def sort_rows(rows: Sequence[Any], keys: dict[str, Callable[[Any], tuple]], column: str, reverse: bool = False) -> list:
+def sort_rows(
+    rows: Sequence[Row], keys: dict[str, Callable[[Row], SortKey]], column: str, reverse: bool = False
+) -> list[Row]:
     """By the column's key, ties by identity: two stable sorts (identity first), each with a cheap key."""
     fn = keys.get(column) or next(iter(keys.values()))
     out = sorted(rows, key=_ROBOT_IDENTITY if rows and isinstance(rows[0], RobotRow) else _SERVER_IDENTITY)

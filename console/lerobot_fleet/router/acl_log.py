@@ -24,10 +24,14 @@ import sys
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import TypeVar
 
 from lerobot_policy_remote.wire.text import printable
 
 from .refused_board import BOARD_EVERY_S, MAX_LINE_BYTES, RefusedServers, board_line
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 MAX_KEYS = 4096  # (who, what, flow, key) tuples remembered for the per-key window
 MAX_NAMES = 4096  # zid -> CN, address -> CN, unknown zids
@@ -76,7 +80,7 @@ class RefusalLog:
         return len(self._last)
 
     @staticmethod
-    def _remember(table: OrderedDict, key, value, cap: int = MAX_NAMES) -> None:
+    def _remember(table: OrderedDict[K, V], key: K, value: V, cap: int = MAX_NAMES) -> None:
         """Insert as newest; forget the oldest beyond `cap` (a client inventing names cannot grow us)."""
         table[key] = value
         table.move_to_end(key)

@@ -46,7 +46,10 @@ class NamespaceGrant:
 
     def keys(self) -> ServiceKeys:
         """The key builder for this namespace (free text escaped exactly as the programs escape it)."""
-        enc = lambda value, name: value if value == WILD else encode_segment(value, name)  # noqa: E731
+
+        def enc(value: str, name: str) -> str:
+            return value if value == WILD else encode_segment(value, name)
+
         return ServiceKeys(enc(self.model, "model"), enc(self.revision, "revision"), enc(self.service, "service"))
 
     def to_yaml(self) -> dict[str, str]:
@@ -140,7 +143,7 @@ def _member(name: str, role: str, body: Any, where: str) -> Member:
     if unknown:
         raise InventoryError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: namespaces, hosts")
     raw = body.get("namespaces")
-    namespaces = (ANY_NAMESPACE,)
+    namespaces: tuple[NamespaceGrant, ...] = (ANY_NAMESPACE,)
     if raw is None and role == "server":
         raise InventoryError(
             f"{where}: a server must name the namespaces it serves, e.g. namespaces: [{{model: lerobot/act_so100, "

@@ -12,12 +12,18 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from lerobot_policy_remote.discovery import SCOPES_OID, Scope, encode_scopes
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import check_id
 
 from .inventory import ROLES, Inventory, Member, NamespaceGrant, load_inventory, save_inventory
+
+if TYPE_CHECKING:  # cryptography is imported where it is used: `--help` stays fast
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 
 ROUTER_DEFAULT_HOSTS = ("localhost", "127.0.0.1")
 
@@ -38,7 +44,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
-def _write_key(path: Path, key) -> None:  # key: ec.EllipticCurvePrivateKey
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
     from cryptography.hazmat.primitives import serialization
 
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
@@ -49,7 +55,7 @@ def _write_key(path: Path, key) -> None:  # key: ec.EllipticCurvePrivateKey
     os.chmod(path, 0o600)  # in case the umask was stricter than needed or the fs ignores the mode
 
 
-def _write_cert(path: Path, cert) -> None:
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
     from cryptography.hazmat.primitives import serialization
 
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
@@ -153,7 +159,11 @@ def issue(
     member = Member(name, role, grants, tuple(dict.fromkeys(hosts or [])) if role == "router" else ())
     inv = inv.with_member(member)
 
-    ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None)
+    # Typed as a key that signs certificates (cryptography raises for any other kind): `init_ca` writes an EC key
+    ca_key = cast(
+        "CertificateIssuerPrivateKeyTypes",
+        serialization.load_pem_private_key((d / "ca.key").read_bytes(), password=None),
+    )
     ca_cert = x509.load_pem_x509_certificate((d / "ca.crt").read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
     now = _now()
@@ -214,7 +224,7 @@ def issue(
     return Issued(d / f"{name}.crt", d / f"{name}.key", role, all_hosts)
 
 
-def _san(host: str):
+def _san(host: str) -> x509.GeneralName:
     from cryptography import x509
 
     try:

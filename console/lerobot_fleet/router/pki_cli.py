@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lerobot_policy_remote.wire.keys import WILD
 
-from .inventory import Inventory, InventoryError, Member, load_inventory, parse_namespace_flag
+from .inventory import Inventory, InventoryError, Member, NamespaceGrant, load_inventory, parse_namespace_flag
 from .pki import ROUTER_DEFAULT_HOSTS, Issued, PkiError, init_ca, issue
 
 ROUTER_PORT = 7447
@@ -29,7 +29,7 @@ def router_host(inv: Inventory) -> str:
     return "127.0.0.1"
 
 
-def _namespace(grants: list, inv: Inventory) -> tuple[str, str, str]:
+def _namespace(grants: list[NamespaceGrant], inv: Inventory) -> tuple[str, str, str]:
     """(model, revision, task) a robot or server of these grants would use; MODEL/TASK where it cannot be told."""
     concrete = {(g.model, g.revision, g.service) for g in grants if g.model != WILD and g.service != WILD}
     if not concrete:  # a robot's default grant (any namespace): the one namespace the inventory's servers serve
@@ -103,6 +103,8 @@ def run_pki(args: argparse.Namespace) -> int:
     hosts = f" for {', '.join(made.hosts)}" if made.hosts else ""
     print(f"{args.role} certificate for CN={args.name}{hosts}: {made.cert} (key {made.key}, mode 0600)")
     print(f"recorded in {d / 'inventory.yaml'} with role {args.role}")
-    for line in next_step(inv.get(args.name), made, d, inv):
+    member = inv.get(args.name)
+    assert member is not None  # `issue` has just recorded it
+    for line in next_step(member, made, d, inv):
         print(line)
     return 0

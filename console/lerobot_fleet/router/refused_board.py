@@ -55,7 +55,7 @@ class RefusedServers:
         if parsed.role != "server" or parsed.leaf not in ANNOUNCE_LEAVES or parsed.ident == "*":
             return False
         ns = parsed.namespace
-        cut = lambda text: printable(text, MAX_FIELD)  # noqa: E731
+        cut: Callable[[str], str] = lambda text: printable(text, MAX_FIELD)  # noqa: E731
         entry_key = (cut(cn), cut(parsed.ident), cut("/".join(key.split("/")[:4])))
         now = self.clock()
         entry = self._entries.pop(entry_key, None) or {
@@ -115,7 +115,8 @@ def parse_board(raw: bytes | str) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             continue
         text = {k: item.get(k) for k in ("cn", "replica", "model", "revision", "service", "what", "key")}
-        nums = {k: item.get(k) for k in ("count", "age_s", "for_s")}
+        # Any: JSON values, each checked to be a number just below
+        nums: dict[str, Any] = {k: item.get(k) for k in ("count", "age_s", "for_s")}
         if not all(isinstance(v, str) for v in text.values()) or not all(
             isinstance(v, int | float) and not isinstance(v, bool) for v in nums.values()
         ):

@@ -15,6 +15,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,7 +90,13 @@ def recording_flags(record_dir: Path | None, robot: str) -> list[str]:
 
 
 def start_fleet(
-    fleet: Fleet, robots: int, port: int, duration: float, say=print, record_dir: Path | None = None, kind: str = "toy"
+    fleet: Fleet,
+    robots: int,
+    port: int,
+    duration: float,
+    say: Callable[[str], None] = print,
+    record_dir: Path | None = None,
+    kind: str = "toy",
 ) -> str:
     """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there.
     `kind` is what the replicas serve (POLICIES); a VLA is served with RTC on (`--rtc.enabled=true`)."""

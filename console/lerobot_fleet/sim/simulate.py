@@ -22,13 +22,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 from .box_cpu import BoxSampler, ProcessCpu, verdict
 from .sim_args import SimArgs
-from .simulate_report import pct, summarize
+from .simulate_report import ConsoleWatch, DrainRecord, Json, pct, summarize
+
+if TYPE_CHECKING:
+    import argparse
 
 # Deeper TX queues: one robot host's link multiplexes 250 robots (kept in the torch-free module below)
 MUX_QUEUES_JSON5 = "{transport: {link: {tx: {queue: {size: {interactive_high: 16, data: 16}}}}}}"
@@ -46,7 +51,7 @@ def nice_autogroup(pid: int, nice: int) -> bool:
         return False
 
 
-def run_simulation(a: SimArgs, say=print) -> dict:
+def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
     work = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="lerobot-fleet-sim-"))
     work.mkdir(parents=True, exist_ok=True)
     children: list[Proc] = []
@@ -64,7 +69,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
     try:
         ports = [free_port() for _ in range(a.routers)]
         endpoints = [f"tcp/127.0.0.1:{p}" for p in ports]
-        routers = []
+        routers: list[Proc] = []
         for i, ep in enumerate(endpoints):
             mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
             routers.append(
@@ -106,14 +111,15 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         for r in reps:
             r.wait_for("REPLICA READY", 120)
         say(f"[simulate] {a.routers} routers, {a.replicas} replicas up; starting {a.robots} robots ...")
-        hosts, outs = [], []
+        hosts: list[Proc] = []
+        outs: list[Path] = []
         stop_file = work / "robots.stop"  # created once every host has reported: then they tear down together
         stop_file.unlink(missing_ok=True)
         n_hosts = max(1, math.ceil(a.robots / a.per_host))
         for h in range(n_hosts):
             first, count = h * a.robots // n_hosts, (h + 1) * a.robots // n_hosts - h * a.robots // n_hosts
-            own = endpoints[h % a.routers]
-            order = [own] + [ep for ep in endpoints if ep != own]
+            own_ep = endpoints[h % a.routers]
+            order = [own_ep] + [ep for ep in endpoints if ep != own_ep]
             out = work / f"robots-{h}.json"
             outs.append(out)
             hosts.append(
@@ -142,8 +148,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
                     ],
                 )
             )
-        for h in hosts:
-            h.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
+        for host in hosts:
+            host.wait_for("ROBOTS READY", 60 + a.robots * 0.2)
         t_run = time.monotonic()
         cpu_pids = {
             "routers": [r.program_pid() for r in routers],
@@ -154,7 +160,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         box = BoxSampler().start()  # the whole box's CPU over the same window: is the box, not the fleet, the limit?
         own0 = _own_cpu_s()
         say(f"[simulate] {a.robots} robots started; running {a.seconds:g} s")
-        drain: dict = {}
+        drain: DrainRecord = {}
         stop_console = threading.Event()
         drainer = None
         if a.drain_at >= 0:
@@ -162,7 +168,7 @@ def run_simulation(a: SimArgs, say=print) -> dict:
                 target=_drain_later, args=(endpoints[0], replicas[0], t_run + a.drain_at, drain, say), daemon=True
             )
             drainer.start()
-        console = None
+        console: ConsoleWatch | None = None
         if a.console:
             console = asyncio.run(_watch_console(endpoints[-1], a.robots, t_run + a.seconds - 1.0, stop_console))
         deadline = time.monotonic() + a.seconds + 120
@@ -177,8 +183,8 @@ def run_simulation(a: SimArgs, say=print) -> dict:
         own = (_own_cpu_s() - own0) / window
         box_mean = box.stop()
         stop_file.touch()
-        for h in hosts:
-            h.wait(timeout=60)
+        for host in hosts:
+            host.wait(timeout=60)
         if drainer is not None:
             drainer.join(10)
         reports = [json.loads(p.read_text()) for p in outs if p.exists()]
@@ -197,7 +203,7 @@ def _own_cpu_s() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None:
+def _drain_later(endpoint: str, replica: str, at: float, out: DrainRecord, say: Callable[[str], None]) -> None:
     """At `at`, drain `replica` with the console's own drain query (`ops.send_drain`)."""
     from lerobot_fleet.data.ops import query_statuses, send_drain
     from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
@@ -214,7 +220,7 @@ def _drain_later(endpoint: str, replica: str, at: float, out: dict, say) -> None
         z.close()
 
 
-async def _watch_console(endpoint: str, robots: int, until: float, stop: threading.Event) -> dict:
+async def _watch_console(endpoint: str, robots: int, until: float, stop: threading.Event) -> ConsoleWatch:
     """The real console (ZenohSource + FleetConsoleApp, headless) on the fleet: refresh per tick at 1 Hz
     (tick to frame written) and each tick's oldest robot sample (data age)."""
     from lerobot_fleet.console.app import FleetConsoleApp
@@ -228,13 +234,15 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
     displayed = [0.0]
     original = app._display
 
-    def timed(*args, **kw):
+    def timed(*args: Any, **kw: Any) -> None:  # passes whatever `_display` (textual, private) takes through
         result = original(*args, **kw)
         displayed[0] = time.perf_counter()
         return result
 
-    app._display = timed
-    ticks, age_max, seen = [], [], 0
+    app._display = timed  # type: ignore[method-assign]  # wraps the bound method to time each frame written
+    ticks: list[float] = []
+    age_max: list[float] = []
+    seen = 0
     async with app.run_test(size=(160, 50)):
         while time.monotonic() < until and not stop.is_set():
             t0 = time.perf_counter()
@@ -243,7 +251,10 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
                 await asyncio.sleep(0)
             ticks.append(displayed[0] - t0)
             snap = app.store.snapshot()
-            seen = max(seen, sum(1 for r in snap.robots if r.state.value != "GONE"))
+            # Kept as found (types only): `value` is (rank, is_fault), never "GONE", so every row counts (`r.state is
+            # not RobotState.GONE` looks meant); "misc" is mypy's follow-on error from `sum`'s overloads.
+            counted = sum(1 for r in snap.robots if r.state.value != "GONE")  # type: ignore[comparison-overlap, misc]
+            seen = max(seen, counted)
             ages = [r.seen_age_s for r in snap.robots if r.seen_age_s is not None]
             if ages and len(ages) >= robots:  # once every robot has been seen
                 age_max.append(max(ages))
@@ -258,7 +269,7 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
     }
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     a = SimArgs(
         robots=args.robots,
         replicas=args.replicas,

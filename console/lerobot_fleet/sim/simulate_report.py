@@ -4,10 +4,33 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from .sim_args import SimArgs
+
+# A JSON object as the robot hosts write it and `json.loads` reads it back (and the report `json.dumps` writes):
+# values of mixed types, read by key.
+Json = dict[str, Any]
+
+
+class DrainRecord(TypedDict, total=False):
+    """What `_drain_later` noted of the drain: when it was sent and the reply (empty: no drain)."""
+
+    t: float
+    ok: bool
+    replica: str
+    message: str
+
+
+class ConsoleWatch(TypedDict):
+    """What `_watch_console` measured of the real console on the fleet."""
+
+    robots_seen: int
+    refresh_ms_p50: float | None
+    refresh_ms_p95: float | None
+    data_age_max_s: float | None
+    ticks: int
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -15,7 +38,7 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * (len(xs) - 1) + 0.5))] if xs else float("nan")
 
 
-def _move_time(history: list, t_drain: float, replica: str) -> float | None:
+def _move_time(history: list[tuple[float, str, str]], t_drain: float, replica: str) -> float | None:
     """Seconds from the drain until the robot streamed again after leaving STREAMING because of it (None: not moved).
 
     Because of it: the drain notice, or the drained replica's token going (a robot that missed the notice)."""
@@ -30,19 +53,25 @@ def _move_time(history: list, t_drain: float, replica: str) -> float | None:
     return math.inf if left is not None else None
 
 
-def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs, cpu: dict | None = None) -> dict:
+def summarize(
+    reports: list[Json],
+    drain: DrainRecord,
+    console: ConsoleWatch | None,
+    a: SimArgs,
+    cpu: dict[str, float] | None = None,
+) -> Json:
     robots = [r for rep in reports for r in rep["robots"]]
     states: dict[str, int] = {}
     for r in robots:
         states[r["state"]] = states.get(r["state"], 0) + 1
-    moves = {}
+    moves: dict[str, float] = {}
     if "t" in drain:
         for r in robots:
             m = _move_time(r["history"], drain["t"], drain.get("replica", ""))
             if m is not None:
                 moves[r["robot"]] = m
     move_vals = [m for m in moves.values() if math.isfinite(m)]
-    out = {
+    out: Json = {
         "robots": a.robots,
         "replicas": a.replicas,
         "routers": a.routers,
@@ -87,7 +116,7 @@ def summarize(reports: list[dict], drain: dict, console: dict | None, a: SimArgs
     return out
 
 
-def _costs(robots: list[dict], reports: list[dict], cpu: dict, a: SimArgs) -> dict:
+def _costs(robots: list[Json], reports: list[Json], cpu: dict[str, float], a: SimArgs) -> Json:
     """CPU per message and per session from the routers' and replicas' CPU over the run (wall clock of the
     orchestrator's window, close to the hosts'). Messages through the routers: each chunk is one observation in and
     one chunk out, plus each robot's telemetry (about 1/s at the default period); a meshed router may forward a

@@ -10,13 +10,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from lerobot_fleet.data.alerts import AlertBook, AlertRules
 from lerobot_fleet.data.capacity import room_text
 from lerobot_fleet.data.fmt import fmt_age
-from lerobot_fleet.data.model import FleetSnapshot
+from lerobot_fleet.data.model import FleetSnapshot, RobotRow
 from lerobot_fleet.data.sorting import sort_robots, sort_servers
 from lerobot_fleet.data.sources.base import ActionResult
 from lerobot_fleet.data.store import FleetStore
@@ -25,7 +26,7 @@ from lerobot_policy_remote.zenoh_config import FLEET_FLAGS, ZenohConfigError, Ze
 
 
 def snapshot_json(snap: FleetSnapshot, alerts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    def robot(r: Any) -> dict[str, Any]:
+    def robot(r: RobotRow) -> dict[str, Any]:
         d = asdict(r)
         d["state"] = r.state.name
         d["superseded_pct"] = r.superseded_pct
@@ -110,7 +111,9 @@ class FleetWatch:
         self.source.start(self.store)
         return self
 
-    def snapshot(self, min_s: float, until: Any = None, max_s: float = 5.0) -> FleetSnapshot:
+    def snapshot(
+        self, min_s: float, until: Callable[[FleetSnapshot], bool] | None = None, max_s: float = 5.0
+    ) -> FleetSnapshot:
         """The fleet once `min_s` have passed since `start` and `until(snapshot)` holds (or `max_s` passed); a
         pending connection attempt is let finish (up to 5 s more), so the connection state is definite."""
         time.sleep(max(0.0, self.started + min_s - time.monotonic()))

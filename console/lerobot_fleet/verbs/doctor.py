@@ -14,10 +14,10 @@ This module runs the checks in order (`doctor_checks.py`) and prints their repor
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import asdict
-from typing import Any
 
 from lerobot_fleet.data.model import FleetSnapshot
 from lerobot_policy_remote.discovery import ServiceInfo, list_services
@@ -29,7 +29,9 @@ from .doctor_report import FAIL, Check, render, service_json
 LISTEN_S = 1.5  # doctor hears the fleet at least this long: robots' telemetry (about 1 Hz) gives the capacity's RTT
 
 
-def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[ServiceInfo], FleetSnapshot | None, bool]:
+def diagnose(
+    settings: ZenohSettings, args: argparse.Namespace
+) -> tuple[list[Check], list[ServiceInfo], FleetSnapshot | None, bool]:
     """The checks, the services, the fleet as the console sees it, and whether the fleet watch ended cleanly."""
     from .commands import FleetWatch
 
@@ -61,7 +63,7 @@ def diagnose(settings: ZenohSettings, args: Any) -> tuple[list[Check], list[Serv
     return checks, services, fleet_snap, clean
 
 
-def run_doctor(settings_or_error: ZenohSettings | ZenohConfigError, args: Any) -> int:
+def run_doctor(settings_or_error: ZenohSettings | ZenohConfigError, args: argparse.Namespace) -> int:
     """Exit 0 when every check passes (SKIP lines do not fail), 1 otherwise, 2 for unusable arguments."""
     given = [args.policy_path, args.robot_type, args.task]
     if any(given) and not all(given):

@@ -8,6 +8,7 @@ opens nothing). Only the robot check imports lerobot (lazily), the rest import n
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +52,7 @@ PROBLEM_FIX = {
 }
 
 
-def router_checks(settings: ZenohSettings, args: Any) -> tuple[list[Check], Any]:
+def router_checks(settings: ZenohSettings, args: argparse.Namespace) -> tuple[list[Check], Any]:
     checks: list[Check] = []
     endpoints = settings.connect_endpoints
     problem = probe_router(settings, FLEET_FLAGS)
@@ -93,7 +94,7 @@ def cert_name(cert: str | None) -> str:
         return ""
 
 
-def cert_role(args: Any) -> tuple[str, str]:
+def cert_role(args: argparse.Namespace) -> tuple[str, str]:
     """(CN, role) of --tls-cert; the role from the dev PKI's inventory.yaml next to --tls-ca ('' when not known)."""
     cn = cert_name(args.tls_cert)
     if not cn or not args.tls_ca:
@@ -216,7 +217,10 @@ def refusal_checks(exc: HandshakeError) -> list[Check]:
 
 
 def robot_checks(
-    session: Any, services: list[ServiceInfo], args: Any, fleet: Callable[[], FleetSnapshot | None] = lambda: None
+    session: Any,
+    services: list[ServiceInfo],
+    args: argparse.Namespace,
+    fleet: Callable[[], FleetSnapshot | None] = lambda: None,
 ) -> list[Check]:
     """`fleet()`: the fleet as the console sees it, read only after the dry run (it may wait to hear the fleet)."""
     from lerobot_policy_remote.engine.dry_run import DryRunError, describe

@@ -15,12 +15,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote.wire.codec import decode
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import ServiceKeys, parse_key
 from lerobot_policy_remote.wire.messages import RobotTelemetry
+
+if TYPE_CHECKING:
+    from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 PREFIX = "lerobot_robot_"
 STATES = ("CONNECTING", "STREAMING", "DEGRADED", "STALLED", "RECONNECTING", "DEAD")
@@ -169,7 +172,7 @@ def parse_listen(listen: str) -> tuple[str, int]:
 
 
 def run_exporter(
-    settings: Any,
+    settings: ZenohSettings,
     listen: str,
     forget_s: float,
     ready: Callable[[str], None] = print,
@@ -193,7 +196,8 @@ def run_exporter(
         session.declare_subscriber(
             ServiceKeys.any().robot("*", "telemetry"), lambda s: collector.add(str(s.key_expr), s.payload.to_bytes())
         )
-        http = HealthServer(host, port, ExporterMetrics(collector), health).start()
+        # HealthServer names ServerMetrics but calls only `.render() -> bytes`, which ExporterMetrics has
+        http = HealthServer(host, port, ExporterMetrics(collector), health).start()  # type: ignore[arg-type]
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())

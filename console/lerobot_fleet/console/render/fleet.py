@@ -230,6 +230,7 @@ def header_text(
 
 
 GROUP_PREFIX = "\x1egroup:"  # row keys of group header rows (never a robot or server key)
+GroupHeader = tuple[str, list[RobotRow]]  # a group header row: (group name, the group's robots)
 
 
 def group_name(r: RobotRow, by: str) -> str:
@@ -249,13 +250,13 @@ def group_cells(name: str, rows: list[RobotRow], folded: bool, alerting: int = 0
     return ((text, "bold reverse" if faults else "bold"),)
 
 
-def grouped(rows: list[RobotRow], by: str, folded: set[str]) -> list[tuple[str, object]]:
+def grouped(rows: list[RobotRow], by: str, folded: set[str]) -> list[tuple[str, RobotRow | GroupHeader]]:
     """(key, row) pairs with a header row per group, groups by name, rows in the given order, folded groups
     showing only their header."""
     groups: dict[str, list[RobotRow]] = {}
     for r in rows:
         groups.setdefault(group_name(r, by), []).append(r)
-    out: list[tuple[str, object]] = []
+    out: list[tuple[str, RobotRow | GroupHeader]] = []
     for name in sorted(groups):
         out.append((GROUP_PREFIX + name, (name, groups[name])))
         if name not in folded:

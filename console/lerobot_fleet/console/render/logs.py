@@ -25,7 +25,7 @@ def alerts_text(alerts: list[Alert], now: float, limit: int = 200) -> Text:
         style = "bold red" if is_open else "bright_black"
         t.append(f"{'OPEN' if is_open else 'cleared':<8}", style=style)
         t.append(f" {a.rule:<12} {a.role:<7} {a.name[:18]:<18} {fmt_age(now - a.started_s) + ' ago':>8} ")
-        t.append(f"{'—' if is_open else fmt_age(now - a.cleared_s) + ' ago':>8}  ")
+        t.append(f"{'—' if a.cleared_s is None else fmt_age(now - a.cleared_s) + ' ago':>8}  ")
         t.append(a.message + "\n", style="" if is_open else "bright_black")
     t.rstrip()
     return t

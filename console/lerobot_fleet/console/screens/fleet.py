@@ -90,12 +90,13 @@ class FleetScreen(LiveScreen):
         servers = self.visible_servers(snap)
         marked_r, marked_s = self.marks["robots"], self.marks["servers"]
         alerting = view.alerts.targets
+        rows: list[tuple[str, RobotRow | render.GroupHeader]]
         if self.group_by:
             rows = render.grouped(robots, self.group_by, self.folded)
         else:
             rows = [(r.key, r) for r in robots]
 
-        def robot_cells(row: object) -> tuple:
+        def robot_cells(row: RobotRow | render.GroupHeader) -> tuple[render.Cell, ...]:
             if isinstance(row, RobotRow):
                 return render.robot_cells(row, row.key in marked_r, row.key in alerting)
             name, members = row  # a group header

@@ -32,7 +32,8 @@ PI0 = Namespace("lerobot/pi0_towel", "v1.2", "fold the towel")
 
 # robot id, namespace, state, replica, episode, rtt p50/p95, queue s, staleness s, delay, requests, superseded, errors,
 # outcome
-ROBOTS = [
+FakeRobot = tuple[str, Namespace, str, str, int, float, float, float, float, int, int, int, int, str]
+ROBOTS: list[FakeRobot] = [
     ("arm-01", ACT, "STREAMING", "gpu-a-0", 12, 31.0, 44.0, 1.20, 0.08, 1, 1200, 6, 0, "ok"),
     ("arm-02", ACT, "STREAMING", "gpu-a-0", 7, 29.0, 40.0, 1.10, 0.07, 1, 980, 2, 0, "ok"),
     ("arm-03", ACT, "DEGRADED", "gpu-a-1", 4, 180.0, 420.0, 0.40, 1.30, 6, 700, 35, 3, "timeout"),
@@ -63,7 +64,7 @@ ROBOTS = [
 ]
 # The fake arms run with a tight bound on action age, so their staleness alert opens at 1.0 s (2/3 of it).
 FAKE_MAX_ACTION_AGE_S = 1.5
-GONE_ROBOT = ("arm-09", ACT, "STREAMING", "gpu-a-0", 3, 33.0, 47.0, 1.0, 0.1, 1, 400, 1, 0, "ok")
+GONE_ROBOT: FakeRobot = ("arm-09", ACT, "STREAMING", "gpu-a-0", 3, 33.0, 47.0, 1.0, 0.1, 1, 400, 1, 0, "ok")
 SILENT_ROBOT = "arm-10"  # token alive, never sent telemetry -> UNKNOWN
 
 SERVERS = [
@@ -215,7 +216,7 @@ class FakeSource:
             )
 
     @staticmethod
-    def _telemetry_for(row: tuple, rtt_scale: float, seq: int) -> RobotTelemetry:
+    def _telemetry_for(row: FakeRobot, rtt_scale: float, seq: int) -> RobotTelemetry:
         robot_id, ns, state, replica, ep, p50, p95, queue, stale, delay, req, sup, err, outcome = row
         return RobotTelemetry(
             client_uuid=robot_id,
