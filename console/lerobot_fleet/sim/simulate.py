@@ -224,6 +224,7 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
     """The real console (ZenohSource + FleetConsoleApp, headless) on the fleet: refresh per tick at 1 Hz
     (tick to frame written) and each tick's oldest robot sample (data age)."""
     from lerobot_fleet.console.app import FleetConsoleApp
+    from lerobot_fleet.data.model import RobotState
     from lerobot_fleet.data.sources.zenoh_source import ZenohSource
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 
@@ -251,9 +252,7 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
                 await asyncio.sleep(0)
             ticks.append(displayed[0] - t0)
             snap = app.store.snapshot()
-            # Kept as found (types only): `value` is (rank, is_fault), never "GONE", so every row counts (`r.state is
-            # not RobotState.GONE` looks meant); "misc" is mypy's follow-on error from `sum`'s overloads.
-            counted = sum(1 for r in snap.robots if r.state.value != "GONE")  # type: ignore[comparison-overlap, misc]
+            counted = sum(1 for r in snap.robots if r.state is not RobotState.GONE)  # robots the console sees now
             seen = max(seen, counted)
             ages = [r.seen_age_s for r in snap.robots if r.seen_age_s is not None]
             if ages and len(ages) >= robots:  # once every robot has been seen

@@ -196,8 +196,7 @@ def run_exporter(
         session.declare_subscriber(
             ServiceKeys.any().robot("*", "telemetry"), lambda s: collector.add(str(s.key_expr), s.payload.to_bytes())
         )
-        # HealthServer names ServerMetrics but calls only `.render() -> bytes`, which ExporterMetrics has
-        http = HealthServer(host, port, ExporterMetrics(collector), health).start()  # type: ignore[arg-type]
+        http = HealthServer(host, port, ExporterMetrics(collector), health).start()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -149,10 +149,16 @@ class _EngineCollector(Collector):
             yield family
 
 
+class Renders(Protocol):
+    """What /metrics serves: the server's metrics, or the fleet exporter's."""
+
+    def render(self) -> bytes: ...
+
+
 class HealthServer:
     """GET /healthz (200 ok / 503 reason) and GET /metrics on a daemon thread."""
 
-    def __init__(self, host: str, port: int, metrics: ServerMetrics, health: Callable[[], tuple[bool, str]]) -> None:
+    def __init__(self, host: str, port: int, metrics: Renders, health: Callable[[], tuple[bool, str]]) -> None:
         outer_metrics, outer_health = metrics, health
 
         class Handler(BaseHTTPRequestHandler):
