@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lerobot_policy_remote.wire.data import ObservationMsg
 from lerobot_policy_remote.wire.messages import RtcSettings
@@ -37,16 +38,21 @@ def robot_rtc(i: int) -> tuple[RtcSettings, int]:
     ), RTC_DELAYS[i % len(RTC_DELAYS)]
 
 
-def with_prefix(obs: ObservationMsg, left_over: tuple[Any, Any] | None, horizon: int, delay: int) -> ObservationMsg:
+# What is left of a chunk in a robot's queue: (model space, robot space), each (LEFTOVER_STEPS, A) float32.
+LeftOver = tuple[NDArray[np.float32], NDArray[np.float32]]
+
+
+def with_prefix(obs: ObservationMsg, left_over: LeftOver | None, horizon: int, delay: int) -> ObservationMsg:
     """The observation as the engine sends it with RTC on: its delay, and the head of the leftover (model and robot
     space) cut to the horizon by the engine's `rtc_prefix` (no prefix while the queue is empty: the first request)."""
     from lerobot_policy_remote.engine.request import rtc_prefix
 
-    model, robot = rtc_prefix(*(left_over or (None, None)), horizon)
+    heads: tuple[NDArray[np.float32] | None, NDArray[np.float32] | None] = left_over or (None, None)
+    model, robot = rtc_prefix(*heads, horizon)
     return dataclasses.replace(obs, inference_delay_steps=delay, prefix_model=model, prefix_robot=robot)
 
 
-def left_over(chunk_model: np.ndarray, chunk_robot: np.ndarray) -> tuple[Any, Any]:
+def left_over(chunk_model: NDArray[np.float32], chunk_robot: NDArray[np.float32]) -> LeftOver:
     """What is left of a chunk in the robot's queue when it asks for the next one (LEFTOVER_STEPS), as the engine's
     queue hands it over (`left_over_head`: numpy copies)."""
     return (

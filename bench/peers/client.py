@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .procs import emit
-from .workload import CHUNK, frames, pct, proc_cpu_s, self_cpu_s, state
+from .workload import CHUNK, PeerClient, frames, pct, proc_cpu_s, self_cpu_s, state
 
 
 def make_client(
@@ -30,23 +30,23 @@ def make_client(
     shm: bool = False,
     vla: bool = False,
     rtc: bool = True,
-) -> Any:
+) -> PeerClient:
     if system == "ours":
-        from .ours_peer import Client
+        from .ours_peer import Client as OursClient
 
-        return Client(target, robot, quality=quality, timeout_s=timeout_s, shm=shm, rtc=vla and rtc)
+        return OursClient(target, robot, quality=quality, timeout_s=timeout_s, shm=shm, rtc=vla and rtc)
     host, port = target.rsplit(":", 1)
     if system == "legacy":
-        from .legacy_peer import Client
+        from .legacy_peer import Client as LegacyClient
 
-        return Client(host, int(port), robot, act_path=act_path, timeout_s=timeout_s)
+        return LegacyClient(host, int(port), robot, act_path=act_path, timeout_s=timeout_s)
     if system == "openpi":
-        from .openpi_peer import Client
+        from .openpi_peer import Client as OpenpiClient
 
-        return Client(host, int(port), robot, resize=resize)
-    from .gr00t_peer import Client
+        return OpenpiClient(host, int(port), robot, resize=resize)
+    from .gr00t_peer import Client as Gr00tClient
 
-    return Client(host, int(port), robot)
+    return Gr00tClient(host, int(port), robot)
 
 
 def run(
@@ -66,7 +66,7 @@ def run(
     rtc: bool = True,
 ) -> dict[str, Any]:
     imgs = frames()
-    clients: list[Any] = []
+    clients: list[PeerClient] = []
     errors: list[str] = []
     t_open = time.perf_counter()
     for i in range(robots):
@@ -83,7 +83,7 @@ def run(
     stop = threading.Event()
     measuring = threading.Event()
 
-    def loop(k: int, c: Any) -> None:
+    def loop(k: int, c: PeerClient) -> None:
         i = k * 1_000_000
         n = 0
         while not stop.is_set() and (seconds > 0 or n < warmup + requests):
@@ -137,7 +137,7 @@ def run(
         th.join(timeout_s)
     done = sum(len(r) for r in rtts)
     total = done + (warmup * len(clients) if seconds <= 0 else 0)
-    rtc = {
+    rtc_row: dict[str, Any] = {  # not `rtc`: that is the robots' setting, a bool
         "rtc_active": any(getattr(c, "rtc_active", False) for c in clients),
         "rtc_prefixed": sum(getattr(c, "prefixed", 0) for c in clients),
     }
@@ -146,7 +146,9 @@ def run(
 
         try:
             st = discover(target)
-            rtc.update(server_rtc=st.supports_rtc, server_max_batch=st.max_batch, server_batch_mean=st.batch_size_mean)
+            rtc_row.update(
+                server_rtc=st.supports_rtc, server_max_batch=st.max_batch, server_batch_mean=st.batch_size_mean
+            )
         except Exception as exc:
             errors.append(f"status: {type(exc).__name__}: {exc}")
     for c in clients:
@@ -174,7 +176,7 @@ def run(
         "wrong_chunks": sum(wrong),
         "cross_delivered": sum(getattr(c, "cross", 0) for c in clients),
         "resends": sum(getattr(c, "resends", 0) for c in clients),
-        **rtc,
+        **rtc_row,
     }
 
 

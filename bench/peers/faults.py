@@ -13,10 +13,14 @@ from __future__ import annotations
 import signal
 import statistics
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import procs
-from .workload import interleaved
+from .workload import Log, interleaved
+
+if TYPE_CHECKING:  # run.py imports this module: its Server is named for the checker only
+    from .run import Server
 
 FAULTS = ("kill", "sigstop", "partition")
 PAUSE_S = 2.0
@@ -40,7 +44,7 @@ def analyse(res: dict[str, Any], t_fault: float, t_end: float, t_back: float | N
 
 
 def fault_run(
-    server: Any, arm: str, system: str, extra: list[str], fault: str, log: Any, kill_window_s: float = 30.0
+    server: Server, arm: str, system: str, extra: list[str], fault: str, log: Log, kill_window_s: float = 30.0
 ) -> dict[str, Any]:
     relay, target = server.relay() if fault == "partition" else (None, server.target)
     window = kill_window_s if fault == "kill" else 12.0
@@ -73,6 +77,7 @@ def fault_run(
                 p.signal(signal.SIGCONT)
             t_end = time.monotonic()
         else:
+            assert relay is not None  # the partition fault runs through the relay made for it above
             relay.partition(PAUSE_S)
             t_end = time.monotonic()
         line = robot.wait_for("PEER RESULT", timeout=window + 150)
@@ -81,7 +86,7 @@ def fault_run(
         if relay is not None:
             relay.stop()
     row = {"arm": arm, "fault": fault, **analyse(procs.result(line), t_fault, t_end, t_back)}
-    fmt = lambda v: "never" if v is None else f"{v:.2f}s"  # noqa: E731
+    fmt: Callable[[float | None], str] = lambda v: "never" if v is None else f"{v:.2f}s"  # noqa: E731
     log(
         f"fault {arm:12s} {fault:9s} noticed {fmt(row['noticed_s']):>6}  dry {row['dry_s']:5.2f}s  "
         f"fresh again {fmt(row['run_again_s']):>6}  "
@@ -116,8 +121,8 @@ def median_trials(trials: list[dict[str, Any]]) -> dict[str, Any]:
 def faults(
     arms: list[str],
     arm_table: dict[str, tuple[str, list[str]]],
-    server_cls: Any,
-    log: Any,
+    server_cls: type[Server],
+    log: Log,
     which: tuple[str, ...] = FAULTS,
     kill_window_s: float = 30.0,
     kill_trials: int = 1,

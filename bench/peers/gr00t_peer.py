@@ -9,13 +9,18 @@ client, ours sets no receive timeout: a dead server blocks it (the fault runs bo
 from __future__ import annotations
 
 import io
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 import numpy as np
+from numpy.typing import NDArray
 
 from .openpi_peer import make_policy
-from .workload import CAMERAS
+from .workload import CAMERAS, Images
+
+if TYPE_CHECKING:  # imported where a socket is made, as upstream's client does
+    import zmq
 
 
 def _encode(obj: Any) -> Any:
@@ -33,7 +38,8 @@ def _decode(obj: Any) -> Any:
 
 
 def to_bytes(data: Any) -> bytes:
-    return msgpack.packb(data, default=_encode)
+    packed: bytes = msgpack.packb(data, default=_encode)  # msgpack ships no types: its result is typed here
+    return packed
 
 
 def from_bytes(data: bytes) -> Any:
@@ -47,13 +53,15 @@ def _as_obs(d: dict[str, Any]) -> dict[str, Any]:
     return obs
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "", vla_path: str = "") -> None:
+def serve(
+    host: str, port: int, sleep_s: float, ready: Callable[[], None], act_path: str = "", vla_path: str = ""
+) -> None:
     import zmq
 
     policy = make_policy(sleep_s, act_path, vla_path)
     sock = zmq.Context().socket(zmq.REP)
     sock.bind(f"tcp://{host}:{port}")
-    endpoints = {
+    endpoints: dict[str, Callable[[Any], dict[str, Any]]] = {  # the request's decoded `data` -> the reply
         "ping": lambda d: {"status": "ok"},
         "reset": lambda d: {"status": "ok"},
         "get_action": lambda d: {"actions": policy.infer(_as_obs(d))["actions"]},
@@ -77,7 +85,7 @@ class Client:
     def __init__(self, host: str, port: int, robot: int = 0) -> None:
         import zmq
 
-        self.sock = zmq.Context.instance().socket(zmq.REQ)
+        self.sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
         self.sock.connect(f"tcp://{host}:{port}")
         self.robot = robot
 
@@ -88,8 +96,10 @@ class Client:
             raise RuntimeError(f"server error: {reply['error']}")
         return reply
 
-    def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
-        data = {f"video.{c}": img[None] for c, img in images.items() if c in CAMERAS}
+    def infer(self, images: Images, state: NDArray[np.float32]) -> NDArray[np.float32]:
+        data: dict[str, NDArray[np.uint8] | NDArray[np.float32]] = {
+            f"video.{c}": img[None] for c, img in images.items() if c in CAMERAS
+        }
         data["state"] = state
         return np.asarray(self.call("get_action", data)["actions"])
 

@@ -14,17 +14,19 @@ from __future__ import annotations
 import pickle  # noqa: S403 - the legacy protocol is pickle; this arm measures it as shipped
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
-from .workload import ACTION_NAMES, CHUNK, stub_chunk
+from .workload import ACTION_NAMES, CHUNK, Images, stub_chunk
 
 TIMESTEP_STRIDE = 1000  # a chunk covers timesteps [t, t+50): requests never overlap
 ROBOT_STRIDE = 100_000  # timestep // (ROBOT_STRIDE * TIMESTEP_STRIDE) names the robot
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") -> None:
+def serve(host: str, port: int, sleep_s: float, ready: Callable[[], None], act_path: str = "") -> None:
     from concurrent import futures
 
     import grpc
@@ -45,13 +47,14 @@ def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "") 
             )
             return services_pb2.Empty()
 
-        def predict(obs: Any) -> list:
+        def predict(obs: Any) -> list[Any]:  # lerobot's TimedObservation -> its TimedActions
             time.sleep(sleep_s)
             base = np.array([obs.get_observation()[k] for k in ACTION_NAMES], np.float32)
             ps.last_processed_obs = obs
-            return ps._time_action_chunk(
+            timed: list[Any] = ps._time_action_chunk(
                 obs.get_timestamp(), list(torch.from_numpy(stub_chunk(base))), obs.get_timestep()
             )
+            return timed
 
         ps.SendPolicyInstructions = instructions
         ps._predict_action_chunk = predict
@@ -74,7 +77,7 @@ def _client_class() -> type:
             self.arrived = threading.Condition()
             self.robot_id, self.cross = robot_id, 0
 
-        def _aggregate_action_queues(self, incoming: list, aggregate_fn: Any = None) -> None:
+        def _aggregate_action_queues(self, incoming: list[Any], aggregate_fn: Any = None) -> None:
             if incoming and incoming[0].get_timestep() // (ROBOT_STRIDE * TIMESTEP_STRIDE) != self.robot_id:
                 self.cross += 1  # this robot's receiver got the chunk computed for another robot's observation
             super()._aggregate_action_queues(incoming, aggregate_fn)
@@ -107,7 +110,7 @@ class Client:
         self.thread.start()
         self.rc.start_barrier.wait()
 
-    def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+    def infer(self, images: Images, state: NDArray[np.float32]) -> NDArray[np.float32]:
         from lerobot.async_inference.helpers import TimedObservation
 
         self.step += 1
@@ -135,7 +138,8 @@ class Client:
 
     @property
     def cross(self) -> int:
-        return self.rc.cross
+        cross: int = self.rc.cross  # the client is a subclass of lerobot's (untyped) RobotClient
+        return cross
 
     def close(self) -> None:
         self.rc.shutdown_event.set()

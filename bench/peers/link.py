@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import procs
-from .workload import pct
+from .workload import Log, Sizes, pct
+
+if TYPE_CHECKING:  # run.py imports this module: its Server is named for the checker only
+    from .run import Server
 
 # a gigabit LAN (where most users start: robot and GPU box on one switch), then two constrained links
 LINKS = {"1gbit-0.5ms": ("1gbit", 0.5), "100mbit-20ms": ("100mbit", 20.0), "20mbit-40ms": ("20mbit", 40.0)}
@@ -84,11 +87,12 @@ class Namespaces:
 
 
 def link_run(
-    arm: str, system: str, extra: list[str], link: str, server_cls: Any, sizes: Any, log: Any
+    arm: str, system: str, extra: list[str], link: str, server_cls: type[Server], sizes: Sizes, log: Log
 ) -> dict[str, Any]:
     rate, rtt_ms = LINKS[link]
     ns = Namespaces(rate)
-    server = relay = None
+    server: Server | None = None
+    relay: procs.Proc | None = None
     try:
         server = server_cls(system, 0.02, host=S_IP, prefix=ns.prefix(ns.s))
         host, port = (server.endpoint.split("/", 1)[1] if system == "ours" else server.targets[0]).rsplit(":", 1)
@@ -161,7 +165,7 @@ def link_run(
 
 
 def links(
-    arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: Any, sizes: Any, log: Any
+    arms: list[str], arm_table: dict[str, tuple[str, list[str]]], server_cls: type[Server], sizes: Sizes, log: Log
 ) -> list[dict[str, Any]]:
     # a same-host arm has no link to shape: its frames would pass over shared memory, not the namespaces' veth
     cross = [a for a in arms if "--shm" not in arm_table[a][1]]

@@ -14,12 +14,14 @@ import asyncio
 import http
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from openpi_client import msgpack_numpy
+from numpy.typing import NDArray
+from openpi_client import msgpack_numpy  # type: ignore[import-untyped]  # openpi-client ships no type information
 
-from .workload import CAMERAS, stub_chunk
+from .workload import CAMERAS, Images, stub_chunk
 
 
 class StubPolicy:
@@ -76,7 +78,9 @@ def make_policy(sleep_s: float, act_path: str = "", vla_path: str = "") -> Any:
     return StubPolicy(sleep_s)
 
 
-def serve(host: str, port: int, sleep_s: float, ready: Any, act_path: str = "", vla_path: str = "") -> None:
+def serve(
+    host: str, port: int, sleep_s: float, ready: Callable[[], None], act_path: str = "", vla_path: str = ""
+) -> None:
     from websockets.asyncio.server import serve as ws_serve
 
     name = "act" if act_path else "pi0" if vla_path else "stub"
@@ -102,12 +106,12 @@ class Client:
     `resize` the robot-side `image_tools.resize_with_pad` to resize x resize that openpi's examples do."""
 
     def __init__(self, host: str, port: int, robot: int = 0, resize: int = 0) -> None:
-        from openpi_client.websocket_client_policy import WebsocketClientPolicy
+        from openpi_client.websocket_client_policy import WebsocketClientPolicy  # type: ignore[import-untyped]
 
         self.policy = WebsocketClientPolicy(host=host, port=port)
         self.robot, self.resize = robot, resize
 
-    def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+    def infer(self, images: Images, state: NDArray[np.float32]) -> NDArray[np.float32]:
         if self.resize:
             from openpi_client import image_tools
 
@@ -115,7 +119,9 @@ class Client:
                 c: image_tools.convert_to_uint8(image_tools.resize_with_pad(img, self.resize, self.resize))
                 for c, img in images.items()
             }
-        obs = {f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": img for c, img in images.items()}
+        obs: dict[str, NDArray[np.uint8] | NDArray[np.float32]] = {
+            f"observation/{'image' if c == CAMERAS[0] else c + '_image'}": img for c, img in images.items()
+        }
         obs["observation/state"] = state
         return np.asarray(self.policy.infer(obs)["actions"])
 

@@ -13,23 +13,28 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from lerobot_policy_remote.wire.codec import decode
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.wire.messages import ServerStatus
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
-from .workload import ACTION_NAMES, CAMERAS, HEIGHT, STATE_DIM, WIDTH
+from .workload import ACTION_NAMES, CAMERAS, HEIGHT, STATE_DIM, WIDTH, Images
+
+if TYPE_CHECKING:  # imported where it is built: the server side of this module never loads the engine
+    from lerobot_policy_remote.engine.remote import RemoteInferenceEngine
 
 
 def settings(endpoint: str, shm: bool = False) -> ZenohSettings:
     return ZenohSettings(mode="client", connect_endpoints=[endpoint], shared_memory=shm)
 
 
-def serve(endpoint: str, sleep_s: float, ready: Any, shm: bool = False) -> None:
+def serve(endpoint: str, sleep_s: float, ready: Callable[[], None], shm: bool = False) -> None:
     import threading
 
     from lerobot_policy_remote.server.manifest import Manifest, ModelSpec
@@ -70,9 +75,11 @@ def discover(endpoint: str) -> ServerStatus:
         z.close()
 
 
-def hw_features() -> dict:
+def hw_features() -> dict[str, dict[str, object]]:
     """What `hw_to_dataset_features` makes of a robot with the workload's joints and cameras."""
-    feats: dict = {"observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": list(ACTION_NAMES)}}
+    feats: dict[str, dict[str, object]] = {
+        "observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": list(ACTION_NAMES)}
+    }
     for c in CAMERAS:
         feats[f"observation.images.{c}"] = {
             "dtype": "video",
@@ -82,7 +89,7 @@ def hw_features() -> dict:
     return feats
 
 
-def observation(images: dict[str, np.ndarray], st: np.ndarray) -> dict:
+def observation(images: Images, st: NDArray[np.float32]) -> dict[str, float | NDArray[np.uint8]]:
     """The robot's raw observation dict, as `robot.get_observation()` returns it."""
     return {**{n: float(v) for n, v in zip(ACTION_NAMES, st, strict=True)}, **images}
 
@@ -98,7 +105,7 @@ def engine(
     max_action_age_s: float = 3.0,
     shm: bool = False,
     rtc: bool = False,
-) -> Any:
+) -> RemoteInferenceEngine:
     """The product's robot side: `RemoteInferenceEngine` over its real `ZenohLink` (shared memory off, as on a LAN,
     unless `shm`: the defaults on one machine); `rtc`: the rollout's RTC defaults (`RemoteRTCConfig`), else RTC off."""
     import dataclasses
@@ -171,7 +178,7 @@ class Client:
         # float16 replies (the default) are exact to the bound the robot asked for, not to float32's 1e-4
         self.atol = max(1e-4, cfg.reply_max_error) if cfg.reply_dtype == "float16" else 1e-4
 
-    def infer(self, images: dict[str, np.ndarray], state: np.ndarray) -> np.ndarray:
+    def infer(self, images: Images, state: NDArray[np.float32]) -> NDArray[np.float32]:
         e = self.e
         if self.rtc:  # the robot executes its chunk until the buffer asks for the next one: the rest is the prefix
             while e.queue.qsize() / e.fps > e.cfg.buffer_time_s:

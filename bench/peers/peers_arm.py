@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 from lerobot.robots import Robot
+from numpy.typing import NDArray
 
 from .config_peers_arm import PeersArmConfig
-from .workload import ACTION_NAMES, CAMERAS, HEIGHT, WIDTH, frames, state
+from .workload import ACTION_NAMES, CAMERAS, HEIGHT, WIDTH, Images, frames, state
 
 
 class PeersArm(Robot):
@@ -21,15 +22,15 @@ class PeersArm(Robot):
         self._state = state(0)
         self.sent: list[dict[str, Any]] = []
 
-    def set_observation(self, images: dict[str, np.ndarray], st: np.ndarray) -> None:
+    def set_observation(self, images: Images, st: NDArray[np.float32]) -> None:
         self._images, self._state = images, st
 
     @property
-    def observation_features(self) -> dict:
+    def observation_features(self) -> dict[str, type[float] | tuple[int, int, int]]:
         return {**{k: float for k in ACTION_NAMES}, **{c: (HEIGHT, WIDTH, 3) for c in CAMERAS}}
 
     @property
-    def action_features(self) -> dict:
+    def action_features(self) -> dict[str, type[float]]:
         return {k: float for k in ACTION_NAMES}
 
     @property

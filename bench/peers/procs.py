@@ -56,7 +56,7 @@ class Proc(KitProc):
     def signal(self, sig: int) -> None:
         self.signal_program(sig)
 
-    def stop(self, timeout: float = 0) -> int | None:  # type: ignore[override]
+    def stop(self, timeout: float = 0) -> int | None:
         """Kill at once (a server's clean drain is not what the bench measures)."""
         if self.popen.poll() is None:
             self.signal_group(signal.SIGKILL)
@@ -97,7 +97,8 @@ def client(system: str, target: str, *args: str, max_s: float = 600, prefix: lis
 
 def result(line: str) -> dict[str, Any]:
     """The JSON after `PEER RESULT` (a library thread may have written onto the same line after it)."""
-    return json.JSONDecoder().raw_decode(line.split("PEER RESULT ", 1)[1])[0]
+    obj: dict[str, Any] = json.JSONDecoder().raw_decode(line.split("PEER RESULT ", 1)[1])[0]  # decoded JSON: untyped
+    return obj
 
 
 def emit(obj: dict[str, Any]) -> None:

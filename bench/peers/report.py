@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def scaling_table(rows: list[dict[str, Any]]) -> str:
 
 
 def faults_table(rows: list[dict[str, Any]]) -> str:
-    fmt = lambda v: "never" if v is None else f"{v:.2f}"  # noqa: E731
+    fmt: Callable[[float | None], str] = lambda v: "never" if v is None else f"{v:.2f}"  # noqa: E731
     out = [
         "| arm | fault | robot noticed after s | queue dry s | fresh actions again after s | server back after s | "
         "actions from a chunk >1 s late executed | worst chunk lag s | what the client raised |",
@@ -171,10 +172,10 @@ def plots(results: dict[str, Any], img: Path) -> list[Path]:
     if sc:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for key in dict.fromkeys((r["arm"], r["mode"]) for r in sc):
-            rs = [r for r in sc if (r["arm"], r["mode"]) == key]
+            series = [r for r in sc if (r["arm"], r["mode"]) == key]  # this arm and mode's rows
             label = key[0] if key[1] == "one server" else f"{key[0]} ({key[1]})"
-            axes[0].plot([r["n"] for r in rs], [r["req_per_s"] for r in rs], marker="o", label=label)
-            axes[1].plot([r["n"] for r in rs], [r["rtt_p99_ms"] for r in rs], marker="o", label=label)
+            axes[0].plot([r["n"] for r in series], [r["req_per_s"] for r in series], marker="o", label=label)
+            axes[1].plot([r["n"] for r in series], [r["rtt_p99_ms"] for r in series], marker="o", label=label)
         s = sc[0]["sleep_ms"]
         axes[0].axhline(1000 / s, color="k", ls=":", label="one worker's ceiling 1/S")
         for ax, ylabel in ((axes[0], "chunks/s delivered, all robots"), (axes[1], "round trip p99, ms")):

@@ -19,7 +19,7 @@ from typing import Any
 
 from .client import make_client
 from .procs import emit
-from .workload import frames, state
+from .workload import PeerClient, frames, state
 
 FPS = 30.0
 
@@ -39,7 +39,7 @@ class Robot:
         self.reconnects: list[float] = []
         self.first_chunk: float | None = None
         self.started = time.monotonic()
-        self.client: Any = None
+        self.client: PeerClient | None = None
 
     def control(self) -> None:
         tick = time.monotonic()
@@ -140,7 +140,7 @@ class EngineRobot:
 
     def _watch_chunks(self) -> None:
         """The engine logs every merged chunk with its session, seq and rtt: record each chunk's arrival lag."""
-        from lerobot_policy_remote.engine import remote
+        from lerobot_policy_remote.engine import replies
 
         lag = self._lag
 
@@ -148,11 +148,12 @@ class EngineRobot:
             def emit(self, record: logging.LogRecord) -> None:
                 args = record.args
                 if isinstance(args, tuple) and len(args) >= 5:
-                    lag[(str(args[0]), int(args[1]))] = float(args[4]) / 1000.0
+                    fields: tuple[Any, ...] = args  # the chunk line's %-arguments: (session, seq, ..., rtt ms)
+                    lag[(str(fields[0]), int(fields[1]))] = float(fields[4]) / 1000.0
 
-        remote.chunk_logger.addHandler(Chunks())
-        remote.chunk_logger.setLevel(logging.INFO)
-        remote.chunk_logger.propagate = False
+        replies.chunk_logger.addHandler(Chunks())
+        replies.chunk_logger.setLevel(logging.INFO)
+        replies.chunk_logger.propagate = False
 
     def control(self) -> None:
         from lerobot_policy_remote.engine import provenance

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import procs
 from .relay import Relay
-from .workload import Sizes, interleaved, proc_cpu_s, proc_rss_mb
+from .workload import Log, Sizes, interleaved, proc_cpu_s, proc_rss_mb
 
 ARMS = {  # arm -> (system, extra client args)
     "ours-jpeg": ("ours", ["--quality", "90"]),
@@ -72,14 +72,9 @@ class Server:
         wait: bool = True,
         compile_choice: str = "auto",
     ) -> None:
-        self.system, self.sleep_s, self.router, self.procs, self.host, self.prefix = (
-            system,
-            sleep_s,
-            None,
-            [],
-            host,
-            prefix,
-        )
+        self.system, self.sleep_s, self.host, self.prefix = system, sleep_s, host, prefix
+        self.router: procs.Proc | None = None
+        self.procs: list[procs.Proc] = []
         self.act, self.shm, self.vla, self.compile_choice = act, shm, vla, compile_choice
         self.path = ""  # appended to the servers' PYTHONPATH: the tiny pi0 hook's site for a tiny checkpoint
         if vla:
@@ -219,7 +214,7 @@ def idle_cpu_pct(servers: list[Server], seconds: float = 2.0) -> float:
 
 @contextlib.contextmanager
 def servers_up(
-    arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Any, vla: str = ""
+    arms: list[str], sleep_s: float, act: str, phase: str, repeats: int, log: Log, vla: str = ""
 ) -> Iterator[tuple[dict[str, Server], float]]:
     """Every arm's server at once (launched together, so their models load side by side; stopped on the way out),
     and what they cost idle, logged."""
@@ -262,7 +257,7 @@ def summarize(row: dict[str, Any], reps: list[dict[str, Any]]) -> dict[str, Any]
     return row
 
 
-def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> list[dict[str, Any]]:
+def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Log) -> list[dict[str, Any]]:
     rows = []
     for s in sleeps:
         with servers_up(arms, s, "", f"latency S={s * 1000:.0f}ms", sizes.latency_repeats, log) as (servers, idle):
@@ -300,7 +295,7 @@ def latency(sizes: Sizes, sleeps: list[float], arms: list[str], log: Any) -> lis
 
 
 def act_rows(
-    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu"
+    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Log, device: str = "cpu"
 ) -> list[dict[str, Any]]:
     """The small real ACT on `device`, same checkpoint everywhere: round trip, CPU, req/s at N robots (interleaved
     repeats)."""
@@ -352,7 +347,7 @@ def act_rows(
 
 
 def vla_rows(
-    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Any, device: str = "cpu", size: str = "tiny"
+    sizes: Sizes, arms: list[str], out: Path, ns: list[int], log: Log, device: str = "cpu", size: str = "tiny"
 ) -> list[dict[str, Any]]:
     """pi0 on `device`, the same checkpoint everywhere: round trip, chunks/s at N robots (interleaved repeats). Ours
     serves it with RTC (each robot's request carries its prefix) and batching, as by default; the peers run
@@ -442,7 +437,7 @@ def vla_rows(
     return sorted(rows, key=lambda r: (arms.index(r["arm"]), r["n"]))
 
 
-def vs_best_peer(group: list[dict[str, Any]], log: Any) -> None:
+def vs_best_peer(group: list[dict[str, Any]], log: Log) -> None:
     """On each of our rows: ours / the best peer at that N (the lowest round trip, the most chunks/s)."""
     peers = [r for r in group if ARMS[r["arm"]][0] != "ours"]
     if not peers:
@@ -472,7 +467,7 @@ def jain(xs: list[float]) -> float:
 
 
 def scaling(
-    sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy_procs_max: int, log: Any
+    sizes: Sizes, ns: list[int], sleep_s: float, arms: list[str], legacy_procs_max: int, log: Log
 ) -> list[dict[str, Any]]:
     rows = []
     plans = [(arm, ARMS[arm][0], ARMS[arm][1], "one server") for arm in arms]

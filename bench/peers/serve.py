@@ -32,21 +32,21 @@ def main() -> None:
         print("PEER READY", flush=True)
 
     if args.system == "ours":
-        from .ours_peer import serve
+        from .ours_peer import serve as serve_ours
 
-        serve(args.endpoint, args.sleep, ready, args.shm)
+        serve_ours(args.endpoint, args.sleep, ready, args.shm)
     elif args.system == "legacy":
-        from .legacy_peer import serve
+        from .legacy_peer import serve as serve_legacy
 
-        serve(args.host, args.port, args.sleep, ready, args.act)
+        serve_legacy(args.host, args.port, args.sleep, ready, args.act)
     elif args.system == "openpi":
-        from .openpi_peer import serve
+        from .openpi_peer import serve as serve_openpi
 
-        serve(args.host, args.port, args.sleep, ready, args.act, args.vla)
+        serve_openpi(args.host, args.port, args.sleep, ready, args.act, args.vla)
     else:
-        from .gr00t_peer import serve
+        from .gr00t_peer import serve as serve_gr00t
 
-        serve(args.host, args.port, args.sleep, ready, args.act, args.vla)
+        serve_gr00t(args.host, args.port, args.sleep, ready, args.act, args.vla)
 
 
 if __name__ == "__main__":

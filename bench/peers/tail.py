@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from .client import make_client
-from .run import ARMS, Server, interleaved, servers_up
-from .workload import frames, pct, state
+from .run import ARMS, Server, servers_up
+from .workload import frames, interleaved, pct, state
 
 
 def round_trips(

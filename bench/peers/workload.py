@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 CAMERAS = ("front", "wrist")
 HEIGHT, WIDTH = 480, 640
@@ -20,6 +22,26 @@ STATE_DIM = 14
 CHUNK = (50, 14)
 ACTION_NAMES = [f"joint_{i}.pos" for i in range(STATE_DIM)]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+# The camera frames a robot sends (name -> HxWx3 RGB) and what a phase logs its progress with.
+Images = dict[str, NDArray[np.uint8]]
+Log = Callable[[str], None]
+
+
+class PeerClient(Protocol):
+    """One robot of a system in closed loop (`client.make_client`): the chunk that answers an observation."""
+
+    def infer(self, images: Images, state: NDArray[np.float32]) -> NDArray[np.float32]: ...
+
+    def close(self) -> None: ...
+
+
+class Measure(Protocol[T_co]):
+    """One measurement of one arm, as `interleaved` calls it."""
+
+    def __call__(self, *, arm: str) -> T_co: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,7 @@ class Sizes:
         )
 
 
-def frame(cam: int, t: int = 0) -> np.ndarray:
+def frame(cam: int, t: int = 0) -> NDArray[np.uint8]:
     """A synthetic camera frame: smooth gradient, a few shapes that move with `t`, mild noise."""
     y, x = np.mgrid[0:HEIGHT, 0:WIDTH].astype(np.float32)
     img = np.empty((HEIGHT, WIDTH, 3), np.float32)
@@ -75,16 +97,16 @@ def frame(cam: int, t: int = 0) -> np.ndarray:
     return np.clip(img, 0, 255).astype(np.uint8)
 
 
-def frames(t: int = 0) -> dict[str, np.ndarray]:
+def frames(t: int = 0) -> Images:
     return {name: frame(i, t) for i, name in enumerate(CAMERAS)}
 
 
-def state(i: int) -> np.ndarray:
+def state(i: int) -> NDArray[np.float32]:
     """A state that changes every request (legacy's similarity filter would otherwise drop it)."""
     return (np.arange(STATE_DIM, dtype=np.float32) * 0.1 + i * 2.0).astype(np.float32)
 
 
-def stub_chunk(base: np.ndarray | None = None) -> np.ndarray:
+def stub_chunk(base: NDArray[np.floating[Any]] | None = None) -> NDArray[np.float32]:
     """What every stub policy returns: rows = state + step index (so a robot can check whose chunk it got)."""
     b = np.zeros(STATE_DIM, np.float32) if base is None else np.asarray(base, np.float32).reshape(-1)
     return (b[None, :] + np.arange(CHUNK[0], dtype=np.float32)[:, None]).astype(np.float32)
@@ -121,13 +143,13 @@ def now() -> float:
     return time.perf_counter()
 
 
-def interleaved(arms: list[str], repeats: int, measure: Any) -> dict[str, list[Any]]:
+def interleaved(arms: list[str], repeats: int, measure: Measure[T]) -> dict[str, list[T]]:
     """Every arm once per repeat, the order rotated each repeat, all servers up throughout.
 
     This box's speed swings by tens of percent over minutes; measured arm by arm, a slow window lands on
     whichever arm's block it falls in and the ratio measures the box. Interleaved, it lands on every arm.
     """
-    reps: dict[str, list[Any]] = {a: [] for a in arms}
+    reps: dict[str, list[T]] = {a: [] for a in arms}
     for r in range(repeats):
         k = r % len(arms)
         for arm in arms[k:] + arms[:k]:

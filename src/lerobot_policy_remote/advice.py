@@ -48,4 +48,7 @@ CONTRACT_ADVICE: dict[Refusal, str] = {
 
 def contract_advice(code: Refusal | str) -> str:
     """What to do about refusal `code` (a plain-string code from the wire works too); "" when nothing to say."""
-    return CONTRACT_ADVICE.get(code, "")
+    try:
+        return CONTRACT_ADVICE.get(Refusal(code), "")
+    except ValueError:  # a code this version does not know
+        return ""

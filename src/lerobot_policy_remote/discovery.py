@@ -192,7 +192,10 @@ class Scope:
 
     def keys(self) -> ServiceKeys:
         """The key builder of this pattern, escaped as the programs escape free text."""
-        enc = lambda value, name: value if value == WILD else encode_segment(value, name)  # noqa: E731
+
+        def enc(value: str, name: str) -> str:
+            return value if value == WILD else encode_segment(value, name)
+
         return ServiceKeys(enc(self.model, "model"), enc(self.revision, "revision"), enc(self.service, "service"))
 
     def flag(self) -> str:
@@ -241,9 +244,12 @@ def decode_scopes(value: bytes) -> tuple[Scope, ...]:
     out = []
     for item in items:
         fields = [item.get(k, WILD) if isinstance(item, dict) else None for k in ("model", "revision", "service")]
-        if not all(isinstance(f, str) and f for f in fields):
+        model, revision, service = fields
+        if not (isinstance(model, str) and isinstance(revision, str) and isinstance(service, str)) or not (
+            model and revision and service
+        ):
             raise ValueError("a namespace needs model, revision and service strings")
-        out.append(Scope(*fields))
+        out.append(Scope(model, revision, service))
     return tuple(out)
 
 
@@ -260,7 +266,9 @@ def certificate_scopes(cert_path: str) -> tuple[tuple[Scope, ...], str]:
         return (), ""
     try:
         ext = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier(SCOPES_OID))
-        return decode_scopes(ext.value.value), "certificate"
+        raw = ext.value
+        assert isinstance(raw, x509.UnrecognizedExtension)  # our own OID: cryptography cannot parse it
+        return decode_scopes(raw.value), "certificate"
     except x509.ExtensionNotFound:
         pass
     except (ValueError, UnicodeDecodeError, AttributeError) as exc:

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import VENV_BIN, free_port
+from lerobot_policy_remote.testing.procs import VENV_BIN, free_port, run
 
 pytestmark = pytest.mark.slow  # starts router / server processes
 
@@ -16,14 +13,7 @@ SERVER = str(VENV_BIN / "lerobot-policy-server")
 
 
 def run_server(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    p = subprocess.run(
-        ["timeout", "-s", "KILL", "240", SERVER, *args],
-        capture_output=True,
-        text=True,
-        timeout=250,
-        env={**os.environ, **(env or {})},
-    )
-    return p.returncode, p.stdout + p.stderr
+    return run([SERVER, *args], timeout=240, env=env)
 
 
 def error_line(out: str) -> str:

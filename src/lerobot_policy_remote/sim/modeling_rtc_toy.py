@@ -9,6 +9,8 @@ execution horizon), so two runs on the same inputs give bit-identical chunks.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from lerobot.policies.pretrained import PreTrainedPolicy
 from torch import Tensor, nn
@@ -22,7 +24,7 @@ class RtcToyPolicy(PreTrainedPolicy):
     # predict_action_chunk reads only its arguments and fixed weights: safe to share across sessions.
     supports_stateless_chunking = True
 
-    def __init__(self, config: RtcToyConfig, **kwargs) -> None:
+    def __init__(self, config: RtcToyConfig, **kwargs: Any) -> None:  # lerobot's factory may pass more
         super().__init__(config)
         config.validate_features()
         self.config = config
@@ -41,13 +43,13 @@ class RtcToyPolicy(PreTrainedPolicy):
     def supports_rtc(self) -> bool:
         return True
 
-    def get_optim_params(self) -> dict:
+    def get_optim_params(self) -> dict[str, Any]:  # torch optimizer param groups
         return {"params": self.parameters()}
 
     def reset(self) -> None:
         """Stateless: nothing to reset."""
 
-    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict]:
+    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, dict[str, float]]:
         pred = self.predict_action_chunk(batch)
         target = batch["action"]
         loss = ((pred - target) ** 2).mean()
@@ -55,7 +57,11 @@ class RtcToyPolicy(PreTrainedPolicy):
 
     @torch.no_grad()
     def predict_action_chunk(
-        self, batch: dict[str, Tensor], inference_delay: int = 0, prev_chunk_left_over: Tensor | None = None, **kwargs
+        self,
+        batch: dict[str, Tensor],
+        inference_delay: int = 0,
+        prev_chunk_left_over: Tensor | None = None,
+        **kwargs: Any,  # lerobot's RTC engine passes its own options
     ) -> Tensor:
         cfg = self.config
         if self.state_dim:
@@ -63,7 +69,7 @@ class RtcToyPolicy(PreTrainedPolicy):
         else:
             state = torch.zeros(1, 1)
         bsz = state.shape[0]
-        base = self.proj(state)  # (B, A)
+        base: Tensor = self.proj(state)  # (B, A)
         for key in self.image_keys:
             if key in batch:
                 img = batch[key].float()
@@ -93,5 +99,5 @@ class RtcToyPolicy(PreTrainedPolicy):
         return chunk
 
     @torch.no_grad()
-    def select_action(self, batch: dict[str, Tensor], **kwargs) -> Tensor:
+    def select_action(self, batch: dict[str, Tensor], **kwargs: Any) -> Tensor:
         return self.predict_action_chunk(batch)[:, 0]

@@ -15,4 +15,8 @@ def make_rtc_toy_pre_post_processors(
 ) -> tuple[
     PolicyProcessorPipeline[dict[str, Any], dict[str, Any]], PolicyProcessorPipeline[PolicyAction, PolicyAction]
 ]:
-    return make_default_pre_post_processors(config, dataset_stats, normalizer_device=config.device)
+    # lerobot is untyped: its factory's result is the pair this function promises
+    pipelines: tuple[
+        PolicyProcessorPipeline[dict[str, Any], dict[str, Any]], PolicyProcessorPipeline[PolicyAction, PolicyAction]
+    ] = make_default_pre_post_processors(config, dataset_stats, normalizer_device=config.device)
+    return pipelines

@@ -16,11 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 from lerobot.robots.config import RobotConfig
 from lerobot.robots.robot import Robot
+from numpy.typing import NDArray
 
 ARM_MOTORS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 BASE_AXES = ("x", "y", "theta")
@@ -78,7 +79,7 @@ class _SimRobot(Robot):
         self.pose = np.zeros(3, dtype=np.float64)  # base pose (sim_base only)
         self._t_last = time.monotonic()
         self.commands: list[dict[str, Any]] = []  # every command that reached the motors
-        self._record_file = None
+        self._record_file: TextIO | None = None
         self.cameras = dict(config.cameras)
 
     # -- lerobot Robot API -------------------------------------------------
@@ -87,14 +88,14 @@ class _SimRobot(Robot):
         return [f"{j}{self.command_suffix}" for j in self.joints]
 
     @property
-    def observation_features(self) -> dict:
-        feats: dict[str, Any] = {k: float for k in self._motor_keys}
+    def observation_features(self) -> dict[str, type[float] | tuple[int, int, int]]:
+        feats: dict[str, type[float] | tuple[int, int, int]] = {k: float for k in self._motor_keys}
         for name, cam in self.config.cameras.items():
             feats[name] = (cam.height, cam.width, 3)
         return feats
 
     @property
-    def action_features(self) -> dict:
+    def action_features(self) -> dict[str, type[float]]:
         return {k: float for k in self._motor_keys}
 
     @property
@@ -172,7 +173,7 @@ class _SimRobot(Robot):
         hue = (self.q[-1] % 100.0) / 100.0
         return 0.5 + 0.4 * math.sin(math.radians(a)), 0.5 + 0.4 * math.sin(math.radians(b)), hue
 
-    def _render(self, cam: SimCameraConfig, name: str) -> np.ndarray:
+    def _render(self, cam: SimCameraConfig, name: str) -> NDArray[np.uint8]:
         h, w = cam.height, cam.width
         img = np.empty((h, w, 3), dtype=np.uint8)
         img[..., 0] = np.linspace(20, 60, w, dtype=np.uint8)[None, :]

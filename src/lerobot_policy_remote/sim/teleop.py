@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lerobot.teleoperators.config import TeleoperatorConfig
 from lerobot.teleoperators.teleoperator import Teleoperator
@@ -70,15 +70,15 @@ class SimLeader(Teleoperator):
         self._connected = False
         self._t0 = time.monotonic()
         self._stop = threading.Event()
-        self._record = None
+        self._record: TextIO | None = None
         self.pressed: list[tuple[float, str]] = []
 
     @property
-    def action_features(self) -> dict:
+    def action_features(self) -> dict[str, type[float]]:
         return {f"{m}.pos": float for m in ARM_MOTORS}
 
     @property
-    def feedback_features(self) -> dict:
+    def feedback_features(self) -> dict[str, type[float]]:
         return {}
 
     @property

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:  # for the checker only: the module imports lerobot once it needs it
+    from .configuration_rtc_toy import RtcToyConfig
 
 SIM_ARM_ACTIONS = [
     f"{m}.pos" for m in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
@@ -69,14 +73,16 @@ def write_action_names(path: str | Path, names: list[str] | None = None) -> Path
     return info
 
 
-def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
+def _relative_pipelines(
+    config: RtcToyConfig, stats: dict[str, dict[str, torch.Tensor]], action_names: list[str] | None
+) -> tuple[Any, Any]:
     """raw -> relative -> normalize -> model -> unnormalize -> absolute (lerobot's OpenPI order)."""
     from lerobot.processor.factory import make_default_policy_processor_steps, make_policy_processor_pipelines
     from lerobot.processor.relative_action_processor import AbsoluteActionsProcessorStep, RelativeActionsProcessorStep
 
     steps = make_default_policy_processor_steps(config, stats)
     relative = RelativeActionsProcessorStep(enabled=True, exclude_joints=["gripper"], action_names=action_names)
-    return make_policy_processor_pipelines(
+    pipelines: tuple[Any, Any] = make_policy_processor_pipelines(  # lerobot is untyped: (preprocessor, postprocessor)
         input_steps=[steps.rename_observations, steps.add_batch_dim, relative, steps.to_device, steps.normalize],
         output_steps=[
             steps.unnormalize,
@@ -84,6 +90,7 @@ def _relative_pipelines(config, stats: dict, action_names: list[str] | None):
             steps.to_cpu,
         ],
     )
+    return pipelines
 
 
 if __name__ == "__main__":  # `python -m lerobot_policy_remote.sim.toy DIR`: the demo's policy, one camera

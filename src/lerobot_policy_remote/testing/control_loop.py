@@ -39,7 +39,7 @@ class ControlLoop:
         *,
         fps: float = 30.0,
         max_action_age_s: float | None = None,
-        observe: Callable[[], dict] | None = None,
+        observe: Callable[[], dict[str, Any]] | None = None,  # a lerobot observation (floats, images)
     ) -> None:
         if robot is None and observe is None:
             raise ValueError("ControlLoop needs a robot or an observe() function")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.codec import decode, encode
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_chunk, encode_observation
@@ -30,6 +31,14 @@ from ..wire.messages import (
     SessionAck,
     SessionOpen,
 )
+
+if TYPE_CHECKING:  # for the checker only: the kit imports zenoh where it sends
+    import zenoh
+
+# What lands in a robot's inbox: a chunk, a server event, or the WireError an undecodable reply raised.
+Arrival = ActionChunkMsg | EventMsg | WireError
+# A state vector (or an RTC prefix) as a test writes it: float values of any precision, sent as float32.
+Floats = NDArray[np.floating[Any]]
 
 # The sim arm's action names (`lerobot_policy_remote.sim.robot`, kept here so the kit needs no lerobot).
 SIM_ARM_ACTION_NAMES: list[str] = [
@@ -64,10 +73,10 @@ class FakeRobot:
         inbox_size: int = 1024,
     ) -> None:
         self.z, self.keys, self.uuid = z, keys, client_uuid
-        self.inbox: queue.Queue[tuple[Header | None, Any]] = queue.Queue(maxsize=inbox_size)
+        self.inbox: queue.Queue[tuple[Header | None, Arrival]] = queue.Queue(maxsize=inbox_size)
         self.sub = z.declare_subscriber(keys.robot(client_uuid, "action"), self._on_action) if listen else None
         self.token = z.liveliness().declare_token(keys.robot(client_uuid, "alive")) if token else None
-        self._telemetry = None
+        self._telemetry: zenoh.Publisher | None = None
         self.replica = ""
         self.ack: SessionAck | None = None
         self.seq = 0
@@ -78,7 +87,7 @@ class FakeRobot:
         try:
             h = Header.unpack(sample.attachment.to_bytes() if sample.attachment is not None else None)
             data = sample.payload.to_bytes()
-            item: tuple[Header | None, Any] = (
+            item: tuple[Header | None, Arrival] = (
                 h,
                 decode_chunk(data) if h.msg_type is MsgType.CHUNK else decode(EventMsg, data),
             )
@@ -138,13 +147,13 @@ class FakeRobot:
 
     def send(
         self,
-        state: np.ndarray,
-        image: np.ndarray | None = None,
+        state: Floats,
+        image: NDArray[np.uint8] | None = None,
         *,
         seq: int | None = None,
         episode_start: bool = False,
         schema: int = SCHEMA_VERSION,
-        prefix: tuple[np.ndarray, np.ndarray] | None = None,
+        prefix: tuple[Floats, Floats] | None = None,
         delay: int = 0,
         quality: int = 90,
     ) -> int:
@@ -154,7 +163,7 @@ class FakeRobot:
         self._put(body, schema)
         return self.seq
 
-    def send_burst(self, states: list[np.ndarray]) -> int:
+    def send_burst(self, states: list[Floats]) -> int:
         """One observation per state, all encoded first and then put back to back (a burst no encode spreads out,
         however loaded the box); returns the last seq id."""
         bodies = [self._body(s) for s in states]
@@ -165,11 +174,11 @@ class FakeRobot:
 
     @staticmethod
     def _body(
-        state: np.ndarray,
-        image: np.ndarray | None = None,
+        state: Floats,
+        image: NDArray[np.uint8] | None = None,
         *,
         episode_start: bool = False,
-        prefix: tuple[np.ndarray, np.ndarray] | None = None,
+        prefix: tuple[Floats, Floats] | None = None,
         delay: int = 0,
         quality: int = 90,
     ) -> bytes:
@@ -198,11 +207,13 @@ class FakeRobot:
             congestion_control=zenoh.CongestionControl.DROP,
         )
 
-    def recv(self, timeout: float = 30.0) -> tuple[Header | None, Any]:
+    def recv(self, timeout: float = 30.0) -> tuple[Header | None, Arrival]:
         """The next (header, body) from the action key; queue.Empty after `timeout`."""
         return self.inbox.get(timeout=timeout)
 
-    def wait_for(self, pred: Callable[[Header | None, Any], bool], timeout: float = 30.0) -> tuple[Header | None, Any]:
+    def wait_for(
+        self, pred: Callable[[Header | None, Arrival], bool], timeout: float = 30.0
+    ) -> tuple[Header | None, Arrival]:
         """The first arrival for which `pred(header, body)` holds; queue.Empty after `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
@@ -210,13 +221,13 @@ class FakeRobot:
             if pred(h, body):
                 return h, body
 
-    def request(self, state: np.ndarray, timeout: float = 30.0, **kw: Any) -> ActionChunkMsg:
+    def request(self, state: Floats, timeout: float = 30.0, **kw: Any) -> ActionChunkMsg:
         """Send an observation and return the chunk that answers it."""
         seq = self.send(state, **kw)
         _, body = self.wait_for(
             lambda h, b: isinstance(b, ActionChunkMsg) and h is not None and h.seq_id == seq, timeout
         )
-        return body
+        return cast(ActionChunkMsg, body)  # the predicate above accepted only an ActionChunkMsg
 
     def reset(self, episode: int, timeout: float = 2.0) -> ResetAck:
         """Acked episode reset on the session's replica."""

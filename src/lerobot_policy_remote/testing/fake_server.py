@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..wire.codec import decode, encode, encode_json, join_audit_lines
 from ..wire.codes import Refusal
@@ -97,8 +98,9 @@ class ChunkResponder:
         self._worker = threading.Thread(target=self._serve, name=f"chunk-responder-{replica}", daemon=True)
         self._worker.start()
 
-    def chunk_for(self, header: Header) -> np.ndarray:
+    def chunk_for(self, header: Header) -> NDArray[np.float32]:
         """The chunk that answers `header`, faults applied."""
+        arr: NDArray[np.float32]
         if self.fill is not None:
             arr = np.full((self.chunk, self.action_dim), self.fill, dtype=np.float32)
         else:

@@ -76,7 +76,7 @@ class FleetPublisher:
             self.servers[self.owner[rid]].add_session(rid, f"s-{rid}")
         self.robots = {rid: FakeRobot(self.session, self.keys, rid, listen=False) for rid in self.robot_ids}
         self.rounds = 0
-        self._maps: list[dict] | None = None
+        self._maps: list[dict[str, object]] | None = None  # each robot's telemetry fields, packed as they are
         self._pubs: list[Any] = []
 
     def telemetry(self, i: int, rid: str, n: int) -> RobotTelemetry:

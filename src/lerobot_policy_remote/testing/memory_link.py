@@ -16,8 +16,10 @@ import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..discovery import ServiceInfo, group
 from ..engine.handshake import HandshakeError, OpenedSession, pick
@@ -26,6 +28,7 @@ from ..wire.codec import encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.header import Header, MsgType
+from ..wire.keys import Namespace
 from ..wire.messages import (
     SCHEMA_VERSION,
     EpisodeResetAck,
@@ -39,7 +42,10 @@ from ..wire.messages import (
     SessionOpen,
 )
 
-Respond = Callable[[Header, ObservationMsg], np.ndarray | None]
+# A chunk as a test writes it: float values of any precision, sent as float32.
+Chunk = NDArray[np.floating[Any]]
+Respond = Callable[[Header, ObservationMsg], Chunk | None]
+_Item = TypeVar("_Item")
 
 
 @dataclass
@@ -238,7 +244,7 @@ class MemoryLink:
 
     def services(self, timeout_s: float) -> list[ServiceInfo]:
         with self._lock:
-            return group([(r.status(), ("memory", "main", "memory")) for r in self.replicas.values()])
+            return group([(r.status(), Namespace("memory", "main", "memory")) for r in self.replicas.values()])
 
     def publish_telemetry(self, telemetry: RobotTelemetry) -> None:
         with self._lock:
@@ -252,9 +258,9 @@ class MemoryLink:
     def reply(
         self,
         request: Header,
-        chunk_robot: np.ndarray,
+        chunk_robot: Chunk,
         *,
-        chunk_model: np.ndarray | None = None,
+        chunk_model: Chunk | None = None,
         session_id: str | None = None,
         seq_id_echo: int | None = None,
         mono_echo: int | None = None,
@@ -346,7 +352,7 @@ class MemoryLink:
                 self._lost = True
         self._notify()
 
-    def _drain(self, dq: collections.deque) -> list:
+    def _drain(self, dq: collections.deque[_Item]) -> list[_Item]:
         with self._lock:
             out = list(dq)
             dq.clear()

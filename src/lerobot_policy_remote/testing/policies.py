@@ -21,8 +21,10 @@ _JOINT_MEAN = [0.0, -30.0, 40.0, 20.0, 0.0, 25.0]
 _JOINT_STD = [20.0, 15.0, 15.0, 10.0, 30.0, 10.0]
 
 
-def _features(state_dim: int, action_dim: int, cameras: dict[str, tuple[int, int]]) -> tuple[dict, dict]:
-    """Input/output PolicyFeature dicts with canonical lerobot keys."""
+def _features(
+    state_dim: int, action_dim: int, cameras: dict[str, tuple[int, int]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Input/output PolicyFeature dicts with canonical lerobot keys (lerobot's PolicyFeature: untyped)."""
     from lerobot.configs.types import FeatureType, PolicyFeature
 
     inputs: dict[str, Any] = {"observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state_dim,))}
@@ -55,7 +57,9 @@ def make_dataset_stats(
     return stats
 
 
-def _relative_pipelines(config: Any, stats: dict, action_names: list[str] | None) -> tuple[Any, Any]:
+def _relative_pipelines(
+    config: Any, stats: dict[str, dict[str, torch.Tensor]], action_names: list[str] | None
+) -> tuple[Any, Any]:
     """Default pipeline pair with lerobot's Relative/Absolute action steps (OpenPI order).
 
     raw -> relative -> normalize -> model -> unnormalize -> absolute. The relative step caches
@@ -73,7 +77,7 @@ def _relative_pipelines(config: Any, stats: dict, action_names: list[str] | None
 
     steps = make_default_policy_processor_steps(config, stats)
     relative = RelativeActionsProcessorStep(enabled=True, exclude_joints=["gripper"], action_names=action_names)
-    return make_policy_processor_pipelines(
+    pipelines: tuple[Any, Any] = make_policy_processor_pipelines(  # lerobot is untyped: (preprocessor, postprocessor)
         input_steps=[steps.rename_observations, steps.add_batch_dim, relative, steps.to_device, steps.normalize],
         output_steps=[
             steps.unnormalize,
@@ -81,10 +85,16 @@ def _relative_pipelines(config: Any, stats: dict, action_names: list[str] | None
             steps.to_cpu,
         ],
     )
+    return pipelines
 
 
 def _save(
-    policy: Any, config: Any, stats: dict, path: Path, relative_actions: bool, action_names: list[str] | None
+    policy: Any,
+    config: Any,
+    stats: dict[str, dict[str, torch.Tensor]],
+    path: Path,
+    relative_actions: bool,
+    action_names: list[str] | None,
 ) -> Path:
     """Write config, weights and processor pipelines exactly like a training checkpoint."""
     from lerobot.policies.factory import make_pre_post_processors

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from ..zenoh_config import free_loopback_port
+from .warm_start import WarmChild, warm_child
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -59,10 +60,12 @@ class Proc:
     ) -> None:
         self.name = name
         self.log = log
-        self.wrapped = max_seconds is not None
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-        cmd = ["timeout", "-s", "KILL", str(int(max_seconds)), *argv] if max_seconds is not None else list(argv)
-        self.popen = subprocess.Popen(
+        warm = warm_child(argv, full_env, cwd, max_seconds)
+        self.wrapped = max_seconds is not None and warm is None
+        bound = ["timeout", "-s", "KILL", str(int(max_seconds))] if max_seconds is not None and self.wrapped else []
+        cmd = [*bound, *argv]
+        self.popen: subprocess.Popen[str] | WarmChild = warm or subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -189,6 +192,18 @@ class Proc:
 
     def wait(self, timeout: float) -> int:
         return self.popen.wait(timeout=timeout)
+
+
+def run(argv: Sequence[str], *, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run a program to its end like `subprocess.run`, bounded by `timeout`: its exit status and its output (stdout
+    and stderr in the order written). A program still running at `timeout` is killed (status -9)."""
+    p = Proc(argv, name=Path(argv[0]).name, env=env, max_seconds=timeout + 5)
+    try:
+        status = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.signal_group(signal.SIGKILL)
+        status = p.wait(10)
+    return status, p.output()
 
 
 def stop_all(procs: Iterable[Proc], timeout: float = 15) -> None:

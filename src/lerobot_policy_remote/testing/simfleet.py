@@ -30,8 +30,9 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..heap import settle_after_startup
 from .fake_robot import SIM_ARM_ACTION_NAMES
@@ -53,6 +54,32 @@ MUX_QUEUES_JSON5 = "{transport: {link: {tx: {queue: {size: {interactive_high: 16
 # GIL let the 1 s lease of a single robot's link expire: all 250 robots lost every replica's token at once and
 # re-handshook (seen twice in 1,000-robot runs). A robot's own process never has that contention.
 MUX_LEASE_MS = 3000
+
+
+class RobotReport(TypedDict):
+    """One robot's figures in its host's JSON report."""
+
+    robot: str
+    state: str
+    replica: str
+    chunks: int
+    chunks_per_s: float
+    executed: int
+    holds: int
+    stale_actions: int
+    nan_actions: int
+    max_action_age_s: float
+    staleness_mean_s: float
+    history: list[tuple[float, str, str]]  # (monotonic time, state, why): the last 200 transitions
+    replicas: list[str]
+
+
+class HostReport(TypedDict):
+    """A robot host's JSON report: its window, its CPU and every robot's figures."""
+
+    wall_s: float
+    cpu_s: float
+    robots: list[RobotReport]
 
 
 # ---------------------------------------------------------------- replica
@@ -98,7 +125,7 @@ def run_replica(a: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- robots
-def _hw_features() -> dict:
+def _hw_features() -> dict[str, dict[str, object]]:
     return {
         "observation.state": {
             "dtype": "float32",
@@ -318,7 +345,13 @@ class RobotHost:
             r.staleness_sum += e.queue.head_age(monotonic())
             r.staleness_n += 1
 
-    def run(self, seconds: float, ready: str = "ROBOTS READY", on_report: Any = None, linger: Any = None) -> dict:
+    def run(
+        self,
+        seconds: float,
+        ready: str = "ROBOTS READY",
+        on_report: Callable[[HostReport], None] | None = None,
+        linger: Callable[[], bool] | None = None,
+    ) -> HostReport:
         """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
         `linger()` is true: a host that tears its robots down while another host still measures would load the
         routers with hundreds of undeclarations inside the other's window (robots that stall together at the end)."""
@@ -350,8 +383,8 @@ class RobotHost:
         except Exception as exc:  # the router may be gone already
             print(f"closing the session: {exc}", file=sys.stderr)
 
-    def report(self, wall_s: float) -> dict:
-        robots = []
+    def report(self, wall_s: float) -> HostReport:
+        robots: list[RobotReport] = []
         for r in self.robots:
             e = r.e
             robots.append(
@@ -387,7 +420,7 @@ def run_robots(a: argparse.Namespace) -> int:
         telemetry_max_period_s=a.telemetry_max_period,
     )
 
-    def write(report: dict) -> None:
+    def write(report: HostReport) -> None:
         tmp = a.out + ".tmp"
         with open(tmp, "w") as f:
             json.dump(report, f)

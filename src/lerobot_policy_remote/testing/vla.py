@@ -51,7 +51,8 @@ VLA_CAMERA = "front"
 
 def save_tokenizer(path: str | Path, vocab_size: int = 512) -> Path:
     """Train a small byte-level BPE tokenizer offline and save it as a transformers fast tokenizer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    # tokenizers ships .pyi stubs but no py.typed marker: untyped to mypy
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # type: ignore[import-untyped]
     from transformers import PreTrainedTokenizerFast
 
     assert vocab_size <= TINY_VOCAB, "tiny pi0 embeds at most TINY_VOCAB token ids"
@@ -63,7 +64,7 @@ def save_tokenizer(path: str | Path, vocab_size: int = 512) -> Path:
         vocab_size=vocab_size, special_tokens=_SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
     )
     tok.train_from_iterator(_CORPUS * 4, trainer)
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers leaves its __init__ unannotated
         tokenizer_object=tok,
         pad_token="<pad>",
         unk_token="<unk>",
@@ -143,7 +144,8 @@ def _save_smolvlm(
 ) -> Path:
     """Config, the offline tokenizer and an unsplit-image processor whose image token count matches the config."""
     from transformers import AutoTokenizer, SmolVLMConfig
-    from transformers.models.smolvlm import SmolVLMImageProcessor, SmolVLMProcessor, SmolVLMVideoProcessor
+    from transformers.models.smolvlm import SmolVLMImageProcessor, SmolVLMProcessor
+    from transformers.models.smolvlm.video_processing_smolvlm import SmolVLMVideoProcessor
 
     path = Path(path)
     save_tokenizer(path)
@@ -154,7 +156,8 @@ def _save_smolvlm(
         "rms_norm_eps": 1e-5,
         "pad_token_id": tokenizer.pad_token_id,
     } | text
-    config = SmolVLMConfig(
+    # transformers builds the config's __init__ with huggingface_hub's @strict, which mypy does not see
+    config = SmolVLMConfig(  # type: ignore[call-arg]
         text_config=text,
         vision_config=vision | {"image_size": image_size},
         scale_factor=scale_factor,

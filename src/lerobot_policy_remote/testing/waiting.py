@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Generator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ def wait_until(cond: Callable[[], T], timeout: float, interval: float = 0.05, me
         while True:
             time.sleep(next(polls))
     except StopIteration as done:
-        return done.value
+        return cast(T, done.value)  # StopIteration.value is untyped: here it is _polls's return value, a T
 
 
 async def wait_until_async(
@@ -58,7 +58,7 @@ async def wait_until_async(
         while True:
             await sleep(next(polls))
     except StopIteration as done:
-        return done.value
+        return cast(T, done.value)  # StopIteration.value is untyped: here it is _polls's return value, a T
 
 
 def assert_never(

@@ -1,0 +1,95 @@
+"""Warm starts (testing/warm_start.py): a heavy child forked from the suite's zygote is still the real program, in
+its own session, with its own output, status, bound and signals; anything that changes how an interpreter starts
+gets a fresh process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lerobot_policy_remote.testing.policies import save_tiny_act
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, run
+from lerobot_policy_remote.testing.warm_start import WarmChild, warm_argv
+
+pytestmark = pytest.mark.slow  # the zygote imports lerobot once per worker
+
+SERVER = str(VENV_BIN / "lerobot-policy-server")
+
+
+def test_only_the_heavy_programs_start_warm():
+    assert warm_argv([SERVER, "--help"]) and warm_argv([str(VENV_BIN / "lerobot-rollout")])
+    assert not warm_argv([str(VENV_BIN / "lerobot-fleet"), "router"]) and not warm_argv(["python", "-c", "1"])
+
+
+def test_a_warm_child_runs_the_real_program_with_its_output_and_status(router, tmp_path):
+    p = Proc(
+        [
+            SERVER,
+            f"--model.repo_or_path={tmp_path / 'missing'}",
+            "--default_task=x",
+            f"--zenoh.connect_endpoints=[{router.endpoint}]",
+        ],
+        name="server",
+        max_seconds=120,
+    )
+    assert isinstance(p.popen, WarmChild)
+    assert p.wait(120) == 2
+    assert "lerobot-policy-server: error:" in p.output() and "missing" in p.output()
+
+
+def test_a_warm_child_is_its_own_session_and_is_ended_by_pid(router, tmp_path):
+    model = save_tiny_act(tmp_path / "act")
+    server = policy_server(model, f"warm {os.urandom(3).hex()}", router.endpoint, max_seconds=120)
+    try:
+        assert isinstance(server.popen, WarmChild)
+        assert os.getsid(server.pid) == server.pid and server.program_pid() == server.pid
+        server.signal_program(signal.SIGKILL)
+        assert server.wait(10) == -signal.SIGKILL
+    finally:
+        server.stop()
+
+
+def test_a_warm_childs_bound_kills_it(router, tmp_path):
+    model = save_tiny_act(tmp_path / "act")
+    t0 = time.monotonic()
+    p = Proc(
+        [
+            SERVER,
+            f"--model.repo_or_path={model}",
+            "--default_task=bounded",
+            f"--zenoh.connect_endpoints=[{router.endpoint}]",
+            "--health_port=0",
+        ],
+        name="server",
+        max_seconds=4,
+    )
+    assert isinstance(p.popen, WarmChild)
+    assert p.wait(30) == -signal.SIGKILL
+    assert time.monotonic() - t0 < 20
+
+
+def test_a_changed_interpreter_start_gets_a_fresh_process(tmp_path: Path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("print('fresh interpreter')\n")
+    p = Proc([SERVER, "--help"], name="server", env={"PYTHONPATH": str(site)}, max_seconds=120)
+    assert isinstance(p.popen, subprocess.Popen)
+    assert p.wait(120) == 0 and "fresh interpreter" in p.output()
+
+
+def test_run_gives_the_status_and_the_output_in_order(router, tmp_path):
+    status, out = run(
+        [
+            SERVER,
+            f"--model.repo_or_path={tmp_path}",
+            "--default_task=x",
+            f"--zenoh.connect_endpoints=[{router.endpoint}]",
+        ],
+        timeout=120,
+    )
+    assert status == 2 and out.count("lerobot-policy-server: error:") == 1
