@@ -39,12 +39,15 @@ class InProcessRouter:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def warm_starts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The heavy children this run starts (`lerobot-rollout`, `lerobot-policy-server`) fork from one zygote that
-    has imported lerobot once (testing/warm_start.py): each start costs ~1 s of CPU instead of ~14."""
+def warm_starts(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The heavy children this run starts (`lerobot-rollout`, `lerobot-policy-server`) fork from a zygote that
+    has imported lerobot once (testing/warm_start.py): each start costs ~2 s of CPU instead of ~14. A run with slow
+    tests starts it at once, so that the programs they start (the demo, the bench) find it ready too."""
     from lerobot_policy_remote.testing import warm_start
 
-    warm_start.enable(tmp_path_factory.mktemp("warm"))
+    zygotes = warm_start.enable(tmp_path_factory.mktemp("warm"))
+    if any(item.get_closest_marker("slow") for item in request.session.items):
+        zygotes.default.start()
     yield
     warm_start.disable()
 

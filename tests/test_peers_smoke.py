@@ -118,7 +118,7 @@ def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
         "--faults",
         "kill",
         "--kill-window",
-        "4",
+        "10",
         "--arms",
         "ours-jpeg",
         "--out",

@@ -41,7 +41,7 @@ def test_the_cli_refuses_before_it_listens():
 
 
 def test_an_insecure_router_warns_at_start_and_every_minute(monkeypatch, capsys):
-    from lerobot_fleet.router.router import router
+    from lerobot_fleet.router import router
 
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 

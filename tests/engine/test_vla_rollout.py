@@ -17,7 +17,7 @@ from lerobot_policy_remote.testing.vla import SAVERS
 pytestmark = pytest.mark.slow
 
 TASK = "pick up the cube"
-SECONDS = 30
+SECONDS = 15
 
 
 def tiny_env() -> dict[str, str]:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -234,11 +234,12 @@ class WarmChild:
 
 
 class Zygote:
-    """A warm-start zygote for this process and the children it starts (`ENV` names its socket). Started on the
-    first warm start this process asks for, so a run that starts no heavy child never pays for its imports."""
+    """One warm-start zygote, for children whose interpreter starts with `env`'s startup variables. Started on the
+    first warm start asked of it, so a run that starts no heavy child never pays for its imports."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.path = str(workdir / "zygote.sock")
+    def __init__(self, path: str, env: dict[str, str]) -> None:
+        self.path = path
+        self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
         for stale in (self.path, self.path + ".failed", self.path + ".starting"):
@@ -259,7 +260,7 @@ class Zygote:
                 ],
                 stdin=subprocess.PIPE,
                 text=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=self.env,
             )
 
     def ready(self, timeout: float = 180) -> bool:
@@ -279,15 +280,66 @@ class Zygote:
             self.proc.wait(5)
 
 
-_owned: Zygote | None = None  # the zygote this process enabled (it starts it on demand)
+class Zygotes:
+    """The zygotes of the process that enabled warm starts: one for its own startup variables (its children's
+    children use that one, through `ENV`), and one more per other set its own children ask for (a test's
+    PYTHONPATH hook, HF_HUB_OFFLINE), up to `MAX_ZYGOTES`; past that, children start fresh."""
+
+    MAX_ZYGOTES = 3
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ))
+        self.by_env: dict[tuple[tuple[str, str], ...], Zygote] = {_env_key(os.environ): self.default}
+        self._lock = threading.Lock()
+
+    def for_env(self, env: dict[str, str]) -> Zygote | None:
+        key = _env_key(env)
+        if key not in self.by_env and not _hooks_safe(env):
+            return None
+        with self._lock:
+            zygote = self.by_env.get(key)
+            if zygote is None and len(self.by_env) < self.MAX_ZYGOTES:
+                zygote = Zygote(str(self.workdir / f"zygote-{len(self.by_env)}.sock"), env)
+                self.by_env[key] = zygote
+        if zygote is not None:
+            zygote.start()
+        return zygote
+
+    def close(self) -> None:
+        for zygote in self.by_env.values():
+            zygote.close()
+
+
+def _hooks_safe(env: Mapping[str, str]) -> bool:
+    """Whether the start-up hooks on `env`'s PYTHONPATH may run once in a zygote for all its children: each
+    `sitecustomize`/`usercustomize` says `WARM_START_SAFE = True` (it starts no thread, opens no session), and no
+    `.pth` file is there."""
+    for entry in filter(None, env.get("PYTHONPATH", "").split(os.pathsep)):
+        folder = Path(entry)
+        if not folder.is_dir():
+            continue
+        if any(folder.glob("*.pth")):
+            return False
+        for hook in ("sitecustomize.py", "usercustomize.py"):
+            if (folder / hook).exists() and "WARM_START_SAFE = True" not in (folder / hook).read_text():
+                return False
+    return True
+
+
+def _env_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(_startup_env(dict(env)).items()))
+
+
+_owned: Zygotes | None = None  # the zygotes of the process that enabled warm starts (started on demand)
 READY_TIMEOUT_S = 120.0  # the zygote's imports, on a loaded 2-vCPU box
 
 
-def enable(workdir: Path) -> Zygote:
-    """Warm starts for this process and its children, from a zygote started on first use."""
+def enable(workdir: Path) -> Zygotes:
+    """Warm starts for this process and its children, from zygotes started on first use."""
     global _owned
-    _owned = Zygote(workdir)
-    os.environ[ENV] = _owned.path
+    _owned = Zygotes(workdir)
+    os.environ[ENV] = _owned.default.path
     return _owned
 
 
@@ -324,8 +376,11 @@ def warm_child(
     path = os.environ.get(ENV)
     if not path or not warm_argv(argv):
         return None
-    if _owned is not None and _owned.path == path:
-        _owned.start()
+    if _owned is not None and _owned.default.path == path:
+        zygote = _owned.for_env(env)
+        if zygote is None:
+            return None
+        path = zygote.path
     if not _await_socket(path, READY_TIMEOUT_S):
         return None
     read_fd, write_fd = os.pipe()

@@ -7,5 +7,8 @@ package as a plugin, so the package's lerobot hooks (`--inference.type=remote`, 
 import lerobot_policy_remote
 from lerobot_policy_remote.testing.tiny_pi import install
 
+# It installs a hook and starts nothing (no thread, no session): a warm-start zygote may run it for its children.
+WARM_START_SAFE = True
+
 install()
 lerobot_policy_remote.register_lerobot_plugins()

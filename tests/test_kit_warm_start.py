@@ -93,3 +93,9 @@ def test_run_gives_the_status_and_the_output_in_order(router, tmp_path):
         timeout=120,
     )
     assert status == 2 and out.count("lerobot-policy-server: error:") == 1
+
+
+def test_other_startup_variables_get_their_own_zygote(router, tmp_path):
+    p = Proc([SERVER, "--help"], name="server", env={"HF_HUB_OFFLINE": "1"}, max_seconds=120)
+    assert isinstance(p.popen, WarmChild)
+    assert p.wait(120) == 0 and "--model.repo_or_path" in p.output()
