@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-# The suite runs two xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
+# The suite runs three xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
 # (OpenMP) thread per process keeps them from oversubscribing the cores (a server's worker now really uses
 # torch's full count, server/torch_threads.py; two such teams spinning on two cores stalled round trips for
 # ~1 s under the full suite). Set before anything imports torch; processes the tests start inherit it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,7 +24,9 @@ SERVER = str(VENV_BIN / "lerobot-policy-server")
 
 def test_only_the_heavy_programs_start_warm():
     assert warm_argv([SERVER, "--help"]) and warm_argv([str(VENV_BIN / "lerobot-rollout")])
-    assert not warm_argv([str(VENV_BIN / "lerobot-fleet"), "router"]) and not warm_argv(["python", "-c", "1"])
+    assert warm_argv([sys.executable, "-m", "bench.peers.serve"])  # the peers bench's servers, clients and robots
+    assert not warm_argv([str(VENV_BIN / "lerobot-fleet"), "router"]) and not warm_argv([sys.executable, "-c", "1"])
+    assert not warm_argv([sys.executable, "-m", "lerobot_fleet.cli"])
 
 
 def test_a_warm_child_runs_the_real_program_with_its_output_and_status(router, tmp_path):

@@ -32,6 +32,7 @@ from typing import IO
 ENV = "LEROBOT_REMOTE_WARM_START"
 # Console scripts and `python -m` modules whose imports the zygote holds: the heavy children tests start.
 WARM_TOOLS = ("lerobot-rollout", "lerobot-policy-server")
+WARM_MODULES = ("bench.peers.",)
 PRELOAD = (
     "lerobot.scripts.lerobot_rollout",
     "lerobot.policies.factory",
@@ -52,8 +53,32 @@ _PR_SET_PDEATHSIG = 1
 STARTUP_ENV_PREFIXES = ("PYTHON", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "CUDA", "LD_")
 
 
-def _startup_env(env: dict[str, str]) -> dict[str, str]:
+def _startup_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(STARTUP_ENV_PREFIXES) and k != "PYTHONUNBUFFERED"}
+
+
+def _paths(env: Mapping[str, str]) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def fits(
+    asked: Mapping[str, str], base: Mapping[str, str], ignore: set[str] | frozenset[str] = frozenset()
+) -> list[str] | None:
+    """Whether a child asking for `asked` can fork from a zygote that started with `base`: None if not, else the
+    PYTHONPATH entries it adds (folders without start-up hooks, put on `sys.path` in the child). `ignore`: variables
+    the zygote's own imports set."""
+    mine = {k: v for k, v in _startup_env(base).items() if k not in ignore and k != "PYTHONPATH"}
+    theirs = {k: v for k, v in _startup_env(asked).items() if k not in ignore and k != "PYTHONPATH"}
+    if mine != theirs or not set(_paths(base)) <= set(_paths(asked)):
+        return None
+    extra = [p for p in _paths(asked) if p not in set(_paths(base))]
+    return extra if all(_hook_free(Path(p)) for p in extra) else None
+
+
+def _hook_free(folder: Path) -> bool:
+    return not folder.is_dir() or not (
+        any(folder.glob("*.pth")) or (folder / "sitecustomize.py").exists() or (folder / "usercustomize.py").exists()
+    )
 
 
 def _die_with_parent() -> None:
@@ -138,7 +163,6 @@ def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
     # Variables the imports themselves set (cv2's LD_LIBRARY_PATH, inductor's cache dir) are set the same way by a
     # fresh process's imports: they are not the request's to match.
     set_by_imports = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
-    startup_env = {k: v for k, v in _startup_env(before).items() if k not in set_by_imports}
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
@@ -157,8 +181,8 @@ def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
                 conn, _ = listener.accept()
                 msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
                 request = json.loads(msg.decode())
-                asked = {k: v for k, v in _startup_env(request["env"]).items() if k not in set_by_imports}
-                if asked != startup_env:
+                extra = fits(request["env"], before, set_by_imports)
+                if extra is None:
                     os.close(fds[0])
                     conn.sendall(json.dumps({"fresh": True}).encode() + b"\n")
                     conn.close()
@@ -166,6 +190,7 @@ def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
                 sys.stdout.flush()
                 pid = os.fork()
                 if pid == 0:
+                    sys.path[1:1] = extra  # where PYTHONPATH's entries go in a fresh interpreter
                     _become_child(request, fds[0], [listener, conn])
                 os.close(fds[0])
                 conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -294,6 +319,9 @@ class Zygotes:
         self._lock = threading.Lock()
 
     def for_env(self, env: dict[str, str]) -> Zygote | None:
+        if fits(env, self.default.env) is not None:
+            self.default.start()
+            return self.default
         key = _env_key(env)
         if key not in self.by_env and not _hooks_safe(env):
             return None
@@ -365,8 +393,13 @@ def _await_socket(path: str, timeout: float) -> bool:
 
 
 def warm_argv(argv: Sequence[str]) -> bool:
-    """Whether `argv` runs a program the zygote holds warm."""
-    return bool(argv) and Path(argv[0]).name in WARM_TOOLS
+    """Whether `argv` runs a program the zygote holds warm: the two heavy console scripts, and the peers bench's
+    own children (`python -m bench.peers.*`: servers, clients and robots of every system)."""
+    if not argv:
+        return False
+    if Path(argv[0]).name in WARM_TOOLS:
+        return True
+    return len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" and argv[2].startswith(WARM_MODULES)
 
 
 def warm_child(
