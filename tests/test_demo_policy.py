@@ -55,3 +55,14 @@ def test_the_demos_policy_names_its_actions_so_the_server_checks_the_order_by_na
     subprocess.run(argv, check=True, capture_output=True, timeout=120, env={**os.environ, **demo.policy_env("toy")})
     names, warning, source = resolve_action_names([], object(), 6, tmp_path / "toy")
     assert names == list(SIM_ARM_ACTION_NAMES) and not warning and source.endswith("meta/info.json")
+
+
+def test_each_demo_child_can_be_started_again_by_hand(tmp_path):
+    """A drained demo replica is restarted with `sh <workdir>/<name>.sh`: its command and environment, as spawned."""
+    fleet = demo.Fleet(workdir=tmp_path, env={"DEMO_NOTE": "it's me"})
+    child = fleet.spawn(
+        "server-demo-a", [sys.executable, "-c", "import os, sys; print(os.environ['DEMO_NOTE'], sys.argv[1:])", "a b"]
+    )
+    assert child.wait(30) == 0 and "it's me ['a b']" in child.output()
+    again = subprocess.run(["sh", str(tmp_path / "server-demo-a.sh")], capture_output=True, text=True, timeout=30)
+    assert again.returncode == 0 and again.stdout.strip() == "it's me ['a b']"

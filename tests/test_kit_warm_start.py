@@ -27,6 +27,9 @@ def test_only_the_heavy_programs_start_warm():
     assert warm_argv([sys.executable, "-m", "bench.peers.serve"])  # the peers bench's servers, clients and robots
     assert not warm_argv([str(VENV_BIN / "lerobot-fleet"), "router"]) and not warm_argv([sys.executable, "-c", "1"])
     assert not warm_argv([sys.executable, "-m", "lerobot_fleet.cli"])
+    fleet = str(VENV_BIN / "lerobot-fleet")
+    assert warm_argv([fleet, "doctor", "--router", "tcp/x:1", "--policy.path=/m"])  # it loads lerobot to check it
+    assert not warm_argv([fleet, "doctor", "--router", "tcp/x:1"]) and not warm_argv([fleet, "status"])
 
 
 def test_a_warm_child_runs_the_real_program_with_its_output_and_status(router, tmp_path):

@@ -4,35 +4,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from peers_runs import quick_run, run_bench
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
     """The fault and constrained-link phases on one system (they are system-agnostic code)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.peers.run",
-        "--quick",
-        "--phases",
-        "faults",
-        "link",
-        "--arms",
-        "gr00t-zmq",
-        "--out",
-        str(tmp_path),
-    ]
-    proc = subprocess.run(["timeout", "-s", "KILL", "540", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=570)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    res = json.loads((tmp_path / "results.json").read_text())
+    res = quick_run(tmp_path, "--phases", "faults", "link", "--arms", "gr00t-zmq", bound_s=540)
     faults = {r["fault"]: r for r in res["faults"]}
     assert set(faults) == {"kill", "sigstop", "partition"}
     assert (
@@ -55,11 +37,8 @@ def test_peers_faults_and_link_quick(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
     """Ours' fault run drives the product's engine (its worker, the server token's liveliness), not a bench loop."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.peers.run",
-        "--quick",
+    res = quick_run(
+        tmp_path,
         "--phases",
         "faults",
         "--faults",
@@ -68,13 +47,10 @@ def test_peers_kill_drives_our_real_engine(tmp_path: Path) -> None:
         "10",
         "--arms",
         "ours-jpeg",
-        "--out",
-        str(tmp_path),
         "--no-report",
-    ]
-    proc = subprocess.run(["timeout", "-s", "KILL", "100", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=110)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    kill = {r["fault"]: r for r in json.loads((tmp_path / "results.json").read_text())["faults"]}["kill"]
+        bound_s=100,
+    )
+    kill = {r["fault"]: r for r in res["faults"]}["kill"]
     assert kill["noticed_s"] is not None and kill["noticed_s"] < 1.0, (
         kill
     )  # the server's token went away: noticed at once
@@ -90,9 +66,7 @@ def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
     """`bench.peers.tail` (the S = 20 tail over many requests per arm): every request of every repeat is kept,
     with S taken off, and the summary names each arm."""
     out = tmp_path / "tail.json"
-    cmd = [
-        sys.executable,
-        "-m",
+    stdout = run_bench(
         "bench.peers.tail",
         "--arms",
         "ours-samehost",
@@ -105,9 +79,8 @@ def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
         "20",
         "--out",
         str(out),
-    ]
-    proc = subprocess.run(["timeout", "-s", "KILL", "240", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=270)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        bound_s=240,
+    )
     runs = json.loads(out.read_text())
     assert set(runs) == {"ours-samehost", "gr00t-zmq"}
     for arm, seqs in runs.items():
@@ -115,4 +88,4 @@ def test_tail_run_records_every_round_trip(tmp_path: Path) -> None:
         starts = [t for s in seqs for t, _ in s]
         assert starts == sorted(starts), arm  # the repeats ran one after the other, each in order
         assert all(-1e-3 < over < 1.0 for s in seqs for _, over in s), (arm, seqs)  # S (20 ms) is taken off
-        assert f"{arm:14s} median of repeats" in proc.stdout
+        assert f"{arm:14s} median of repeats" in stdout

@@ -6,14 +6,11 @@ request with the chunk for its own observation, and that the byte counts mean wh
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from peers_runs import quick_run
 
-ROOT = Path(__file__).resolve().parents[1]
 ARMS = ["ours-jpeg", "ours-raw", "legacy-grpc", "openpi-ws", "openpi-ws-224", "gr00t-zmq"]
 RAW_BYTES = 2 * 640 * 480 * 3
 
@@ -21,28 +18,8 @@ RAW_BYTES = 2 * 640 * 480 * 3
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_peers_quick_run(tmp_path: Path) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "bench.peers.run",
-        "--quick",
-        "--phases",
-        "latency",
-        "scaling",
-        "--out",
-        str(tmp_path),
-        "--sleeps-ms",
-        "20",
-        "--n",
-        "2",
-        "--arms",
-        *ARMS,
-        "--legacy-procs-max",
-        "0",
-    ]
-    proc = subprocess.run(["timeout", "-s", "KILL", "840", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=870)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    res = json.loads((tmp_path / "results.json").read_text())
+    args = ["--phases", "latency", "scaling", "--sleeps-ms", "20", "--n", "2", "--arms", *ARMS]
+    res = quick_run(tmp_path, *args, "--legacy-procs-max", "0", bound_s=840)
     lat = {r["arm"]: r for r in res["latency"]}
     assert set(lat) == set(ARMS)
     for arm, r in lat.items():

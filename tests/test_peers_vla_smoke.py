@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from peers_runs import quick_run
 
 
 @pytest.mark.slow
@@ -20,10 +16,7 @@ def test_peers_vla_quick(tmp_path: Path) -> None:
     requests carried prefixes, and the results name each arm's figures and ours / the best peer."""
     from bench.peers.run import VLA_ARMS
 
-    cmd = [sys.executable, "-m", "bench.peers.run", "--quick", "--phases", "vla", "--out", str(tmp_path)]
-    proc = subprocess.run(["timeout", "-s", "KILL", "840", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=870)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    res = json.loads((tmp_path / "results.json").read_text())
+    res = quick_run(tmp_path, "--phases", "vla", bound_s=840)
     per_robot = res["sizes"]["vla_requests"]
     rows = {(r["arm"], r["n"]): r for r in res["vla"]}
     assert set(rows) == {(arm, n) for arm in VLA_ARMS for n in (1, 4)}

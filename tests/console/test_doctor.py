@@ -7,7 +7,6 @@ fit the policy, a full server, a wrong CA, a missing client certificate and a ro
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -17,20 +16,14 @@ from test_cli_help import _fleet_modules
 from test_tls import _ca, _leaf
 
 from lerobot_policy_remote.testing.policies import save_tiny_act
-from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Router, free_port, policy_server
+from lerobot_policy_remote.testing.procs import SERVER_READY, VENV_BIN, Router, free_port, policy_server, run
 
 pytestmark = pytest.mark.slow
 TASK = "pick up the cube"
 
 
 def doctor(*args: str) -> tuple[int, str]:
-    p = subprocess.run(
-        ["timeout", "-s", "KILL", "120", str(VENV_BIN / "lerobot-fleet"), "doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=130,
-    )
-    return p.returncode, p.stdout + p.stderr
+    return run([str(VENV_BIN / "lerobot-fleet"), "doctor", *args], timeout=120)
 
 
 def line(out: str, status: str, name: str) -> str:

@@ -11,6 +11,7 @@ on exit. This module imports neither torch nor lerobot: the heavy parts live in 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -57,13 +58,18 @@ def build_command(policy: str, path: Path) -> tuple[str, list[str]]:
 
 @dataclass
 class Fleet:
-    """The demo's children: each logs to `<workdir>/<name>.log` and is ended by PID."""
+    """The demo's children: each logs to `<workdir>/<name>.log`, is ended by PID, and can be started again by hand
+    with `sh <workdir>/<name>.sh` (the same command and environment: a drained replica rejoins under its id)."""
 
     workdir: Path
     env: dict[str, str] = field(default_factory=dict)  # added to every child's environment (policy_env)
     children: list[Proc] = field(default_factory=list)
 
     def spawn(self, name: str, argv: list[str]) -> Proc:
+        again = [f"{k}={shlex.quote(v)}" for k, v in self.env.items()]
+        (self.workdir / f"{name}.sh").write_text(
+            f"# {name} of lerobot-fleet demo, as the demo started it\nexec env {' '.join(again)} {shlex.join(argv)}\n"
+        )
         child = Proc(argv, name=name, env=self.env, max_seconds=None, log=self.workdir / f"{name}.log", keep_lines=200)
         self.children.append(child)
         return child
@@ -216,7 +222,7 @@ def run_demo(
         endpoint = start_fleet(fleet, robots, port, duration, record_dir=records, kind=policy)
         served = "" if policy == "toy" else f", serving tiny {VLA_NAMES[policy]} with RTC"
         print(
-            f"[demo] fleet is up: router {endpoint}{served}, logs in {work}"
+            f"[demo] fleet is up: router {endpoint}{served}, logs and restart scripts in {work}"
             + (f", datasets in {records}" if records else "")
         )
         if console:

@@ -393,12 +393,15 @@ def _await_socket(path: str, timeout: float) -> bool:
 
 
 def warm_argv(argv: Sequence[str]) -> bool:
-    """Whether `argv` runs a program the zygote holds warm: the two heavy console scripts, and the peers bench's
-    own children (`python -m bench.peers.*`: servers, clients and robots of every system)."""
+    """Whether `argv` runs a program the zygote holds warm: the two heavy console scripts, `lerobot-fleet doctor`
+    with a policy to check, and the peers bench's own children (`python -m bench.peers.*`: servers, clients and
+    robots of every system)."""
     if not argv:
         return False
     if Path(argv[0]).name in WARM_TOOLS:
         return True
+    if Path(argv[0]).name == "lerobot-fleet" and argv[1:2] == ["doctor"]:  # with a policy, it loads lerobot
+        return any(a.startswith("--policy.path") for a in argv)
     return len(argv) >= 3 and argv[0] == sys.executable and argv[1] == "-m" and argv[2].startswith(WARM_MODULES)
 
 
