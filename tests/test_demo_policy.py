@@ -4,6 +4,7 @@ processes)."""
 from __future__ import annotations
 
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -45,14 +46,17 @@ def test_the_demo_module_imports_neither_torch_nor_lerobot():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-def test_the_demos_policy_names_its_actions_so_the_server_checks_the_order_by_name(tmp_path):
+def test_the_demos_policy_names_its_actions_so_the_server_checks_the_order_by_name(tmp_path, monkeypatch):
     """A clean demo shows no `?order` mark: the checkpoint it builds names the sim arm's joints, and the server's
-    resolution finds them (in `meta/info.json`, as a training run's dataset names them)."""
+    resolution finds them (in `meta/info.json`, as a training run's dataset names them). The demo's build command
+    runs here as `__main__` (its module, its argv), in this process: what it writes is the same."""
     from lerobot_policy_remote.server.capabilities import resolve_action_names
     from lerobot_policy_remote.testing.fake_robot import SIM_ARM_ACTION_NAMES
 
     _, argv = demo.build_command("toy", tmp_path / "toy")
-    subprocess.run(argv, check=True, capture_output=True, timeout=120, env={**os.environ, **demo.policy_env("toy")})
+    assert argv[1] == "-m" and not demo.policy_env("toy")  # `python -m MODULE DIR`, no extra environment
+    monkeypatch.setattr(sys, "argv", [argv[2], *argv[3:]])
+    runpy.run_module(argv[2], run_name="__main__")
     names, warning, source = resolve_action_names([], object(), 6, tmp_path / "toy")
     assert names == list(SIM_ARM_ACTION_NAMES) and not warning and source.endswith("meta/info.json")
 
