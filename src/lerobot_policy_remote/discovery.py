@@ -10,10 +10,10 @@ import difflib
 import json
 import logging
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .wire.codec import decode
 from .wire.errors import WireError
@@ -192,10 +192,7 @@ class Scope:
 
     def keys(self) -> ServiceKeys:
         """The key builder of this pattern, escaped as the programs escape free text."""
-
-        def enc(value: str, name: str) -> str:
-            return value if value == WILD else encode_segment(value, name)
-
+        enc: Callable[[str, str], str] = lambda value, name: value if value == WILD else encode_segment(value, name)  # noqa: E731
         return ServiceKeys(enc(self.model, "model"), enc(self.revision, "revision"), enc(self.service, "service"))
 
     def flag(self) -> str:
@@ -244,12 +241,9 @@ def decode_scopes(value: bytes) -> tuple[Scope, ...]:
     out = []
     for item in items:
         fields = [item.get(k, WILD) if isinstance(item, dict) else None for k in ("model", "revision", "service")]
-        model, revision, service = fields
-        if not (isinstance(model, str) and isinstance(revision, str) and isinstance(service, str)) or not (
-            model and revision and service
-        ):
+        if not all(isinstance(f, str) and f for f in fields):
             raise ValueError("a namespace needs model, revision and service strings")
-        out.append(Scope(model, revision, service))
+        out.append(Scope(*(str(f) for f in fields)))
     return tuple(out)
 
 
@@ -266,9 +260,8 @@ def certificate_scopes(cert_path: str) -> tuple[tuple[Scope, ...], str]:
         return (), ""
     try:
         ext = cert.extensions.get_extension_for_oid(x509.ObjectIdentifier(SCOPES_OID))
-        raw = ext.value
-        assert isinstance(raw, x509.UnrecognizedExtension)  # our own OID: cryptography cannot parse it
-        return decode_scopes(raw.value), "certificate"
+        # our own OID: cryptography leaves it unparsed (anything else fails below as an AttributeError)
+        return decode_scopes(cast(x509.UnrecognizedExtension, ext.value).value), "certificate"
     except x509.ExtensionNotFound:
         pass
     except (ValueError, UnicodeDecodeError, AttributeError) as exc:
