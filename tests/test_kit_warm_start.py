@@ -105,3 +105,33 @@ def test_other_startup_variables_get_their_own_zygote(router, tmp_path):
     p = Proc([SERVER, "--help"], name="server", env={"HF_HUB_OFFLINE": "1"}, max_seconds=120)
     assert isinstance(p.popen, WarmChild)
     assert p.wait(120) == 0 and "--model.repo_or_path" in p.output()
+
+
+@pytest.mark.parametrize(
+    ("ending", "status", "stderr_has"),
+    [
+        ("pass", 0, ""),
+        ("raise SystemExit(3)", 3, ""),
+        ("raise SystemExit('cannot go on: fix the flag')", 1, "cannot go on: fix the flag"),
+        ("raise ValueError('boom')", 1, "ValueError: boom"),
+        ("raise KeyboardInterrupt", -signal.SIGINT, "KeyboardInterrupt"),
+    ],
+)
+def test_a_warm_child_ends_as_the_interpreter_would(tmp_path, ending, status, stderr_has):
+    """It skips only the heap teardown: threads are joined, atexit runs, buffered output is flushed, and the status
+    is the one a fresh interpreter gives."""
+    marker = tmp_path / "atexit"
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
+        "sys.stdout.write('no newline')\n"
+        f"{ending}\n"
+    )
+    leave = "from lerobot_policy_remote.testing.warm_start import _leave, _run_as_main as r; import sys; _leave(r(sys.argv[1:]))"
+    done = subprocess.run([sys.executable, "-c", leave, str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == status, done.stderr
+    assert "no newline" in done.stdout and "thread done" in done.stdout
+    assert marker.read_text() == "ran"
+    assert stderr_has in done.stderr
