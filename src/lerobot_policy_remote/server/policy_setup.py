@@ -28,13 +28,25 @@ log = logging.getLogger("lerobot.policy_server")
 
 
 def use_cache_dir(chosen: str) -> Path:
-    """Point torch's compile caches (inductor, autograd, Triton) at `model.compile_cache_dir` unless the environment
-    already names one: a restart of the same model on this machine then compiles from cache."""
+    """Point torch's compile caches (inductor, autograd, Triton) at `model.compile_cache_dir`, so a restart of the
+    same model on this machine compiles from cache. With none chosen, a cache directory the user named in the
+    environment stands; torch's own default is not one (importing inductor writes `/tmp/torchinductor_<user>` into
+    the environment, and /tmp does not survive a reboot), so it becomes `~/.cache/lerobot_policy_remote/compile`."""
     root = Path(chosen).expanduser() if chosen else Path.home() / ".cache" / "lerobot_policy_remote" / "compile"
     root.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "inductor"))
-    os.environ.setdefault("TRITON_CACHE_DIR", str(root / "triton"))
+    for variable, leaf in (("TORCHINDUCTOR_CACHE_DIR", "inductor"), ("TRITON_CACHE_DIR", "triton")):
+        if chosen or os.environ.get(variable, "") in ("", _torch_default(variable)):
+            os.environ[variable] = str(root / leaf)
     return root
+
+
+def _torch_default(variable: str) -> str:
+    """The directory torch would write into `variable` by itself ("" when it writes none)."""
+    if variable != "TORCHINDUCTOR_CACHE_DIR":
+        return ""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    return str(default_cache_dir())
 
 
 class PolicySetup(Backend):
