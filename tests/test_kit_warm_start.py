@@ -129,7 +129,10 @@ def test_a_warm_child_ends_as_the_interpreter_would(tmp_path, ending, status, st
         "sys.stdout.write('no newline')\n"
         f"{ending}\n"
     )
-    leave = "from lerobot_policy_remote.testing.warm_start import _leave, _run_as_main as r; import sys; _leave(r(sys.argv[1:]))"
+    leave = (
+        "import sys; from lerobot_policy_remote.testing.warm_start import _leave, _run_as_main as r;"
+        " _leave(r(sys.argv[1:]))"
+    )
     done = subprocess.run([sys.executable, "-c", leave, str(script)], capture_output=True, text=True, timeout=30)
     assert done.returncode == status, done.stderr
     assert "no newline" in done.stdout and "thread done" in done.stdout

@@ -152,7 +152,7 @@ class EngineRobot:
                     lag[(str(fields[0]), int(fields[1]))] = float(fields[4]) / 1000.0
 
         replies.chunk_logger.addHandler(Chunks())
-        replies.chunk_logger.setLevel(logging.INFO)
+        replies.chunk_logger.setLevel(logging.DEBUG)  # the lines are DEBUG unless log_every_chunk
         replies.chunk_logger.propagate = False
 
     def control(self) -> None:

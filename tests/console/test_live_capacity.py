@@ -60,6 +60,7 @@ def fleet(router, tmp_path_factory):
                     "--duration=600",
                     "--fps=30",
                     f"--inference.connect_endpoint={router.endpoint}",
+                    "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
                     f"--inference.client_uuid={robot}",
                     "--inference.request_timeout_s=3",
                     "--inference.reconnect_max_backoff_s=1",

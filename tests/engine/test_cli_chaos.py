@@ -45,6 +45,7 @@ def test_cli_rollout_executes_server_actions_and_survives_chaos(router, tmp_path
             "--duration=120",
             "--fps=30",
             f"--inference.connect_endpoint={router.endpoint}",
+            "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
             f"--inference.max_action_age_s={MAX_AGE}",
             "--inference.max_offline_s=60",
             "--inference.request_timeout_s=2",

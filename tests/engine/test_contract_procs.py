@@ -28,6 +28,7 @@ def rollout(model: Path, endpoint: str, rec: Path, *extra: str) -> Proc:
             "--duration=60",
             "--fps=30",
             f"--inference.connect_endpoint={endpoint}",
+            "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
             "--return_to_initial_position=false",
             *extra,
         ],

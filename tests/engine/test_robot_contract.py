@@ -148,20 +148,58 @@ def test_a_late_reply_to_the_latest_request_is_merged_an_older_one_is_dropped():
     e.stop()
 
 
-def test_each_chunk_logs_and_reports_queue_wait_inference_and_network(caplog):
+@pytest.mark.parametrize(("every_chunk", "level"), [(False, logging.DEBUG), (True, logging.INFO)])
+def test_each_chunk_logs_and_reports_queue_wait_inference_and_network(caplog, every_chunk, level):
+    """The per-chunk lines are DEBUG unless `--inference.log_every_chunk` asks for them at INFO."""
     ticks = iter([1_000_000_000, 1_120_000_000])  # request clock at send and at merge: RTT 120 ms
     link = MemoryLink()
-    e = engine(link, clock=lambda: next(ticks))
+    e = engine(link, clock=lambda: next(ticks), log_every_chunk=every_chunk)
     e.step()
     h, _ = link.requests[-1]
     link.reply(h, np.ones((10, 3)), queue_wait_ms=15.0, inference_ms=80.0)
-    with caplog.at_level(logging.INFO, logger="lerobot.remote.chunks"):
+    with caplog.at_level(logging.DEBUG, logger="lerobot.remote"):
         e.step()
-    line = next(r.getMessage() for r in caplog.records if r.name == "lerobot.remote.chunks")
+        e.control.get_action()
+        e.step()
+    chunk = next(r for r in caplog.records if r.name == "lerobot.remote.chunks")
+    executing = next(r for r in caplog.records if r.name == "lerobot.remote.provenance")
+    assert chunk.levelno == executing.levelno == level
+    line = chunk.getMessage()
     assert f"session_id={e.session_id} seq_id={h.seq_id}" in line
     assert "rtt=120.0ms queue_wait=15.0ms inference=80.0ms network=25.0ms" in line, line
+    assert f"executing session_id={e.session_id} seq_id={h.seq_id}" in executing.getMessage()
     t = e.telemetry()
     assert (t.queue_wait_ms_p50, t.inference_ms_p50, t.network_ms_p50) == pytest.approx((15.0, 80.0, 25.0))
+    e.stop()
+
+
+def test_a_streaming_robot_says_so_at_info_at_most_once_per_period(caplog, monkeypatch):
+    """Without per-chunk lines a terminal still shows progress: one summary line per period, none while idle."""
+    from lerobot_policy_remote.engine.telemetry import StreamSummary
+
+    monkeypatch.setattr(StreamSummary, "period_s", 0.2)
+    link = MemoryLink()
+    e = engine(link)
+    t0 = time.monotonic()
+    with caplog.at_level(logging.DEBUG):
+        while time.monotonic() - t0 < 1.0:
+            e.step()
+            if link.requests:
+                h, _ = link.requests.pop()
+                link.reply(h, np.ones((10, 3)))
+            e.control.get_action()
+            time.sleep(0.01)
+        idle = time.monotonic()
+        while time.monotonic() - idle < 0.5:  # nothing merged: nothing to say
+            e.step()
+            time.sleep(0.01)
+    robot_loggers = ("lerobot.remote", "lerobot_policy_remote.engine")
+    info = [r for r in caplog.records if r.levelno >= logging.INFO and r.name.startswith(robot_loggers)]
+    summaries = [r.getMessage() for r in info if r.getMessage().startswith("Streaming from replica")]
+    assert 3 <= len(summaries) <= 5, summaries
+    assert all(" chunks in the last " in s and "round trip p50" in s for s in summaries)
+    assert not [r for r in info if r.name in ("lerobot.remote.chunks", "lerobot.remote.provenance")]
+    assert len(info) <= 1.5 / 0.2 + 3  # the link-state lines and the summaries: nothing per chunk
     e.stop()
 
 

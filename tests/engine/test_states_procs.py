@@ -49,6 +49,7 @@ def test_healthy_run_is_never_degraded_and_sigstop_is_degraded_then_stalled(rout
                 "--duration=120",
                 "--fps=30",
                 f"--inference.connect_endpoint={router.endpoint}",
+                "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
                 f"--inference.degraded_after_s={DEGRADED_AFTER}",
                 f"--inference.buffer_time_s={BUFFER}",
                 "--inference.request_timeout_s=20",

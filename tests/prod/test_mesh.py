@@ -72,6 +72,7 @@ def mesh(tmp_path_factory):
                     "--duration=400",
                     "--fps=30",
                     f"--inference.connect_endpoints=[{rb.endpoint},{ra.endpoint}]",
+                    "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
                     f"--inference.client_uuid={name}",
                     *robot_tls(pki, name),
                     f"--inference.max_action_age_s={MAX_AGE_S}",

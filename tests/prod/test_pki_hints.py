@@ -80,7 +80,13 @@ def test_the_printed_commands_run(tmp_path):
         procs.append(server)
         assert "replica=gpu-0 " in server.wait_for("Policy server up", timeout=200)
         robot = Proc(
-            argv("arm-01", "--duration=4", "--fps=30", "--return_to_initial_position=false"),
+            argv(
+                "arm-01",
+                "--duration=4",
+                "--fps=30",
+                "--return_to_initial_position=false",
+                "--inference.log_every_chunk=true",
+            ),
             name="robot",
             max_seconds=200,
             cwd=tmp_path,

@@ -110,6 +110,10 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     service_revision: str = "main"
     # Task (service) the server must serve. Empty: the rollout --task.
     service_task: str = ""
+    # One INFO line per chunk received (lerobot.remote.chunks) and per chunk first executed
+    # (lerobot.remote.provenance), joinable with the server's audit line. Off: those lines are DEBUG and a
+    # summary line comes every 10 s.
+    log_every_chunk: bool = False
     # Free labels forwarded in the handshake, e.g. '{site: lab-2}'.
     tags: dict[str, str] = field(default_factory=dict)
     # How long startup waits for the first handshake before stopping with the reason (the robot never

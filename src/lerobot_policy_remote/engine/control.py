@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from threading import Event, Lock
 from typing import Any
@@ -36,7 +37,7 @@ class ControlSide:
         self.streaming_began = False  # this episode saw a merged chunk (gates the fallbacks)
         self.executed_count = 0
         self.fallback_count = 0
-        self.prov_log = ProvenanceLog()  # appended here, logged by the worker
+        self.prov_log = ProvenanceLog(logging.INFO if cfg.log_every_chunk else logging.DEBUG)  # logged by the worker
         self._logged_meta: object = None  # the chunk stamp last appended: the log wants each chunk's first action
 
     def notify(self, obs: dict[str, Any]) -> None:

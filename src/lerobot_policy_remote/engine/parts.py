@@ -22,7 +22,7 @@ from .link import LinkState, LinkStateMachine
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
-from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, TelemetryPacer
+from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, StreamSummary, TelemetryPacer
 from .transport import RemoteLink
 
 
@@ -62,6 +62,7 @@ class EngineParts(Protocol):
     control: ControlSide
     _pacer: TelemetryPacer
     _logged_state_version: int
+    _summary: StreamSummary
     on_operator_reset: Callable[[int], bool] | None
 
     @property

@@ -46,7 +46,7 @@ from .replies import Replies, chunk_logger  # noqa: F401 (chunk_logger: its old 
 from .reporting import Reporting
 from .resets import Resets
 from .session import RemoteSession
-from .telemetry import ChunkTimings, RttWindow, TelemetryPacer
+from .telemetry import ChunkTimings, RttWindow, StreamSummary, TelemetryPacer
 from .transport import RemoteLink
 from .views import EngineViews
 
@@ -134,6 +134,7 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews,
         self.timings = ChunkTimings()
         self._pacer = TelemetryPacer(config.telemetry_period_s, config.telemetry_max_period_s)
         self._logged_state_version = -1
+        self._summary = StreamSummary()
         self.on_start_failed: Callable[[], None] | None = None
         # recording (engine/recording.py): told of an operator reset before it applies, with the next episode id;
         # True means the strategy itself resets the engine when it starts that episode (episodic)

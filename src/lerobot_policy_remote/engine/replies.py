@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 
 # the engine's log lines keep one logger name wherever the code lives (users and tests filter on it)
 logger = logging.getLogger(__package__ + ".remote")
-# One line per merged chunk: the round trip split into server queue wait, inference and network
-# (network = RTT - queue_wait - inference, design section 11), joinable with the server's audit line.
+# One line per merged chunk (INFO with --inference.log_every_chunk, else DEBUG): the round trip split into server
+# queue wait, inference and network (network = RTT - queue_wait - inference, design section 11), joinable with the
+# server's audit line.
 chunk_logger = logging.getLogger("lerobot.remote.chunks")
 
 
@@ -131,9 +132,11 @@ class Replies:
         self.counters["late_merged"] += late
         self.counters["superseded"] += msg.superseded_seqs
         self.states.on_merge(time.monotonic())
-        if not chunk_logger.isEnabledFor(logging.INFO):
+        level = logging.INFO if self.cfg.log_every_chunk else logging.DEBUG
+        if not chunk_logger.isEnabledFor(level):
             return  # the line's arguments cost a queue lock and a tensor length per chunk: only when it is kept
-        chunk_logger.info(
+        chunk_logger.log(
+            level,
             "chunk session_id=%s seq_id=%d episode_id=%d replica=%s rtt=%.1fms queue_wait=%.1fms inference=%.1fms "
             "network=%.1fms delay=%d trimmed=%d queue=%d%s",
             printable(self.session_id, 80),

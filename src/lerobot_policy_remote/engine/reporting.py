@@ -78,6 +78,18 @@ class Reporting:
         if state_version != self._logged_state_version:
             self._logged_state_version = state_version
             logger.info("Link state: %s", self.state.value)
+        merged = self._summary.due(now, self.counters["chunks"])
+        if merged:
+            stats = self.stats()
+            logger.info(
+                "Streaming from replica %s: %d chunks in the last %.0f s, round trip p50 %.0f ms%s, %d fallback ticks",
+                self.replica,
+                merged,
+                self._summary.period_s,
+                stats.rtt_p50_ms,
+                f", RTC delay {stats.delay_steps} steps" if self.rtc_active else "",
+                stats.fallback_count,
+            )
         if send:
             self.transport.publish_telemetry(self.telemetry())
         asked = self.transport.telemetry_queries()

@@ -93,9 +93,10 @@ class TelemetryPacer:
 class ProvenanceLog:
     """The control thread appends the first action it executed of each chunk; the worker logs each chunk once."""
 
-    def __init__(self) -> None:
+    def __init__(self, level: int = logging.DEBUG) -> None:
         self.executed: collections.deque[tuple[Provenance, float]] = collections.deque(maxlen=4096)
         self._last: tuple[str, int] | None = None
+        self.level = level  # INFO with --inference.log_every_chunk
 
     def flush(self) -> None:
         while self.executed:
@@ -103,7 +104,8 @@ class ProvenanceLog:
             key = (meta.session_id, meta.seq_id)
             if key != self._last:
                 self._last = key
-                prov_logger.info(
+                prov_logger.log(
+                    self.level,
                     "executing session_id=%s seq_id=%d episode_id=%d replica=%s age=%.3fs",
                     printable(meta.session_id, 80),
                     meta.seq_id,
@@ -111,6 +113,27 @@ class ProvenanceLog:
                     meta.replica,
                     age,
                 )
+
+
+class StreamSummary:
+    """The INFO line that says a robot is streaming, at most once per `period_s` (the per-chunk lines are DEBUG
+    unless asked for): a terminal shows progress without a line per chunk."""
+
+    period_s = 10.0
+
+    def __init__(self) -> None:
+        self._since: float | None = None
+        self._chunks = 0
+
+    def due(self, now: float, chunks: int) -> int:
+        """Chunks merged since the last line when a line is due, else 0 (nothing merged: nothing to say)."""
+        if self._since is None:
+            self._since, self._chunks = now, chunks
+            return 0
+        if now - self._since < self.period_s or chunks == self._chunks:
+            return 0
+        new, self._since, self._chunks = chunks - self._chunks, now, chunks
+        return new
 
 
 @dataclass(frozen=True)

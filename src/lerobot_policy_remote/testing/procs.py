@@ -294,7 +294,7 @@ def policy_server(
 
 def rollout_argv(policy_path: str | Path, task: str, endpoint: str, *extra: str, duration: float = 5) -> list[str]:
     """`lerobot-rollout` of the sim arm with remote inference (base strategy) on `endpoint`: the robot the tests
-    launch. `extra` are more `--flag=value` overrides."""
+    launch, with a log line per chunk (tests join on them). `extra` are more `--flag=value` overrides."""
     return [
         str(VENV_BIN / "lerobot-rollout"),
         "--strategy.type=base",
@@ -304,5 +304,6 @@ def rollout_argv(policy_path: str | Path, task: str, endpoint: str, *extra: str,
         f"--task={task}",
         f"--duration={duration}",
         f"--inference.connect_endpoint={endpoint}",
+        "--inference.log_every_chunk=true",
         *extra,
     ]
