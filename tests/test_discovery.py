@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lerobot_policy_remote.discovery import closest, fix_for, group, no_server_report
+from lerobot_policy_remote.advice import closest, fix_for, no_server_report
+from lerobot_policy_remote.discovery import group
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import ModelInfo, ServerStatus
 
@@ -46,8 +47,8 @@ def test_closest_match_finds_the_one_letter_task_typo():
     )
     match = closest(services, "org/act", "main", "pick up the cub")
     assert match is not None and (match.model_id, match.service) == ("org/act", "pick up the cube")
-    # a model id typed differently (relative path, other org) still finds the service with the same task
-    match = closest(services, "act", "main", "pick up the cube")
+    # a model id typed differently (relative path, other org) for the same policy type finds the service
+    match = closest(services, "act", "main", "pick up the cube", "act")
     assert match is not None and match.service == "pick up the cube"
     assert fix_for(match, "act", "main", "pick up the cube") == "--inference.service_model_id='org/act'"
     match = closest(services, "org/act", "main", "pick up the cub")
@@ -81,3 +82,17 @@ def test_no_server_report_lists_services_and_points_at_the_closest():
 
 def test_empty_router_says_to_start_a_server():
     assert "the router has no policy server at all" in no_server_report([], "m", "main", "t")
+
+
+def test_a_robot_whose_model_nothing_serves_is_not_pointed_at_another_models_server():
+    """Same task, another model: a diffusion robot is never told to dial an ACT server (its chunks would drive the
+    arm with another policy's actions), and a robot whose policy type is unknown only matches its own model id."""
+    services = group([st("a", "/ckpt/act", "pick up the cube")])
+    assert closest(services, "/ckpt/diffusion", "main", "pick up the cube", "diffusion") is None
+    assert closest(services, "/ckpt/diffusion", "main", "pick up the cube") is None
+    text = no_server_report(services, "/ckpt/diffusion", "main", "pick up the cube", "diffusion")
+    assert "service_model_id" not in text and "None is close" in text
+    assert "lerobot-policy-server --model.repo_or_path=/ckpt/diffusion --default_task='pick up the cube'" in text
+    # the same policy type under another path may be the same checkpoint: offered, and said so
+    text = no_server_report(services, "/data/act", "main", "pick up the cube", "act")
+    assert "If it runs your checkpoint: --inference.service_model_id='/ckpt/act'" in text

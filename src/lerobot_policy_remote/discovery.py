@@ -6,10 +6,8 @@ Torch-, numpy- and cv2-free: only zenoh and the wire control messages.
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,107 +292,3 @@ def _inventory_scopes(path: Path, name: str) -> tuple[tuple[Scope, ...], str]:
     except Exception as exc:  # a courtesy for a better message: never a reason to fail
         logger.debug("could not read %s: %s", path, exc)
     return (), ""
-
-
-def _ratio(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a.strip().lower(), b.strip().lower()).ratio()
-
-
-def closest(services: list[ServiceInfo], model_id: str, revision: str, task: str) -> ServiceInfo | None:
-    """The service whose (task, model, revision) is most similar to the request; None if nothing is close.
-
-    The task weighs most: it is free text typed per rollout, the usual source of a one-letter miss.
-    """
-    best, best_score = None, 0.0
-    for svc in services:
-        score = 2.0 * _ratio(task, svc.service) + _ratio(model_id, svc.model_id) + 0.5 * (revision == svc.revision)
-        if score > best_score:
-            best, best_score = svc, score
-    return best if best_score >= 1.5 else None
-
-
-def fix_for(match: ServiceInfo, model_id: str, revision: str, task: str) -> str:
-    """The flags that would make the request land on `match` (robot-side names)."""
-    fixes = []
-    if match.service != task:
-        fixes.append(f"--task={match.service!r} (or --inference.service_task={match.service!r})")
-    if match.model_id != model_id:
-        fixes.append(f"--inference.service_model_id={match.model_id!r}")
-    if match.revision != revision:
-        fixes.append(f"--inference.service_revision={match.revision!r}")
-    return " ".join(fixes)
-
-
-def no_server_report(services: list[ServiceInfo], model_id: str, revision: str, task: str) -> str:
-    """Why nothing answered, what the router does offer, and the closest match with the flags to reach it."""
-    asked = f"model {model_id!r} revision {revision!r} task {task!r}"
-    if not services:
-        return (
-            f"No policy server serves {asked}, and the router has no policy server at all. Start one connected to "
-            "this router: lerobot-policy-server --model.repo_or_path=<checkpoint> --default_task=<task> "
-            "--zenoh.connect_endpoints=[<router endpoint>]"
-        )
-    lines = [
-        f"No policy server serves {asked}. "
-        f"The router offers {len(services)} service{'s' if len(services) != 1 else ''}:"
-    ]
-    lines += [f"  - {svc.describe()}" for svc in services]
-    match = closest(services, model_id, revision, task)
-    if match is not None:
-        lines.append(f"Closest match: {match.describe()}. To use it: {fix_for(match, model_id, revision, task)}")
-    else:
-        lines.append(
-            "None is close to what you asked: start a server for it, or pick one of the above "
-            "(--task, --inference.service_model_id, --inference.service_revision)."
-        )
-    return "\n".join(lines)
-
-
-def scoped_report(
-    services: list[ServiceInfo],
-    model_id: str,
-    revision: str,
-    task: str,
-    cn: str,
-    scopes: Sequence[Scope],
-    source: str = "certificate",
-) -> str:
-    """Under mTLS, for a certificate bound to some namespaces: the router answers it only there, so `services` are
-    all it can see. One line: what it asked, the namespaces it may see and what serves there, and the fix
-    (`--task=...` for a visible service, else the `pki issue` command for a certificate in the namespace asked for)."""
-    asked = f"model {model_id!r} revision {revision!r} task {task!r}"
-    inside = any(s.covers(model_id, revision, task) for s in scopes)
-    plural = "s" if len(scopes) != 1 else ""
-    where = "" if source == "certificate" else f" (as {source} records it)"
-    text = (
-        f"No policy server serves {asked} among what certificate CN={cn} may see: the router's access control "
-        f"answers it only in namespace{plural} {', '.join(repr(s.flag()) for s in scopes)}{where}"
-    )
-    text += "" if inside else ", and this request is outside them"
-    wanted = [s.flag() for s in scopes if s.flag() != namespace_flag(model_id, revision, task)]
-    wanted.append(namespace_flag(model_id, revision, task))
-    flags = " ".join(f"--namespace {shlex.quote(f)}" for f in wanted)
-    pki = (
-        f"lerobot-fleet pki issue DIR {cn} --role robot {flags}, then restart the router with the updated "
-        "DIR/inventory.yaml"
-    )
-    if services:
-        n = len(services)
-        text += f". There it sees {n} service{'s' if n != 1 else ''}: " + "; ".join(svc.describe() for svc in services)
-        match = closest(services, model_id, revision, task) or (services[0] if n == 1 else None)
-        fix = (
-            f"To use it: {fix_for(match, model_id, revision, task)}"
-            if match is not None
-            else "To use one: pass its --task (or --inference.service_model_id, --inference.service_revision)"
-        )
-        if inside:
-            return f"{text}. {fix}; or start a server for what you asked"
-        return f"{text}. {fix}; or, to be served what you asked, give the robot a certificate for it: {pki}"
-    if inside:
-        here = shlex.quote(namespace_flag(model_id, revision, task))
-        return (
-            f"{text}, where no server serves now. Start one there (its certificate needs that namespace: "
-            f"lerobot-fleet pki issue DIR NAME --role server --namespace {here}); if one runs, the router's "
-            f"inventory may not grant CN={cn} this namespace (it logs 'ACL refused: CN={cn} ...')"
-        )
-    return f"{text}. No server serves there; for a certificate in the namespace asked for: {pki}"

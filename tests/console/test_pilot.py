@@ -190,3 +190,24 @@ async def test_a_click_on_a_robot_row_moves_the_cursor_to_that_robot():
         await pilot.click("#robots", offset=(5, 1 + 3))  # the header line, then the fourth row
         await pilot.pause()
         assert robots.selected_key == target
+
+
+@sync
+async def test_a_result_line_undone_by_a_later_verb_says_so_instead_of_staying_green():
+    """The console cordons gpu-a-1; a script uncordons it afterwards: the line stops claiming it is cordoned."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        servers = app.screen.query_one("#servers", KeyedTable)
+        servers.focus()
+        servers.select_key("gpu-a-1")
+        await pilot.press("C")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        text = await _wait_result(pilot, "cordon gpu-a-1")
+        app.tick()
+        assert app.last_result == (text, True) and "earlier" not in text  # the row agrees: cordoned
+        app.source.cordon("gpu-a-1", False, "maintenance done", "a script")  # `lerobot-fleet uncordon` elsewhere
+        line = await until(pilot, lambda: "earlier" in app.last_result[0] and app.last_result, 5, "the line", tick=True)
+        assert line == (f"{text} (earlier; gpu-a-1 is uncordoned now)", None)
+        assert "gpu-a-1 is uncordoned now" in screen_text(app)

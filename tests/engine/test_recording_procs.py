@@ -76,6 +76,7 @@ def rollout(
         f"--fps={FPS}",
         f"--duration={duration}",
         f"--inference.connect_endpoint={router.endpoint}",
+        "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
         "--return_to_initial_position=false",
         f"--dataset.repo_id=local/rollout_{tmp.name}",
         f"--dataset.root={root}",

@@ -1,5 +1,5 @@
 """The VLA families end to end through the real CLIs: `lerobot-policy-server` with RTC on serving a tiny offline
-SmolVLA / pi0 / pi0.5 to `lerobot-rollout --inference.type=remote --robot.type=sim_arm` for 30 s, with no failed
+SmolVLA / pi0 / pi0.5 to `lerobot-rollout --inference.type=remote --robot.type=sim_arm` for 15 s, with no failed
 request. pi0 / pi0.5 subprocesses get the tiny sizes through `tiny_pi.SITE_DIR` on PYTHONPATH."""
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def test_a_vla_served_with_rtc_streams_to_the_sim_arm_with_no_failed_request(rou
             f"--duration={SECONDS}",
             "--fps=30",
             f"--inference.connect_endpoint={router.endpoint}",
+            "--inference.log_every_chunk=true",  # the test reads the per-chunk lines
             "--return_to_initial_position=false",
         ],
         name="rollout",

@@ -40,6 +40,7 @@ from .messages import (
     ScreenRequested,
     ViewWanted,
 )
+from .result_claim import ResultClaim
 from .screens import (
     AlertsScreen,
     ConfirmScreen,
@@ -83,6 +84,7 @@ class FleetConsoleApp(App[None]):
         self.export_dir = Path(export_dir)
         self._exports = 0
         self.last_result: tuple[str, bool | None] = ("", None)
+        self._claim: ResultClaim | None = None  # the state the result line says its targets are in
         self._view = ConsoleView.empty(self.store.router, self.read_only)
         self.gc_pacer = GcPacer()
         self.ui_gate: UiGate = getattr(source, "ui_gate", None) or UiGate()  # the source's ingest yields to each frame
@@ -143,6 +145,7 @@ class FleetConsoleApp(App[None]):
             return self._view
         snap = self.store.snapshot()
         now = self.store.clock()
+        self._check_claim(snap)
         opened, cleared = self.alerts.update(snap, now)
         for a in opened:
             self._event(
@@ -202,8 +205,18 @@ class FleetConsoleApp(App[None]):
     def _who(a: Alert) -> tuple[str, str]:
         return (a.name, "") if a.role == "robot" else ("", a.name)
 
-    def set_result(self, text: str, ok: bool | None) -> None:
+    def set_result(self, text: str, ok: bool | None, claim: ResultClaim | None = None) -> None:
         self.last_result = (text, ok)
+        self._claim = claim
+
+    def _check_claim(self, snap: FleetSnapshot) -> None:
+        """A result line whose targets changed since (another operator's verb, a script, a restart) says so and
+        stops being green: it no longer describes the rows under it."""
+        if self._claim is None:
+            return
+        note = self._claim.changed_since({s.replica: s for s in snap.servers})
+        if note:
+            self.set_result(f"{self.last_result[0]} (earlier; {note})", None)
 
     # ------------------------------------------------------------ messages from screens
 
@@ -325,7 +338,7 @@ class FleetConsoleApp(App[None]):
         if event.state == WorkerState.SUCCESS and isinstance(worker.result, list):
             kind = worker.name.split(":")[0]
             text, ok = render.results_text(kind, worker.result)
-            self.set_result(text, ok)
+            self.set_result(text, ok, ResultClaim(kind, tuple(t for t, good, _ in worker.result if good)))
             for target, good, line in worker.result:
                 name = self._target_name(target)
                 self._event(

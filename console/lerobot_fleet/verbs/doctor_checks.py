@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from lerobot_fleet.data.capacity import room_text
 from lerobot_fleet.data.model import FleetSnapshot, ServerRow
-from lerobot_policy_remote.advice import contract_advice
-from lerobot_policy_remote.discovery import ServiceInfo, closest, fix_for
+from lerobot_policy_remote.advice import closest, contract_advice, fix_for
+from lerobot_policy_remote.discovery import ServiceInfo
 from lerobot_policy_remote.router_probe import CERT_PROBLEMS, Problem, probe_router
 from lerobot_policy_remote.wire.codes import CONTRACT_REFUSALS, Refusal
 from lerobot_policy_remote.wire.keys import ServiceKeys
@@ -250,7 +250,7 @@ def robot_checks(
     ]
     mine = [s for s in services if (s.model_id, s.revision, s.service) == (req.model_id, req.revision, req.service)]
     if not mine:
-        match = closest(services, req.model_id, req.revision, req.service)
+        match = closest(services, req.model_id, req.revision, req.service, req.policy_type)
         asked = f"no server serves model {req.model_id!r} revision {req.revision!r} task {req.service!r}"
         if match:
             detail, fix = (

@@ -111,8 +111,8 @@ class RemoteInferenceConfig(InferenceEngineConfig):
     # Task (service) the server must serve. Empty: the rollout --task.
     service_task: str = ""
     # One INFO line per chunk received (lerobot.remote.chunks) and per chunk first executed
-    # (lerobot.remote.provenance), joinable with the server's audit line. Off: those lines are DEBUG and a
-    # summary line comes every 10 s.
+    # (lerobot.remote.provenance), joinable with the server's audit line. Off: those lines are DEBUG, and a
+    # summary line comes at a session's first chunk and then every 10 s.
     log_every_chunk: bool = False
     # Free labels forwarded in the handshake, e.g. '{site: lab-2}'.
     tags: dict[str, str] = field(default_factory=dict)

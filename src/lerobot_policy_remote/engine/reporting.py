@@ -78,14 +78,13 @@ class Reporting:
         if state_version != self._logged_state_version:
             self._logged_state_version = state_version
             logger.info("Link state: %s", self.state.value)
-        merged = self._summary.due(now, self.counters["chunks"])
+        merged, first = self._summary.due(now, self.counters["chunks"], self.session_id)
         if merged:
             stats = self.stats()
             logger.info(
-                "Streaming from replica %s: %d chunks in the last %.0f s, round trip p50 %.0f ms%s, %d fallback ticks",
+                "Streaming from replica %s: %s, round trip p50 %.0f ms%s, %d fallback ticks",
                 self.replica,
-                merged,
-                self._summary.period_s,
+                "first chunk merged" if first else f"{merged} chunks in the last {self._summary.period_s:.0f} s",
                 stats.rtt_p50_ms,
                 f", RTC delay {stats.delay_steps} steps" if self.rtc_active else "",
                 stats.fallback_count,

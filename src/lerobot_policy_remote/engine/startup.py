@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..advice import contract_advice
-from ..discovery import Scope, ServiceInfo, certificate_scopes, no_server_report, scoped_report
+from ..advice import contract_advice, no_server_report, scoped_report
+from ..discovery import Scope, ServiceInfo, certificate_scopes
 from ..wire.codes import Refusal
 from ..wire.text import printable
 from ..zenoh_config import ROBOT_FLAGS, ZenohConfigError, without_rust_paths
@@ -128,10 +128,17 @@ def handshake_failed(
             return RemoteStartupError(f"{PREFIX}{exc}")
         if scope is not None and scope.bounded:
             report = scoped_report(
-                services, request.model_id, request.revision, request.service, scope.cn, scope.scopes, scope.source
+                services,
+                request.model_id,
+                request.revision,
+                request.service,
+                scope.cn,
+                scope.scopes,
+                scope.source,
+                request.policy_type,
             )
             return RemoteStartupError(PREFIX + report)
-        report = no_server_report(services, request.model_id, request.revision, request.service)
+        report = no_server_report(services, request.model_id, request.revision, request.service, request.policy_type)
         if not services and tls:  # under an ACL a certificate the inventory does not know sees nothing at all
             report += (
                 f". With mTLS this is also what a robot whose certificate the router's access control does not know "

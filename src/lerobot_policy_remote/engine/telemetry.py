@@ -116,24 +116,26 @@ class ProvenanceLog:
 
 
 class StreamSummary:
-    """The INFO line that says a robot is streaming, at most once per `period_s` (the per-chunk lines are DEBUG
-    unless asked for): a terminal shows progress without a line per chunk."""
+    """The INFO lines that say a robot is streaming (the per-chunk lines are DEBUG unless asked for): one when a
+    session's first chunk merges, then at most one per `period_s` while chunks keep merging, none while idle."""
 
     period_s = 10.0
 
     def __init__(self) -> None:
-        self._since: float | None = None
+        self._session = ""
+        self._since = 0.0
         self._chunks = 0
 
-    def due(self, now: float, chunks: int) -> int:
-        """Chunks merged since the last line when a line is due, else 0 (nothing merged: nothing to say)."""
-        if self._since is None:
-            self._since, self._chunks = now, chunks
-            return 0
-        if now - self._since < self.period_s or chunks == self._chunks:
-            return 0
-        new, self._since, self._chunks = chunks - self._chunks, now, chunks
-        return new
+    def due(self, now: float, chunks: int, session: str) -> tuple[int, bool]:
+        """(chunks merged since the last line, whether this is the session's first) when a line is due, else
+        (0, False)."""
+        if chunks == self._chunks:
+            return 0, False
+        first = session != self._session
+        if not first and now - self._since < self.period_s:
+            return 0, False
+        new, self._session, self._since, self._chunks = chunks - self._chunks, session, now, chunks
+        return new, first
 
 
 @dataclass(frozen=True)
