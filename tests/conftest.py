@@ -89,11 +89,13 @@ def zenoh_client(router: Router):
 # The files that run longest on the 2-core box (over about 40 s each, `--durations`), longest first: each worker
 # takes a file at a time, so these start at once and the short files fill the end of the run.
 LONGEST_FILES = (
-    "tests/server/test_compiled_pass.py",
+    "tests/server/test_compiled_pass_pi0.py",
     "tests/test_demo.py",
     "tests/engine/test_vla_rollout.py",
     "tests/test_peers_faults_smoke.py",
     "tests/test_peers_vla_smoke.py",
+    "tests/server/test_compiled_pass_smolvla.py",
+    "tests/server/test_compiled_pass_pi05.py",
     "tests/console/test_cordon_live.py",
     "tests/test_peers_smoke.py",
     "tests/test_fleet_simulate.py",

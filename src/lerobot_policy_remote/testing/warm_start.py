@@ -3,263 +3,37 @@
 Importing lerobot, torch and transformers costs a 2-vCPU box about 14 s of CPU for every `lerobot-rollout` or
 `lerobot-policy-server` a test starts, most of a slow test's time. A zygote process imports them once; each child is
 then `fork()`ed from it and runs the very console script a fresh process would (`runpy`, `__main__`, its own argv,
-environment, working directory, session and output pipe), so only the imports are shared. The zygote is
-single-threaded and computes nothing before forking (no OpenMP pool, no zenoh runtime); each child reseeds numpy.
+environment, working directory, session and output pipe), so only the imports are shared (`testing/zygote.py`).
 
-Only the test suite turns it on (`LEROBOT_REMOTE_WARM_START` names the zygote's socket); benchmarks and the demo
-never do, since a warm start would flatter every start or restart figure. Stdlib only on the client side.
+Only the test suite turns it on (`LEROBOT_REMOTE_WARM_START` names the zygote's socket, so the demo a test runs
+starts its children warm too); benchmarks and the demo a person runs never do, since a warm start would flatter
+every start or restart figure. Stdlib only.
 """
 
 from __future__ import annotations
 
-import ctypes
+import atexit
 import io
 import json
 import os
-import runpy
-import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
+
+from .zygote import _startup_env, fits
 
 ENV = "LEROBOT_REMOTE_WARM_START"
 # Console scripts and `python -m` modules whose imports the zygote holds: the heavy children tests start.
 WARM_TOOLS = ("lerobot-rollout", "lerobot-policy-server")
 WARM_MODULES = ("bench.peers.",)
-PRELOAD = (
-    "lerobot.scripts.lerobot_rollout",
-    "lerobot.policies.factory",
-    "lerobot.policies.act.modeling_act",
-    "lerobot.policies.diffusion.modeling_diffusion",
-    "lerobot.policies.pi0.modeling_pi0",
-    "lerobot.policies.pi05.modeling_pi05",
-    "lerobot.policies.smolvla.modeling_smolvla",
-    "lerobot_policy_remote.server.cli",
-    "lerobot_policy_remote.server.service",
-    "lerobot_policy_remote.server.backend",
-    "lerobot_policy_remote.engine.remote",
-    "lerobot_policy_remote.sim.robot",
-)
-_PR_SET_PDEATHSIG = 1
-# Variables read while an interpreter starts or imports (site, sitecustomize, torch's and the hub's settings): a
-# request that sets them otherwise than the zygote had them needs a fresh process.
-STARTUP_ENV_PREFIXES = ("PYTHON", "HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "OMP_", "MKL_", "CUDA", "LD_")
-
-
-def _startup_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(STARTUP_ENV_PREFIXES) and k != "PYTHONUNBUFFERED"}
-
-
-def _paths(env: Mapping[str, str]) -> list[str]:
-    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-
-
-def fits(
-    asked: Mapping[str, str], base: Mapping[str, str], ignore: set[str] | frozenset[str] = frozenset()
-) -> list[str] | None:
-    """Whether a child asking for `asked` can fork from a zygote that started with `base`: None if not, else the
-    PYTHONPATH entries it adds (folders without start-up hooks, put on `sys.path` in the child). `ignore`: variables
-    the zygote's own imports set."""
-    mine = {k: v for k, v in _startup_env(base).items() if k not in ignore and k != "PYTHONPATH"}
-    theirs = {k: v for k, v in _startup_env(asked).items() if k not in ignore and k != "PYTHONPATH"}
-    if mine != theirs or not set(_paths(base)) <= set(_paths(asked)):
-        return None
-    extra = [p for p in _paths(asked) if p not in set(_paths(base))]
-    return extra if all(_hook_free(Path(p)) for p in extra) else None
-
-
-def _hook_free(folder: Path) -> bool:
-    return not folder.is_dir() or not (
-        any(folder.glob("*.pth")) or (folder / "sitecustomize.py").exists() or (folder / "usercustomize.py").exists()
-    )
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGKILL this process when its parent ends (no child outlives the test process that made it)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-# --- the zygote --------------------------------------------------------------------------------------------------
-
-
-def _preload(modules: Sequence[str]) -> None:
-    import importlib
-
-    for name in modules:
-        importlib.import_module(name)
-    # A fresh process imports this package after lerobot (lerobot's plugin discovery), which registers its hooks;
-    # here the package came first, so register them as that import would have.
-    from lerobot_policy_remote import register_lerobot_plugins
-
-    register_lerobot_plugins()
-
-
-def _become_child(request: dict[str, object], out_fd: int, closing: list[socket.socket]) -> None:
-    """In the forked child: take the request's identity, then run its program as `__main__` (never returns)."""
-    for s in closing:
-        s.close()
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    os.setsid()
-    _die_with_parent()
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
-    os.close(null)
-    os.close(out_fd)
-    env = request["env"]
-    assert isinstance(env, dict)
-    os.environ.clear()
-    os.environ.update({str(k): str(v) for k, v in env.items()})
-    cwd = request.get("cwd")
-    if isinstance(cwd, str):
-        os.chdir(cwd)
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()  # a fresh process seeds numpy's global generator from the OS
-    argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]  # a JSON list
-    _leave(_run_as_main(argv))
-
-
-def _run_as_main(argv: list[str]) -> int:
-    """Run `argv`'s program as `__main__`; its exit status as the interpreter would give it."""
-    try:
-        if len(argv) >= 3 and argv[1] == "-m":
-            sys.argv = [argv[0], *argv[3:]]
-            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
-        else:
-            sys.argv = list(argv)
-            runpy.run_path(argv[0], run_name="__main__")
-    except SystemExit as stop:
-        if stop.code is None or isinstance(stop.code, int):
-            return (stop.code or 0) & 0xFF
-        print(stop.code, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]  # inside an except: never None
-        return -signal.SIGINT  # an interpreter ends by SIGINT itself here
-    except BaseException:
-        sys.excepthook(*sys.exc_info())  # type: ignore[arg-type]
-        return 1
-    return 0
-
-
-def _leave(code: int) -> None:
-    """End as the interpreter does (wait for non-daemon threads, run atexit, flush), but without tearing down the
-    heap inherited from the zygote: freeing every imported object writes to, and so copies, each shared page, which
-    cost about 2 s of CPU per child."""
-    try:
-        threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize calls first
-        import atexit
-
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-    except BaseException:  # noqa: BLE001  # a broken pipe or handler: the status stands
-        pass
-    if code < 0:
-        signal.signal(-code, signal.SIG_DFL)
-        os.kill(os.getpid(), -code)
-    os._exit(code)
-
-
-def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
-    """Import `preload`, print `ready`, then fork one child per request on the unix socket at `path` until the
-    parent goes away. Each request: a JSON line (argv, env, cwd, max_seconds) with the child's output fd attached;
-    the reply: `{"pid": N}`, then `{"status": S}` (a wait status) when the child ends. Children past their
-    `max_seconds` are killed (SIGKILL to their process group), as the `timeout` wrapper of a fresh start does."""
-    _die_with_parent()
-    if os.path.exists(path):
-        os.unlink(path)  # left by a zygote that was killed: the socket appears only once the imports are done
-    # Its native threads (torch's, jemalloc's) sit idle and hold no lock a child needs.
-    warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning)
-    before = dict(os.environ)
-    try:
-        _preload(preload)
-    except BaseException:
-        Path(path + ".failed").touch()
-        raise
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(64)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    # Variables the imports themselves set (cv2's LD_LIBRARY_PATH, inductor's cache dir) are set the same way by a
-    # fresh process's imports: they are not the request's to match.
-    set_by_imports = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
-    sel = selectors.DefaultSelector()
-    sel.register(listener, selectors.EVENT_READ)
-    sel.register(wake_r, selectors.EVENT_READ)
-    parent = sys.stdin
-    sel.register(parent, selectors.EVENT_READ, data="parent")  # EOF: the parent is gone
-    children: dict[int, tuple[socket.socket, float]] = {}
-    while True:
-        timeout = min((d for _, d in children.values()), default=time.monotonic() + 1.0) - time.monotonic()
-        for key, _ in sel.select(max(0.0, min(timeout, 1.0))):
-            if key.data == "parent":
-                if not parent.readline():  # the parent closed it: stop
-                    for pid in children:
-                        _killpg(pid)
-                    return
-            elif key.fileobj is listener:
-                conn, _ = listener.accept()
-                msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
-                request = json.loads(msg.decode())
-                extra = fits(request["env"], before, set_by_imports)
-                if extra is None:
-                    os.close(fds[0])
-                    conn.sendall(json.dumps({"fresh": True}).encode() + b"\n")
-                    conn.close()
-                    continue
-                sys.stdout.flush()
-                pid = os.fork()
-                if pid == 0:
-                    sys.path[1:1] = extra  # where PYTHONPATH's entries go in a fresh interpreter
-                    _become_child(request, fds[0], [listener, conn])
-                os.close(fds[0])
-                conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-                limit = request.get("max_seconds")
-                deadline = time.monotonic() + float(limit) if limit is not None else float("inf")
-                children[pid] = (conn, deadline)
-            else:
-                os.read(wake_r, 4096)
-        while children:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                break
-            entry = children.pop(pid, None)
-            if entry is not None:
-                try:
-                    entry[0].sendall(json.dumps({"status": status}).encode() + b"\n")
-                except OSError:
-                    pass
-                entry[0].close()
-        now = time.monotonic()
-        for pid, (_, deadline) in list(children.items()):
-            if now >= deadline:
-                _killpg(pid)
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-# --- the client ----------------------------------------------------------------------------------------------------
 
 
 class WarmChild:
@@ -298,25 +72,26 @@ class Zygote:
     """One warm-start zygote, for children whose interpreter starts with `env`'s startup variables. Started on the
     first warm start asked of it, so a run that starts no heavy child never pays for its imports."""
 
-    def __init__(self, path: str, env: dict[str, str]) -> None:
+    def __init__(self, path: str, env: dict[str, str], inherited: bool = False) -> None:
         self.path = path
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.proc: subprocess.Popen[str] | None = None
+        self.inherited = inherited  # an ancestor's zygote (named by `ENV`): it starts and ends it
         self._lock = threading.Lock()
         for stale in (self.path, self.path + ".failed", self.path + ".starting"):
-            if os.path.exists(stale):
+            if not inherited and os.path.exists(stale):
                 os.unlink(stale)
 
     def start(self) -> None:
         with self._lock:
-            if self.proc is not None:
+            if self.proc is not None or self.inherited:
                 return
             Path(self.path + ".starting").touch()
             self.proc = subprocess.Popen(
                 [
                     sys.executable,
                     "-c",
-                    "import sys; from lerobot_policy_remote.testing.warm_start import serve; serve(sys.argv[1])",
+                    "import sys; from lerobot_policy_remote.testing.zygote import serve; serve(sys.argv[1])",
                     self.path,
                 ],
                 stdin=subprocess.PIPE,
@@ -342,15 +117,17 @@ class Zygote:
 
 
 class Zygotes:
-    """The zygotes of the process that enabled warm starts: one for its own startup variables (its children's
-    children use that one, through `ENV`), and one more per other set its own children ask for (a test's
-    PYTHONPATH hook, HF_HUB_OFFLINE), up to `MAX_ZYGOTES`; past that, children start fresh."""
+    """The zygotes of a process: one for its own startup variables (its children's children use that one, through
+    `ENV`), and one more per other set its own children ask for (a test's PYTHONPATH hook, HF_HUB_OFFLINE), up to
+    `MAX_ZYGOTES`; past that, children start fresh. In a descendant of the process that enabled warm starts (the
+    demo a test runs), the first is that process's (`inherited`), and the others are its own."""
 
     MAX_ZYGOTES = 3
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, inherited: str = "") -> None:
         self.workdir = workdir
-        self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ))
+        first = inherited or str(workdir / "zygote-0.sock")
+        self.default = Zygote(first, dict(os.environ), inherited=bool(inherited))
         self.by_env: dict[tuple[tuple[str, str], ...], Zygote] = {_env_key(os.environ): self.default}
         self._lock = threading.Lock()
 
@@ -415,6 +192,19 @@ def disable() -> None:
         _owned = None
 
 
+def _zygotes_for(path: str) -> Zygotes:
+    """This process's zygotes: its own when it enabled warm starts, else (a descendant that starts children of its
+    own, such as the demo) the inherited one plus any this process starts for other startup variables, which end
+    with it (their socket folder goes at exit)."""
+    global _owned
+    if _owned is None or _owned.default.path != path:
+        workdir = Path(tempfile.mkdtemp(prefix="warm-"))
+        _owned = Zygotes(workdir, inherited=path)
+        atexit.register(_owned.close)
+        atexit.register(shutil.rmtree, workdir, True)
+    return _owned
+
+
 def _await_socket(path: str, timeout: float) -> bool:
     """The zygote binds its socket once its imports are done; a `.failed` file beside it says they failed, and
     without a `.starting` one nobody started it (a child of a process that never asked for a warm start)."""
@@ -448,11 +238,10 @@ def warm_child(
     path = os.environ.get(ENV)
     if not path or not warm_argv(argv):
         return None
-    if _owned is not None and _owned.default.path == path:
-        zygote = _owned.for_env(env)
-        if zygote is None:
-            return None
-        path = zygote.path
+    zygote = _zygotes_for(path).for_env(env)
+    if zygote is None:
+        return None
+    path = zygote.path
     if not _await_socket(path, READY_TIMEOUT_S):
         return None
     read_fd, write_fd = os.pipe()
@@ -471,7 +260,3 @@ def warm_child(
         os.close(write_fd)  # the child holds its own copy: EOF on read_fd once the child (and its children) end
     stdout = io.TextIOWrapper(io.FileIO(read_fd, "r"), errors="replace")
     return WarmChild(conn, replies, pid, stdout, argv)
-
-
-if __name__ == "__main__":
-    serve(sys.argv[1])
