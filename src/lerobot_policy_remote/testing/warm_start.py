@@ -131,12 +131,14 @@ class Zygotes:
         self.by_env: dict[tuple[tuple[str, str], ...], Zygote] = {_env_key(os.environ): self.default}
         self._lock = threading.Lock()
 
-    def for_env(self, env: dict[str, str]) -> Zygote | None:
+    def for_env(self, env: dict[str, str], may_start: bool = True) -> Zygote | None:
+        """The zygote for a child with `env`; None: start it fresh. `may_start`: whether a zygote of its own may be
+        started for other startup variables."""
         if fits(env, self.default.env) is not None:
             self.default.start()
             return self.default
         key = _env_key(env)
-        if key not in self.by_env and not _hooks_safe(env):
+        if key not in self.by_env and (not may_start or not _hooks_safe(env)):
             return None
         with self._lock:
             zygote = self.by_env.get(key)
@@ -238,7 +240,10 @@ def warm_child(
     path = os.environ.get(ENV)
     if not path or not warm_argv(argv):
         return None
-    zygote = _zygotes_for(path).for_env(env)
+    zygotes = _zygotes_for(path)
+    # A descendant starts zygotes of its own for the two CLIs only (the demo's replicas and arms); the peers bench's
+    # children, which come and go by the dozen under other variables, start fresh there as they always did.
+    zygote = zygotes.for_env(env, may_start=not zygotes.default.inherited or Path(argv[0]).name in WARM_TOOLS)
     if zygote is None:
         return None
     path = zygote.path
