@@ -176,6 +176,7 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
 
         wait_until(streaming_with_rtc, timeout=150, interval=1, message="four demo arms merging RTC chunks")
         for robot in robots:
+            assert "differs from training" not in log(robot)  # the arms' cameras are the policy's trained size
             opened = [line for line in log(robot).splitlines() if "Session " in line and " opened on replica " in line]
             assert opened and all("rtc=True" in line for line in opened), (robot, opened)
 

@@ -3,6 +3,7 @@ processes)."""
 
 from __future__ import annotations
 
+import json
 import os
 import runpy
 import subprocess
@@ -70,3 +71,13 @@ def test_each_demo_child_can_be_started_again_by_hand(tmp_path):
     assert child.wait(30) == 0 and "it's me ['a b']" in child.output()
     again = subprocess.run(["sh", str(tmp_path / "server-demo-a.sh")], capture_output=True, text=True, timeout=30)
     assert again.returncode == 0 and again.stdout.strip() == "it's me ['a b']"
+
+
+def test_the_demos_arms_film_at_the_size_the_policy_was_trained_on(tmp_path):
+    """A VLA trained at 64x64 gets 64x64 frames from the sim arm (no resize, no size warning); a policy that takes
+    no image leaves the arm's cameras alone."""
+    features = {"observation.state": {"shape": [6]}, "observation.images.front": {"shape": [3, 64, 48]}}
+    (tmp_path / "config.json").write_text(json.dumps({"input_features": features}))
+    assert demo.camera_flags(tmp_path) == ["--robot.cameras={front: {height: 64, width: 48}}"]
+    (tmp_path / "config.json").write_text(json.dumps({"input_features": {"observation.state": {"shape": [6]}}}))
+    assert demo.camera_flags(tmp_path) == [] and demo.camera_flags(tmp_path / "missing") == []

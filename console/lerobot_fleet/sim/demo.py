@@ -10,6 +10,7 @@ on exit. This module imports neither torch nor lerobot: the heavy parts live in 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -156,6 +157,7 @@ def start_fleet(
                 f"--inference.client_uuid={uuid}",
                 f"--inference.fallback={'repeat_last' if i % 3 == 2 else 'hold'}",
                 "--robot.type=sim_arm",
+                *camera_flags(Path(policy)),
                 f"--robot.id={uuid}",
                 f"--policy.path={policy}",
                 f"--task={TASK}",
@@ -165,6 +167,24 @@ def start_fleet(
             ],
         )
     return endpoint
+
+
+def camera_flags(policy: Path) -> list[str]:
+    """The sim arm's cameras at the size the policy was trained on (its config's image features), so that the
+    server has no image to resize and the robot no size warning to show; none when it takes no image."""
+    try:
+        features = json.loads((policy / "config.json").read_text()).get("input_features", {})
+    except (OSError, ValueError):
+        return []
+    cams = {
+        key.removeprefix("observation.images."): spec["shape"]
+        for key, spec in features.items()
+        if key.startswith("observation.images.") and len(spec.get("shape", ())) == 3
+    }
+    if not cams:
+        return []
+    inner = ", ".join(f"{name}: {{height: {shape[1]}, width: {shape[2]}}}" for name, shape in cams.items())
+    return [f"--robot.cameras={{{inner}}}"]
 
 
 def port_taken(port: int, host: str = "127.0.0.1") -> str:
