@@ -86,35 +86,7 @@ def zenoh_client(router: Router):
         s.close()
 
 
-# The files that run longest on the 2-core box (over about 40 s each, `--durations`), longest first: each worker
-# takes a file at a time, so these start at once and the short files fill the end of the run.
-LONGEST_FILES = (
-    "tests/server/test_compiled_pass_pi0.py",
-    "tests/test_demo.py",
-    "tests/engine/test_vla_rollout.py",
-    "tests/test_peers_faults_smoke.py",
-    "tests/test_peers_vla_smoke.py",
-    "tests/server/test_compiled_pass_smolvla.py",
-    "tests/server/test_compiled_pass_pi05.py",
-    "tests/console/test_cordon_live.py",
-    "tests/test_peers_smoke.py",
-    "tests/test_fleet_simulate.py",
-    "tests/wire/test_fuzz.py",
-    "tests/engine/test_rollout_exit.py",
-    "tests/engine/test_states_procs.py",
-    "tests/server/test_weights_check.py",
-)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest files first, then the other slow (real-process) tests, then the fast ones, so that on the
-    workers the long files start early instead of one of them running alone at the end."""
-    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
-
-    def order(item: pytest.Item) -> int:
-        path = item.nodeid.split("::", 1)[0]
-        if path in rank:
-            return rank[path]
-        return len(rank) + (0 if item.get_closest_marker("slow") else 1)
-
-    items.sort(key=order)
+    """Slow (real-process) tests first, so that on the workers the long files start early and the short
+    ones fill the end of the run instead of one long file running alone at the end."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)

@@ -15,7 +15,8 @@ from lerobot_policy_remote.testing.vla import wire_observation as observation
 from lerobot_policy_remote.testing.vla import with_prefix
 from lerobot_policy_remote.wire.messages import RtcSettings
 
-pytestmark = pytest.mark.slow  # two buckets compile for about a minute each on a 2-core CPU
+# two buckets compile for about a minute each on a 2-core CPU; a cold cache on a busy box takes several
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 BUCKETS = [1, 3]  # one robot runs its own graph; two run padded in the graph for three
 

@@ -10,7 +10,8 @@ from compiled_pairs import check_parity, checkpoint, compiled_pair, requests, se
 
 from lerobot_policy_remote.server.backend import LerobotBackend
 
-pytestmark = pytest.mark.slow  # the bucket compiles for about a minute on a 2-core CPU
+# the bucket compiles for about a minute on a 2-core CPU; a cold cache on a busy box takes several
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

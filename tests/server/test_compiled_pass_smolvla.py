@@ -16,7 +16,8 @@ from lerobot_policy_remote.server.backend import LerobotBackend
 from lerobot_policy_remote.server.manifest import ModelSpec
 from lerobot_policy_remote.testing.vla import wire_observation as observation
 
-pytestmark = pytest.mark.slow  # the bucket compiles for about a minute on a 2-core CPU
+# the bucket compiles for about a minute on a 2-core CPU; a cold cache on a busy box takes several
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

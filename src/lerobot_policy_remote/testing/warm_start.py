@@ -5,23 +5,19 @@ Importing lerobot, torch and transformers costs a 2-vCPU box about 14 s of CPU f
 then `fork()`ed from it and runs the very console script a fresh process would (`runpy`, `__main__`, its own argv,
 environment, working directory, session and output pipe), so only the imports are shared (`testing/zygote.py`).
 
-Only the test suite turns it on (`LEROBOT_REMOTE_WARM_START` names the zygote's socket, so the demo a test runs
-starts its children warm too); benchmarks and the demo a person runs never do, since a warm start would flatter
-every start or restart figure. Stdlib only.
+Only the test suite turns it on (`LEROBOT_REMOTE_WARM_START` names the zygote's socket); benchmarks and the demo a
+person runs never do, since a warm start would flatter every start or restart figure. Stdlib only.
 """
 
 from __future__ import annotations
 
-import atexit
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -72,19 +68,18 @@ class Zygote:
     """One warm-start zygote, for children whose interpreter starts with `env`'s startup variables. Started on the
     first warm start asked of it, so a run that starts no heavy child never pays for its imports."""
 
-    def __init__(self, path: str, env: dict[str, str], inherited: bool = False) -> None:
+    def __init__(self, path: str, env: dict[str, str]) -> None:
         self.path = path
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.proc: subprocess.Popen[str] | None = None
-        self.inherited = inherited  # an ancestor's zygote (named by `ENV`): it starts and ends it
         self._lock = threading.Lock()
         for stale in (self.path, self.path + ".failed", self.path + ".starting"):
-            if not inherited and os.path.exists(stale):
+            if os.path.exists(stale):
                 os.unlink(stale)
 
     def start(self) -> None:
         with self._lock:
-            if self.proc is not None or self.inherited:
+            if self.proc is not None:
                 return
             Path(self.path + ".starting").touch()
             self.proc = subprocess.Popen(
@@ -117,28 +112,25 @@ class Zygote:
 
 
 class Zygotes:
-    """The zygotes of a process: one for its own startup variables (its children's children use that one, through
-    `ENV`), and one more per other set its own children ask for (a test's PYTHONPATH hook, HF_HUB_OFFLINE), up to
-    `MAX_ZYGOTES`; past that, children start fresh. In a descendant of the process that enabled warm starts (the
-    demo a test runs), the first is that process's (`inherited`), and the others are its own."""
+    """The zygotes of the process that enabled warm starts: one for its own startup variables (its children's
+    children use that one, through `ENV`), and one more per other set its own children ask for (a test's
+    PYTHONPATH hook, HF_HUB_OFFLINE), up to `MAX_ZYGOTES`; past that, children start fresh."""
 
     MAX_ZYGOTES = 3
 
-    def __init__(self, workdir: Path, inherited: str = "") -> None:
+    def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        first = inherited or str(workdir / "zygote-0.sock")
-        self.default = Zygote(first, dict(os.environ), inherited=bool(inherited))
+        self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ))
         self.by_env: dict[tuple[tuple[str, str], ...], Zygote] = {_env_key(os.environ): self.default}
         self._lock = threading.Lock()
 
-    def for_env(self, env: dict[str, str], may_start: bool = True) -> Zygote | None:
-        """The zygote for a child with `env`; None: start it fresh. `may_start`: whether a zygote of its own may be
-        started for other startup variables."""
+    def for_env(self, env: dict[str, str]) -> Zygote | None:
+        """The zygote for a child with `env`; None: start it fresh."""
         if fits(env, self.default.env) is not None:
             self.default.start()
             return self.default
         key = _env_key(env)
-        if key not in self.by_env and (not may_start or not _hooks_safe(env)):
+        if key not in self.by_env and not _hooks_safe(env):
             return None
         with self._lock:
             zygote = self.by_env.get(key)
@@ -194,19 +186,6 @@ def disable() -> None:
         _owned = None
 
 
-def _zygotes_for(path: str) -> Zygotes:
-    """This process's zygotes: its own when it enabled warm starts, else (a descendant that starts children of its
-    own, such as the demo) the inherited one plus any this process starts for other startup variables, which end
-    with it (their socket folder goes at exit)."""
-    global _owned
-    if _owned is None or _owned.default.path != path:
-        workdir = Path(tempfile.mkdtemp(prefix="warm-"))
-        _owned = Zygotes(workdir, inherited=path)
-        atexit.register(_owned.close)
-        atexit.register(shutil.rmtree, workdir, True)
-    return _owned
-
-
 def _await_socket(path: str, timeout: float) -> bool:
     """The zygote binds its socket once its imports are done; a `.failed` file beside it says they failed, and
     without a `.starting` one nobody started it (a child of a process that never asked for a warm start)."""
@@ -240,13 +219,11 @@ def warm_child(
     path = os.environ.get(ENV)
     if not path or not warm_argv(argv):
         return None
-    zygotes = _zygotes_for(path)
-    # A descendant starts zygotes of its own for the two CLIs only (the demo's replicas and arms); the peers bench's
-    # children, which come and go by the dozen under other variables, start fresh there as they always did.
-    zygote = zygotes.for_env(env, may_start=not zygotes.default.inherited or Path(argv[0]).name in WARM_TOOLS)
-    if zygote is None:
-        return None
-    path = zygote.path
+    if _owned is not None and _owned.default.path == path:
+        zygote = _owned.for_env(env)
+        if zygote is None:
+            return None
+        path = zygote.path
     if not _await_socket(path, READY_TIMEOUT_S):
         return None
     read_fd, write_fd = os.pipe()
