@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,6 +15,21 @@ from lerobot_policy_remote.testing.procs import free_port
 from lerobot_policy_remote.zenoh_config import ZenohSettings
 
 _ids = itertools.count()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compile_cache_env() -> Iterator[None]:
+    """A server built in the test process points torch's compile caches at its directory (`use_cache_dir`): put the
+    worker's environment back after each file, or every later child would inherit a TORCH* variable its zygote
+    does not have and start fresh (14 s of CPU each)."""
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")
