@@ -15,7 +15,7 @@ from typing import Any
 from lerobot_policy_remote import discovery
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.errors import WireError
-from lerobot_policy_remote.wire.keys import Namespace, ServiceKeys
+from lerobot_policy_remote.wire.keys import ROLLOUT_CONTROL_KEY, ROLLOUT_STATUS_KEY, Namespace, ServiceKeys
 from lerobot_policy_remote.wire.messages import (
     CordonAck,
     CordonRequest,
@@ -25,6 +25,7 @@ from lerobot_policy_remote.wire.messages import (
     EpisodeResetCommand,
     ServerStatus,
 )
+from lerobot_policy_remote.wire.rollout import RolloutCommand, RolloutReply
 from lerobot_policy_remote.wire.text import printable
 
 from .sanitize import clean
@@ -138,3 +139,25 @@ def _ask(
         return ActionResult(False, target, action, f"no {who} answered at {key}")
     ok = [r for r in results if r.ok]
     return ok[0] if ok else results[0]
+
+
+def send_rollout(session: Any, command: RolloutCommand, timeout: float = 5.0) -> RolloutReply:
+    """A rollout command to the fleet router (`status` reads, the others act). A router that does not answer gives a
+    failed reply that says so; the status inside is then empty."""
+    key = ROLLOUT_STATUS_KEY if command.action == "status" else ROLLOUT_CONTROL_KEY
+    failures: list[str] = []
+    for reply in session.get(key, payload=encode(command), timeout=timeout):
+        if reply.ok is None:
+            failures.append(_reply_error(reply))
+            continue
+        try:
+            return clean(decode(RolloutReply, reply.ok.payload.to_bytes()))
+        except WireError as exc:
+            failures.append(f"bad reply: {exc}")
+    if failures:
+        return RolloutReply(False, failures[0])
+    return RolloutReply(
+        False,
+        f"no fleet router answered at {key}: rollouts are kept by `lerobot-fleet router` "
+        "(start the fleet's router with it, or check that this certificate is an operator's)",
+    )

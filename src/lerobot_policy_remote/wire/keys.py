@@ -14,6 +14,9 @@ Layout (every segment after the root is user-derived and sanitised)::
     @lerobot/<model>/<revision>/<service>/robot/<robot>/alive          liveliness token
     @lerobot/<model>/<revision>/<service>/robot/<robot>/telemetry      link state for the console
     @lerobot/<model>/<revision>/<service>/robot/<robot>/episode_reset  queryable: operator reset
+    @lerobot/<model>/<revision>/<service>/robot/<robot>/move           queryable: move to another model (rollouts)
+    @lerobot/fleet/rollout/status                                      queryable: the fleet's rollout (fleet router)
+    @lerobot/fleet/rollout/control                                     queryable: start / promote / abort (operators)
 
 The robot's id is in every key a robot sends on (obs, session, reset): the router's ACL lets robot R
 use only its own, and the server trusts the key, never an id inside a payload.
@@ -42,7 +45,11 @@ MAX_SEGMENT_LEN = 200
 
 SERVER_LEAVES = ("status", "drain", "cordon", "alive", "audit")
 ROBOT_SCOPED_SERVER_LEAVES = ("obs", "session", "reset")  # server/<replica>/<leaf>/<robot>
-ROBOT_LEAVES = ("action", "alive", "telemetry", "episode_reset")
+ROBOT_LEAVES = ("action", "alive", "telemetry", "episode_reset", "move")
+# The fleet's rollout, kept by the fleet router (outside every service namespace: a rollout spans two of them).
+FLEET_ROOT = f"{ROOT}/fleet"
+ROLLOUT_STATUS_KEY = f"{FLEET_ROOT}/rollout/status"
+ROLLOUT_CONTROL_KEY = f"{FLEET_ROOT}/rollout/control"
 # Selector parameter of a status query that asks for the status without its session list: what a robot's
 # discovery needs (seats, load, draining), O(1) per reply instead of O(sessions). A replica that
 # does not know it ignores it and sends the whole status, which the robot reads the same way.

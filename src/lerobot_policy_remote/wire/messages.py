@@ -279,6 +279,11 @@ class RobotTelemetry:
     # robot wants it, "off": chunks are appended, "" before a session or from an older robot). With "on",
     # `delay_steps` is the inference delay the robot sends with each request.
     rtc: str = ""
+    # Additive: which model this robot runs now (its namespace's revision and the pinned checkpoint fingerprint) and
+    # how many times an operator's rollout moved it to another model since it started ("" / 0 from an older robot).
+    revision: str = ""
+    fingerprint: str = ""
+    moves: int = 0
 
 
 @dataclass
