@@ -111,7 +111,7 @@ def test_no_import_cycle_between_modules():
 
 # lerobot-fleet's rooms, lowest first: a module imports its own room and rooms of a lower rank only, so the
 # router never needs the console, the data path never needs Textual, and the console and the verbs stay apart.
-FLEET_ROOMS = {"router": 0, "data": 1, "console": 2, "verbs": 2, "sim": 3, "cli": 4}
+FLEET_ROOMS = {"router": 0, "data": 1, "console": 2, "verbs": 2, "rollout": 2, "sim": 3, "cli": 4}
 
 
 def _room(module: str) -> str | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from lerobot_fleet.cli_parser import DEFAULT_ROUTER, build_parser
 
@@ -87,6 +88,21 @@ def _run_console(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rollouts(path: str | None, inventory: str | None, listen: list[str]) -> Callable[[Any], Callable[[], None]]:
+    """What the router serves besides routing: the fleet's rollout, on the router's own session."""
+
+    def serve(session: Any) -> Callable[[], None]:
+        from pathlib import Path
+
+        from lerobot_fleet.rollout.controller import RolloutController
+        from lerobot_fleet.rollout.state_file import default_path
+
+        state = Path(path) if path else default_path(inventory, listen)
+        return RolloutController(session, state, say=lambda line: print(line, flush=True)).start().stop
+
+    return serve
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from lerobot_fleet.router.inventory import InventoryError
@@ -108,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             settings = router_settings(
                 listen, args.config, args.tls_cert, args.tls_key, args.tls_ca, connect=args.connect, acl=acl
             )
-            return run_router(settings, inventory=args.inventory, insecure_warning=warning)
+            return run_router(
+                settings,
+                inventory=args.inventory,
+                insecure_warning=warning,
+                serve=None if args.no_rollouts else _rollouts(args.rollout_state, args.inventory, listen),
+            )
         if args.command == "pki":
             from lerobot_fleet.router.pki_cli import run_pki
 

@@ -101,6 +101,18 @@ def build_parser() -> argparse.ArgumentParser:
     router.add_argument(
         "--print-acl", action="store_true", help="print the access_control config generated from --inventory and exit"
     )
+    router.add_argument(
+        "--rollout-state",
+        default=None,
+        metavar="FILE",
+        help="where this router keeps the fleet's model rollout (`lerobot-fleet rollout`); default beside "
+        "--inventory (FLEET.rollout.json), else ~/.local/state/lerobot-fleet/rollout-<listen>.json",
+    )
+    router.add_argument(
+        "--no-rollouts",
+        action="store_true",
+        help="do not keep rollouts here (in a mesh, one router keeps them: give the others this flag)",
+    )
 
     pki = sub.add_parser(
         "pki",

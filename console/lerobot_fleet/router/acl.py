@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lerobot_policy_remote.wire.keys import ROOT, ServiceKeys
+from lerobot_policy_remote.wire.keys import ROLLOUT_CONTROL_KEY, ROLLOUT_STATUS_KEY, ROOT, ServiceKeys
 
 from .inventory import ANY_NAMESPACE, Inventory, Member
 from .refused_board import REFUSED_KEY
@@ -54,7 +54,11 @@ def _robot(m: Member) -> list[Grant]:
             ("ingress", ("put",), [k.obs("*", r), k.robot(r, "telemetry")]),
             ("ingress", ("liveliness_token",), [k.robot(r, "alive")]),
             ("ingress", ("declare_subscriber",), [k.robot(r, "action")]),
-            ("ingress", ("declare_queryable", "reply"), [k.robot(r, "episode_reset"), k.robot(r, "telemetry")]),
+            (
+                "ingress",
+                ("declare_queryable", "reply"),
+                [k.robot(r, "episode_reset"), k.robot(r, "telemetry"), k.robot(r, "move")],
+            ),
             # only its own session and reset keys: one robot can never open, replace or reset another's session
             ("ingress", ("query",), [k.server("*", "status"), k.session("*", r), k.reset("*", r)]),
             ("ingress", ("declare_liveliness_subscriber", "liveliness_query"), [k.server("*", "alive")]),
@@ -62,7 +66,7 @@ def _robot(m: Member) -> list[Grant]:
     return grants + [
         ("egress", ("put",), [ANY.robot(r, "action")]),
         # a reader asks every robot's telemetry at once (one wildcard query); the robot answers on its own key only
-        ("egress", ("query",), [ANY.robot(r, "episode_reset"), ANY.robot("*", "telemetry")]),
+        ("egress", ("query",), [ANY.robot(r, "episode_reset"), ANY.robot("*", "telemetry"), ANY.robot(r, "move")]),
         ("egress", ("reply",), [ANY.server("*", "status"), ANY.session("*", r), ANY.reset("*", r)]),
         ("egress", ("liveliness_token",), [ANY.server("*", "alive")]),
         ("egress", DECLARATIONS, [EVERYTHING]),
@@ -117,10 +121,13 @@ def _reader(m: Member, commands: bool) -> list[Grant]:
     """Operators and viewers read what the console reads in their namespaces (liveliness, telemetry, audit,
     status; never camera images or action chunks); only operators send drain, cordon and episode reset, and only they
     may read the router's admin space (the mesh's session and link topology). The routers' boards of refused servers
-    name certificates and keys in every namespace: only a reader of every namespace may ask for them."""
+    name certificates and keys in every namespace: only a reader of every namespace may ask for them. A rollout moves
+    robots between namespaces: only an operator of every namespace may start, promote or abort one (the router's
+    rollout keys); a viewer of every namespace may read it."""
     grants: list[Grant] = [("ingress", ("query",), [ADMIN]), ("egress", ("reply",), [ADMIN])] if commands else []
     if ANY_NAMESPACE in m.namespaces:
-        grants += [("ingress", ("query",), [REFUSED_BOARDS]), ("egress", ("reply",), [REFUSED_BOARDS])]
+        fleet = [REFUSED_BOARDS, ROLLOUT_STATUS_KEY] + ([ROLLOUT_CONTROL_KEY] if commands else [])
+        grants += [("ingress", ("query",), fleet), ("egress", ("reply",), fleet)]
     for ns in m.namespaces:
         k = ns.keys()
         asks = [k.server("*", "status"), k.robot("*", "telemetry")] + (

@@ -178,9 +178,11 @@ def run_router(
     stop: threading.Event | None = None,
     inventory: str | None = None,
     insecure_warning: str | None = None,
+    serve: Callable[[Any], Callable[[], None]] | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests.
-    `insecure_warning` is printed at start and every minute while it runs."""
+    `insecure_warning` is printed at start and every minute while it runs. `serve`: started on the router's session
+    before the ready line (the fleet's rollout); returns what stops it."""
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -198,6 +200,7 @@ def run_router(
 
         own = f"{REFUSED_KEY}/{session.zid()}"
         queryable = session.declare_queryable(own, board.answer(own))  # noqa: F841 (held: declared while it runs)
+    stop_serving = serve(session) if serve is not None else None
     mesh = f"; meshing with {', '.join(settings.connect_endpoints)}" if settings.connect_endpoints else ""
     acl = f"; access control from {inventory} (default deny)" if inventory else ""
     if insecure_warning:
@@ -207,6 +210,8 @@ def run_router(
         while not stop.wait(INSECURE_REPEAT_S if insecure_warning else None):
             _say(insecure_warning or "")
     finally:
+        if stop_serving is not None:
+            stop_serving()
         session.close()
     _say("Zenoh router stopped")
     if finish is not None:

@@ -109,6 +109,7 @@ class RolloutStatus:
     started_at: str = ""
     updated_at: str = ""
     robots: list[RolloutRobot] = field(default_factory=list)
+    steps: int = 0  # steps taken so far (each moves at most `step` robots; a restart resumes the count)
     events: list[str] = field(default_factory=list)  # the latest step explanations, oldest first
     message: str = ""  # what the rollout does now, in one line
 
