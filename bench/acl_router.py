@@ -45,6 +45,7 @@ def start_router(pki: Path, acl: bool, quiet: bool) -> tuple[subprocess.Popen, s
     argv = [
         str(BIN / "lerobot-fleet"),
         "router",
+        "--no-rollouts",
         "--listen",
         endpoint,
         "--tls-cert",

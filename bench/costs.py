@@ -388,7 +388,7 @@ def phase(
     router = (
         Child([py, "-m", "bench.costs", "--child", "bare-router", "--listen", ep])
         if bare
-        else Child([os.path.join(os.path.dirname(py), "lerobot-fleet"), "router", "--listen", ep])
+        else Child([os.path.join(os.path.dirname(py), "lerobot-fleet"), "router", "--listen", ep, "--no-rollouts"])
     )
     children = [router]
     try:

@@ -119,7 +119,10 @@ def start_fleet(
         raise RuntimeError(f"building the demo policy failed{hint}; see {build.log}:\n{build.tail(40)}")
 
     say(f"[demo] starting the Zenoh router on {endpoint} ...")
-    router = fleet.spawn("router", [tool("lerobot-fleet"), "router", "--listen", endpoint])
+    router = fleet.spawn(
+        "router",
+        [tool("lerobot-fleet"), "router", "--listen", endpoint, "--rollout-state", str(fleet.workdir / "rollout.json")],
+    )
     router.wait_for("Zenoh router up", 30)
 
     per_server = max(1, (robots + 1) // 2 + 1)

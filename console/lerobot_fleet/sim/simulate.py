@@ -72,6 +72,8 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
         routers: list[Proc] = []
         for i, ep in enumerate(endpoints):
             mesh = [x for ep2 in endpoints[:i] for x in ("--connect", ep2)]
+            # the first router keeps the fleet's rollout (in the run's directory), the others none: one keeper
+            mesh += ["--rollout-state", str(work / "rollout.json")] if i == 0 else ["--no-rollouts"]
             routers.append(
                 spawn(
                     f"router-{i}",

@@ -29,7 +29,9 @@ class StubBackend(Backend):
         serving_mode: str = "shared",
         image_keys: tuple[str, ...] = (),
         per_robot_s: float | None = None,
+        fingerprint: str = "stub" * 16,
     ) -> None:
+        """`fingerprint`: the checkpoint it claims (two stubs with different ones stand for two models)."""
         self.infer_s = infer_s
         self.per_robot_s = (
             per_robot_s  # None: cannot batch; else a pass of B robots takes infer_s + per_robot_s * (B - 1)
@@ -52,7 +54,7 @@ class StubBackend(Backend):
             supports_rtc=False,
             serving_mode=serving_mode,
             max_sessions=1 if serving_mode == "exclusive" else max_sessions,
-            fingerprint="stub" * 16,
+            fingerprint=fingerprint,
         )
         self.model_info = ModelInfo(
             repo_or_path="stub",

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import deque
@@ -224,9 +225,13 @@ class Router:
     """The embedded router (`lerobot-fleet router`) as a real process on a free loopback port."""
 
     def __init__(self, port: int | None = None, extra: Sequence[str] = (), max_seconds: float = 3600) -> None:
+        """Its rollout state goes to a directory of its own (never the user's): `rollout_state` names the file."""
         self.port = port or free_port()
         self.endpoint = f"tcp/127.0.0.1:{self.port}"
+        self.rollout_state = Path(tempfile.mkdtemp(prefix="router-")) / "rollout.json"
         self.extra = list(extra)
+        if "--rollout-state" not in self.extra and "--no-rollouts" not in self.extra:
+            self.extra += ["--rollout-state", str(self.rollout_state)]
         self.max_seconds = max_seconds
         self.proc: Proc | None = None
 
@@ -243,6 +248,7 @@ class Router:
         if self.proc is not None:
             self.proc.stop()
             self.proc = None
+        shutil.rmtree(self.rollout_state.parent, ignore_errors=True)
 
     def kill(self) -> None:
         if self.proc is not None:

@@ -84,10 +84,18 @@ class HostReport(TypedDict):
 
 # ---------------------------------------------------------------- replica
 def start_stub_replica(
-    endpoint: str, replica_id: str, max_sessions: int, max_batch: int, infer_s: float, per_robot_s: float
+    endpoint: str,
+    replica_id: str,
+    max_sessions: int,
+    max_batch: int,
+    infer_s: float,
+    per_robot_s: float,
+    revision: str = "main",
+    fingerprint: str = "stub" * 16,
 ) -> PolicyServer:
     """The simulator's replica, started: the product's server with a stub backend (also what `bench/costs.py` runs,
-    so that its figures are the simulator's replica's)."""
+    so that its figures are the simulator's replica's). `revision` and `fingerprint`: which model it stands for (a
+    rollout moves robots between two)."""
     from ..server.manifest import BatchingSpec, Manifest, ModelSpec
     from ..server.service import PolicyServer
     from ..server.stub import StubBackend
@@ -95,7 +103,7 @@ def start_stub_replica(
 
     settings = ZenohSettings(mode="client", connect_endpoints=[endpoint])
     manifest = Manifest(
-        model=ModelSpec(repo_or_path=MODEL),
+        model=ModelSpec(repo_or_path=MODEL, revision=revision),
         default_task=TASK,
         max_sessions=max_sessions,
         health_port=0,
@@ -107,14 +115,26 @@ def start_stub_replica(
         batching=BatchingSpec(max_batch=max_batch, max_wait_ms=0.0),
     )
     backend = StubBackend(
-        infer_s, SIM_ARM_ACTION_NAMES, chunk_size=CHUNK, max_sessions=max_sessions, per_robot_s=per_robot_s
+        infer_s,
+        SIM_ARM_ACTION_NAMES,
+        chunk_size=CHUNK,
+        max_sessions=max_sessions,
+        per_robot_s=per_robot_s,
+        fingerprint=fingerprint,
     )
     return PolicyServer(manifest, backend=backend, progress=lambda s: None, settle=settle_after_startup).start()
 
 
 def run_replica(a: argparse.Namespace) -> int:
     server = start_stub_replica(
-        a.endpoint, a.replica_id, a.max_sessions, a.max_batch, a.infer_ms / 1000.0, a.per_robot_ms / 1000.0
+        a.endpoint,
+        a.replica_id,
+        a.max_sessions,
+        a.max_batch,
+        a.infer_ms / 1000.0,
+        a.per_robot_ms / 1000.0,
+        revision=a.revision,
+        fingerprint=a.fingerprint or "stub" * 16,
     )
     print(f"REPLICA READY {a.replica_id}", flush=True)
     try:
@@ -449,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--infer-ms", type=float, default=10.0)
     r.add_argument("--per-robot-ms", type=float, default=0.2)
     r.add_argument("--seconds", type=float, default=3600.0)
+    r.add_argument("--revision", default="main", help="the model revision it serves (its namespace)")
+    r.add_argument("--fingerprint", default="", help="the checkpoint fingerprint it claims (default: the stub's)")
     b = sub.add_parser("robots")
     b.add_argument("--endpoint", action="append", required=True, help="router endpoint (repeatable: failover order)")
     b.add_argument("--first", type=int, default=0)
