@@ -127,7 +127,7 @@ def check_fleet(argv: list[str]) -> list[str]:
     words = [w for w in argv if not w.startswith("-")]
     if not words or subcommand_options(parser, words[:1]) is None:
         return [] if any(w in ("--help", "-h") for w in argv) else [f"no subcommand in {argv}"]
-    path = words[:2] if words[0] == "pki" and len(words) > 1 else words[:1]
+    path = words[:2] if words[0] in ("pki", "rollout") and len(words) > 1 else words[:1]
     known = subcommand_options(parser, path)
     if known is None:
         return [f"no subcommand {' '.join(path)} in {argv}"]

@@ -9,11 +9,13 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lerobot_fleet.cli_parser import DEFAULT_ROUTER, build_parser
 
 if TYPE_CHECKING:
+    import zenoh
+
     from lerobot_fleet.data.alerts import AlertRules
     from lerobot_policy_remote.zenoh_config import ZenohSettings
 
@@ -88,10 +90,12 @@ def _run_console(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rollouts(path: str | None, inventory: str | None, listen: list[str]) -> Callable[[Any], Callable[[], None]]:
+def _rollouts(
+    path: str | None, inventory: str | None, listen: list[str]
+) -> Callable[[zenoh.Session], Callable[[], None]]:
     """What the router serves besides routing: the fleet's rollout, on the router's own session."""
 
-    def serve(session: Any) -> Callable[[], None]:
+    def serve(session: zenoh.Session) -> Callable[[], None]:
         from pathlib import Path
 
         from lerobot_fleet.rollout.controller import RolloutController
@@ -158,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             from lerobot_fleet.verbs.exporter import run_exporter
 
             return run_exporter(_settings(args), args.listen, args.forget, ready=lambda line: print(line, flush=True))
+        if args.command == "rollout":
+            from lerobot_fleet.verbs.rollout import run_rollout
+
+            return run_rollout(_settings(args), args)
         from lerobot_fleet.verbs import commands as verbs
 
         if args.command == "status":

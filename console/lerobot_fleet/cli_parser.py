@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from lerobot_fleet.verbs.rollout_args import add_rollout
+
 DEFAULT_ROUTER = "tcp/127.0.0.1:7447"
 
 
@@ -256,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reset.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the acknowledgement (default 5)")
     reset.add_argument("--json", action="store_true", help="machine-readable output (one JSON object)")
+    add_rollout(sub, _add_connect)
     doctor = sub.add_parser(
         "doctor",
         help="check that everything a rollout needs is in place (pass/fail lines with fixes)",

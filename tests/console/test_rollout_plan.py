@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from lerobot_fleet.rollout.guard import GuardError, parse_guard, tripped
 from lerobot_fleet.rollout.plan import (
     MOVE_TIMEOUT_S,
@@ -14,6 +13,7 @@ from lerobot_fleet.rollout.plan import (
     canary_count,
     resolve,
 )
+
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.rollout import Phase, RolloutCommand
 
@@ -33,7 +33,9 @@ REPLICAS = [SeenReplica("a-1", A, "fpA", 4), SeenReplica("a-2", A, "fpA", 4), Se
 
 
 def start(canary: float = 0.25, step: int = 0, replicas: list[SeenReplica] = REPLICAS) -> Plan:
-    status = resolve(RolloutCommand("start", to="v2", canary=canary, step=step), list(robots(fleet()).values()), replicas)
+    status = resolve(
+        RolloutCommand("start", to="v2", canary=canary, step=step), list(robots(fleet()).values()), replicas
+    )
     return Plan(status, wall=lambda: "t")
 
 

@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from textual.worker import Worker, WorkerState
 from lerobot_fleet.console import render
 from lerobot_fleet.data.alerts import Alert, AlertBook, AlertRules
 from lerobot_fleet.data.model import EventLog, FleetSnapshot, split_robot_key
+from lerobot_fleet.data.model_compare import ModelWindow
 from lerobot_fleet.data.sources.base import ActionResult, FleetSource
 from lerobot_fleet.data.store import EVENT_HISTORY, FleetStore
 from lerobot_fleet.data.ui_gate import UiGate
@@ -35,12 +37,14 @@ from .messages import (
     ActionRequested,
     DetailRequested,
     ExportRequested,
+    ModelsRequested,
     PauseToggled,
     ResultNoted,
     ScreenRequested,
     ViewWanted,
 )
 from .result_claim import ResultClaim
+from .rollout_actions import ROLLOUT_KINDS, run_rollout
 from .screens import (
     AlertsScreen,
     ConfirmScreen,
@@ -49,6 +53,7 @@ from .screens import (
     FleetScreen,
     HelpScreen,
     LiveScreen,
+    ModelsScreen,
     RobotDetailScreen,
     ServerDetailScreen,
 )
@@ -81,6 +86,7 @@ class FleetConsoleApp(App[None]):
         self.operator = operator
         self.paused = False
         self.alerts = AlertBook(alert_rules)
+        self.models = ModelWindow()  # the model figures' windows and trends, advanced by the tick only
         self.export_dir = Path(export_dir)
         self._exports = 0
         self.last_result: tuple[str, bool | None] = ("", None)
@@ -143,7 +149,8 @@ class FleetConsoleApp(App[None]):
             kept = tuple(d for d in view.details if (d[0], d[1]) in wanted)
             self._view = replace(view, details=kept + self._details([w for w in wanted if not view.has_detail(*w)]))
             return self._view
-        snap = self.store.snapshot()
+        cap = self.store.capture()
+        snap, (models, trends) = self.store.derive(cap), self.models.advance(cap)
         now = self.store.clock()
         self._check_claim(snap)
         opened, cleared = self.alerts.update(snap, now)
@@ -166,6 +173,9 @@ class FleetConsoleApp(App[None]):
             read_only=self.read_only,
             paused=self.paused,
             result=self.last_result,
+            models=models,
+            model_trends=trends,
+            rollout=self.store.rollout(),
         )
         return self._view
 
@@ -249,6 +259,10 @@ class FleetConsoleApp(App[None]):
         elif message.name == "events" and not isinstance(self.screen, EventsScreen):
             self.push_screen(EventsScreen(self._view))
 
+    def on_models_requested(self, message: ModelsRequested) -> None:
+        if not isinstance(self.screen, ModelsScreen):
+            self.push_screen(ModelsScreen(self._view, message.service))
+
     def on_export_requested(self, message: ExportRequested) -> None:
         """Writes next to where the console runs (or --export-dir); the result line names the files."""
         self._exports += 1
@@ -266,6 +280,8 @@ class FleetConsoleApp(App[None]):
         if self.read_only or not message.targets:
             return
         kind, targets = message.kind, message.targets
+        if kind in ROLLOUT_KINDS:
+            return self._confirm_rollout(kind, targets[0])
         snap = self.store.snapshot()
         label = render.ACTION_LABELS.get(kind, kind)
 
@@ -296,6 +312,20 @@ class FleetConsoleApp(App[None]):
                 )
 
     # ------------------------------------------------------------ actions
+
+    def _confirm_rollout(self, kind: str, target: str) -> None:
+        """A rollout step from the per-model screen: confirmed like a drain, sent on a worker."""
+        model = next((m for m in self._view.models if m.key == target), None)
+        title, body = render.rollout_confirm(kind, model, self._view.rollout)
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.set_result(f"{kind.replace('-', ' ')}: sent, waiting for the reply…", None)
+                work = partial(run_rollout, self.source, kind, target, model, self.operator)
+                self.run_worker(work, thread=True, group="actions", name=f"{kind}:1", exit_on_error=False)
+                self.tick()
+
+        self.push_screen(ConfirmScreen(title, body, render.ROLLOUT_LABELS[kind]), done)
 
     def _start_action(self, kind: str, targets: tuple[str, ...]) -> None:
         self.set_result(
@@ -346,7 +376,7 @@ class FleetConsoleApp(App[None]):
                     "info" if good else "error",
                     kind,
                     line,
-                    *((name, "") if kind == "reset" else ("", name)),
+                    *((name, "") if kind == "reset" else ("", "" if kind in ROLLOUT_KINDS else name)),
                 )
         elif event.state == WorkerState.ERROR:
             self.set_result(f"{worker.name}: FAILED — {worker.error}", False)

@@ -7,7 +7,7 @@ from textual.message import Message
 
 class ActionRequested(Message):
     """The operator asked for `kind` ("drain" | "cordon" | "uncordon" | "reset") on these targets (server replicas or
-    robot keys)."""
+    robot keys), or for a rollout step ("rollout-start" on a model key, "rollout-promote" | "rollout-abort")."""
 
     def __init__(self, kind: str, targets: tuple[str, ...]) -> None:
         super().__init__()
@@ -30,6 +30,14 @@ class ScreenRequested(Message):
     def __init__(self, name: str) -> None:
         super().__init__()
         self.name = name
+
+
+class ModelsRequested(Message):
+    """Open the per-model screen on one service ("": every service)."""
+
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
 
 
 class PauseToggled(Message):

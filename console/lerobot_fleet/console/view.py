@@ -7,10 +7,13 @@ only place alerts advance; reading one (or exporting it, or folding what it show
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from lerobot_fleet.data.alerts import AlertSnapshot
 from lerobot_fleet.data.model import EventLog, FleetEvent, FleetSnapshot, RobotDetail, ServerDetail
+from lerobot_fleet.data.model_compare import ModelFigures
+from lerobot_fleet.data.rollout_read import RolloutRead
 
 __all__ = ["ConsoleView", "Detail"]
 
@@ -29,6 +32,9 @@ class ConsoleView:
     read_only: bool = False  # drain/reset hidden and inert
     paused: bool = False  # the fleet data is frozen (the result line still moves)
     result: tuple[str, bool | None] = ("", None)  # the result line: text, ok (True green, False red, None pending)
+    models: tuple[ModelFigures, ...] = ()  # every service's models side by side (data/model_compare.py)
+    model_trends: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # model key -> rtt p50 per tick
+    rollout: RolloutRead = RolloutRead()  # the fleet router's rollout as last read, and how old that is
 
     @classmethod
     def empty(cls, router: str = "", read_only: bool = False) -> ConsoleView:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lerobot_policy_remote import discovery
 from lerobot_policy_remote.wire.codec import decode, encode
@@ -30,6 +30,9 @@ from lerobot_policy_remote.wire.text import printable
 
 from .sanitize import clean
 from .sources.base import ActionResult
+
+if TYPE_CHECKING:
+    import zenoh
 
 ANY = ServiceKeys.any()
 
@@ -141,7 +144,7 @@ def _ask(
     return ok[0] if ok else results[0]
 
 
-def send_rollout(session: Any, command: RolloutCommand, timeout: float = 5.0) -> RolloutReply:
+def send_rollout(session: zenoh.Session, command: RolloutCommand, timeout: float = 5.0) -> RolloutReply:
     """A rollout command to the fleet router (`status` reads, the others act). A router that does not answer gives a
     failed reply that says so; the status inside is then empty."""
     key = ROLLOUT_STATUS_KEY if command.action == "status" else ROLLOUT_CONTROL_KEY

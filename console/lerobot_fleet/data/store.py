@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.messages import AuditLine, RobotTelemetry, ServerStatus
+from lerobot_policy_remote.wire.rollout import RolloutStatus
 from lerobot_policy_remote.wire.text import printable
 
 from .aggregates import ReplicaRtts
@@ -42,6 +43,8 @@ from .model import (
     split_robot_key,
 )
 from .records import NO_NAMESPACE, RobotEntry, ServerEntry
+from .robot_moves import forget_moved
+from .rollout_read import RolloutRead, RolloutReads
 
 __all__ = [
     "FleetStore",
@@ -82,6 +85,8 @@ class FleetStore:
         self._routers: tuple[RouterInfo, ...] = ()
         self._refused: dict[tuple[str, str], RefusedRecord] = {}  # (CN, replica): servers the routers refuse
         self._spills: dict[tuple[str, str], tuple[int, int, float]] = {}  # (role, id) -> (dropped, limit, last drop)
+        self._ids: dict[str, set[Namespace]] = {}  # robot id -> the namespaces it has a row in
+        self._rollout = RolloutReads()  # the fleet router's rollout status as last read (sources/rollout.py)
 
     # ------------------------------------------------------------ writers (any thread)
 
@@ -163,6 +168,10 @@ class FleetStore:
             now = self.clock()
             r = self._robot(robot_id, ns)
             r.ver += 1
+            if moved := forget_moved(self._robots, self._ids, self._replica_rtts, r, alive):
+                self._events.append((now, "info", "state", moved, robot_id, ""))
+            if (ns, robot_id) not in self._robots:  # its token left for another model of its service: no GONE row
+                return
             if alive:
                 r.gone_at = None
             elif r.alive is not False:  # a repeated DELETE keeps the first vanishing time
@@ -170,6 +179,16 @@ class FleetStore:
                 if self._connection == "connected":
                     self._events.append((now, "warn", "state", f"{robot_id}: liveliness token gone", robot_id, ""))
             r.alive = alive
+
+    def set_rollout(self, status: RolloutStatus | None, error: str = "") -> None:
+        """The rollout status just read (None and why: the read failed), with the time of the read."""
+        with self._lock:
+            self._rollout.read(status, error, self.clock())
+
+    def rollout(self) -> RolloutRead:
+        """The rollout as last read, aged now (old once a read failed or the last good one is 3 s old)."""
+        with self._lock:
+            return self._rollout.at(self.clock())
 
     def on_server_alive(self, replica: str, alive: bool, ns: Namespace) -> None:
         with self._lock:
@@ -326,6 +345,9 @@ class FleetStore:
         """The fleet's rows now: a capture, derived (`derive.Derivation`) outside the lock."""
         return self._derive.snapshot(self.capture())
 
+    def derive(self, cap: Capture) -> FleetSnapshot:  # a tick derives more than the rows from its one capture
+        return self._derive.snapshot(cap)
+
     def robot_detail(self, key: str) -> RobotDetail | None:
         """By row key (`robot_key`); a bare robot id finds that id in any namespace."""
         with self._lock:
@@ -366,6 +388,7 @@ class FleetStore:
         r = self._robots.get((ns, robot_id))
         if r is None:
             r = self._robots[(ns, robot_id)] = RobotEntry(robot_id, ns, key=robot_key(ns, robot_id))
+            self._ids.setdefault(robot_id, set()).add(ns)
         return r
 
     def _server(self, replica: str, ns: Namespace) -> ServerEntry:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import zenoh
 
@@ -37,7 +37,7 @@ from lerobot_policy_remote.wire.rollout import (
 from lerobot_policy_remote.wire.text import printable
 
 from . import state_file
-from .guard import GuardError, parse_guard, tripped
+from .guard import Figures, GuardError, parse_guard, tripped
 from .plan import MAX_EVENTS, MoveOrder, Plan, RolloutError, SeenReplica, SeenRobot, describe, resolve, utc_now
 
 logger = logging.getLogger(__name__)
@@ -47,15 +47,19 @@ MOVE_ACK_TIMEOUT_S = 3.0
 GUARD_AFTER_S = 10.0  # the guard judges a new model only once its first robot streamed from it this long
 
 
+class _Declared(Protocol):
+    def undeclare(self) -> None: ...
+
+
 class RolloutController:
     """One per router. `say`: where each step's line goes (the router's log: who, what, when)."""
 
     def __init__(
         self,
-        session: Any,
+        session: zenoh.Session,
         path: Path,
         say: Callable[[str], None] = print,
-        figures: Callable[[RolloutStatus], tuple[Any, Any]] | None = None,
+        figures: Callable[[RolloutStatus], tuple[Figures | None, Figures | None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`figures`: the old and the new model's comparison figures for the guard (None: no guard can trip)."""
@@ -69,10 +73,10 @@ class RolloutController:
         self._reply = encode(RolloutReply(True, "no rollout has been started on this router"))
         self._telemetry: dict[str, tuple[str, bytes, float]] = {}  # robot -> (key, payload, received at)
         self._alive: dict[str, Namespace] = {}  # robot -> the namespace of its liveliness token
-        self._queries: collections.deque[Any] = collections.deque(maxlen=64)
+        self._queries: collections.deque[zenoh.Query] = collections.deque(maxlen=64)
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._objs: list[Any] = []
+        self._objs: list[_Declared] = []
         self._thread: threading.Thread | None = None
         self._streamed_since: float | None = None
         self._saved = b""
@@ -110,12 +114,12 @@ class RolloutController:
                 logger.debug("undeclare: %s", exc)
 
     # -- zenoh callbacks: deposit, or answer from memory
-    def _on_telemetry(self, sample: Any) -> None:
+    def _on_telemetry(self, sample: zenoh.Sample) -> None:
         key = str(sample.key_expr)
         robot = key.rsplit("/", 2)[-2]
         self._telemetry[robot] = (key, sample.payload.to_bytes(), self._clock())
 
-    def _on_alive(self, sample: Any) -> None:
+    def _on_alive(self, sample: zenoh.Sample) -> None:
         try:
             parsed = parse_key(str(sample.key_expr))
         except WireError:
@@ -127,11 +131,11 @@ class RolloutController:
         elif self._alive.get(parsed.robot) == parsed.namespace:
             self._alive.pop(parsed.robot, None)  # a moved robot's old token leaves after its new one came
 
-    def _on_status(self, query: Any) -> None:
+    def _on_status(self, query: zenoh.Query) -> None:
         with query:
             query.reply(ROLLOUT_STATUS_KEY, self._reply)
 
-    def _on_control(self, query: Any) -> None:
+    def _on_control(self, query: zenoh.Query) -> None:
         self._queries.append(query)
         self._wake.set()
 
@@ -147,7 +151,7 @@ class RolloutController:
             except Exception as exc:  # one bad pass is logged; the next one starts from the fleet as it is then
                 logger.exception("rollout pass failed: %s", exc)
 
-    def _command(self, query: Any) -> None:
+    def _command(self, query: zenoh.Query) -> None:
         try:
             cmd = decode(RolloutCommand, query.payload.to_bytes() if query.payload is not None else None)
             message = self._apply(cmd)

@@ -1,7 +1,7 @@
 """The rollout's guard: `--abort-if 'degraded_rate > 2x, rtt_p95_ms > 300'` (pure).
 
 Each condition compares one figure of the new model with a bound: `Nx` is N times the old model's figure
-(the canary is judged against the robots it left), a plain number is absolute. Any condition that holds aborts
+(the canary is judged against the robots it left), a plain number is absolute. A condition that holds aborts
 the rollout. The figures are the per-model comparison the console and `rollout status --json` show
 (`data/model_compare.ModelFigures`), so the guard sees what the operator sees.
 """

@@ -9,7 +9,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import zenoh
 
 from lerobot_policy_remote.zenoh_config import (
     OBS_TX_QUEUE_BATCHES,
@@ -178,7 +181,7 @@ def run_router(
     stop: threading.Event | None = None,
     inventory: str | None = None,
     insecure_warning: str | None = None,
-    serve: Callable[[Any], Callable[[], None]] | None = None,
+    serve: Callable[[zenoh.Session], Callable[[], None]] | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT (or `stop` is set); prints one ready line for supervisors and tests.
     `insecure_warning` is printed at start and every minute while it runs. `serve`: started on the router's session

@@ -55,6 +55,7 @@ from .fleet import (
     server_replica_width,
 )
 from .logs import alerts_text, events_text
+from .rollout import MODEL_COLUMNS, ROLLOUT_LABELS, model_cells, model_role, rollout_confirm, rollout_text
 
 __all__ = [
     "ACTION_LABELS",
@@ -62,11 +63,13 @@ __all__ = [
     "ALERT",
     "CONNECTION_STYLE",
     "GROUP_PREFIX",
+    "MODEL_COLUMNS",
     "MARK",
     "NO_MARK",
     "OLD",
     "ROBOT_COLUMNS",
     "ROBOT_SORT_LABELS",
+    "ROLLOUT_LABELS",
     "SERVER_COLUMNS",
     "SERVER_HEALTH_STYLE",
     "SERVER_SORT_LABELS",
@@ -91,6 +94,8 @@ __all__ = [
     "history_text",
     "key_label",
     "metrics_text",
+    "model_cells",
+    "model_role",
     "pairs_text",
     "reset_body",
     "result_text",
@@ -99,6 +104,8 @@ __all__ = [
     "robot_id_width",
     "robot_summary_text",
     "robot_trends_text",
+    "rollout_confirm",
+    "rollout_text",
     "room_text",
     "rtc_cell",
     "rtc_text",

@@ -9,6 +9,7 @@ from .detail import DetailScreen, RobotDetailScreen, ServerDetailScreen
 from .fleet import FleetScreen
 from .logs import AlertsScreen, EventsScreen
 from .modals import ConfirmScreen, HelpScreen
+from .models import ModelsScreen
 
 __all__ = [
     "ACTIONS",
@@ -20,6 +21,7 @@ __all__ = [
     "FleetScreen",
     "HelpScreen",
     "LiveScreen",
+    "ModelsScreen",
     "RobotDetailScreen",
     "ServerDetailScreen",
 ]

@@ -12,7 +12,7 @@ from lerobot_fleet.data.sorting import ROBOT_SORT_KEYS, SERVER_SORT_KEYS, sort_r
 
 from ..export import record
 from ..filters import robot_matches, server_matches
-from ..messages import ActionRequested, DetailRequested
+from ..messages import ActionRequested, DetailRequested, ModelsRequested
 from ..view import ConsoleView
 from ..widgets import KeyedTable
 from .base import COMMON, LiveScreen
@@ -34,6 +34,7 @@ class FleetScreen(LiveScreen):
         Binding("p", "pause", "Pause", show=False),
         Binding("exclamation_mark", "alerts", "Alerts"),
         Binding("e", "events", "Events"),
+        Binding("m", "models", "Models / rollout", show=False),
         Binding("d", "drain", "Drain"),
         Binding("C", "cordon", "Cordon server (no new sessions)", show=False),
         Binding("U", "uncordon", "Uncordon server", show=False),
@@ -149,6 +150,14 @@ class FleetScreen(LiveScreen):
             self.action_fold()
         elif key is not None:
             self.post_message(DetailRequested("robot" if table.id == "robots" else "server", key))
+
+    def action_models(self) -> None:
+        """The models of the selected robot's (or server's) service side by side, with the rollout."""
+        table = self._table()
+        key = table.selected_key or ""
+        snap = self.view.fleet
+        row = snap.robot(key) if table.id == "robots" else snap.server(key)
+        self.post_message(ModelsRequested(row.service if row is not None else ""))
 
     def action_group(self) -> None:
         """Robots: no grouping -> by server -> by namespace (model / revision / service)."""

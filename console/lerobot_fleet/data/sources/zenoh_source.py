@@ -14,15 +14,17 @@ import time
 from typing import Any
 
 from lerobot_policy_remote.wire.keys import Namespace
+from lerobot_policy_remote.wire.rollout import RolloutCommand, RolloutReply
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 from ..admission import Admission
 from ..metrics_fetch import MetricsTargets
-from ..ops import operator_name, query_statuses, send_cordon, send_drain, send_episode_reset
+from ..ops import operator_name, query_statuses, send_cordon, send_drain, send_episode_reset, send_rollout
 from ..store import FleetStore
 from ..ui_gate import UiGate
 from .base import ActionResult
 from .replay import Recorder
+from .rollout import rollout_loop
 from .zenoh_decode import Decoder
 from .zenoh_intake import Intake
 from .zenoh_poll import poll_status, scrape_loop
@@ -92,6 +94,7 @@ class ZenohSource:
                 scrape_loop,
                 (store, self.decoder.targets, self.ui_gate, self.scrape_period_s, self._stop, self._recorder),
             ),
+            ("fleet-rollout", rollout_loop, (store, self._linked_session, self.ui_gate, self._stop)),
         )
         for name, target, args in threads:
             t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -161,6 +164,11 @@ class ZenohSource:
             except Exception:
                 log.debug("session close failed during stop", exc_info=True)
 
+    def _linked_session(self) -> object | None:
+        """The data session while both sessions are linked (the rollout poller reads through it)."""
+        session = self.session
+        return session if session is not None and self._linked() else None
+
     def _linked(self) -> bool:
         try:
             return all(z is not None and bool(z.info.routers_zid()) for z in (self.session, self._live_session))
@@ -187,3 +195,9 @@ class ZenohSource:
         return send_episode_reset(
             self.session, robot_id, ns or self.decoder.namespaces.get(("robot", robot_id)), reason, requested_by
         )
+
+    def rollout(self, command: RolloutCommand, timeout: float = 5.0) -> RolloutReply:
+        """A rollout command to the fleet router (`ops.send_rollout`)."""
+        if self.session is None:
+            return RolloutReply(False, "not connected to the router")
+        return send_rollout(self.session, command, timeout)
