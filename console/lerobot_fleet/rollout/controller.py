@@ -36,8 +36,10 @@ from lerobot_policy_remote.wire.rollout import (
 )
 from lerobot_policy_remote.wire.text import printable
 
+from ..data.model_compare import ModelFigures, ModelWindow
+from ..data.store import FleetStore
 from . import state_file
-from .guard import Figures, GuardError, parse_guard, tripped
+from .guard import GuardError, parse_guard, tripped
 from .plan import MAX_EVENTS, MoveOrder, Plan, RolloutError, SeenReplica, SeenRobot, describe, resolve, utc_now
 
 logger = logging.getLogger(__name__)
@@ -59,15 +61,17 @@ class RolloutController:
         session: zenoh.Session,
         path: Path,
         say: Callable[[str], None] = print,
-        figures: Callable[[RolloutStatus], tuple[Figures | None, Figures | None]] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`figures`: the old and the new model's comparison figures for the guard (None: no guard can trip)."""
         self._session = session
         self._path = path
         self._say = say
-        self._figures = figures
         self._clock = clock
+        # the guard's figures are the console's: the same store and per-model window, fed from what this router sees
+        self._store = FleetStore(clock=clock, router="rollout", connection="connected")
+        self._window = ModelWindow()
+        self._fed: dict[str, float] = {}  # robot -> receipt time of the telemetry sample last fed to the store
+        self._tokens: collections.deque[tuple[str, bool, Namespace]] = collections.deque(maxlen=4096)
         self._lock = threading.Lock()
         self._plan: Plan | None = None
         self._reply = encode(RolloutReply(True, "no rollout has been started on this router"))
@@ -126,7 +130,9 @@ class RolloutController:
             return
         if parsed.robot is None:
             return
-        if sample.kind == zenoh.SampleKind.PUT:
+        alive = sample.kind == zenoh.SampleKind.PUT
+        self._tokens.append((parsed.robot, alive, parsed.namespace))
+        if alive:
             self._alive[parsed.robot] = parsed.namespace
         elif self._alive.get(parsed.robot) == parsed.namespace:
             self._alive.pop(parsed.robot, None)  # a moved robot's old token leaves after its new one came
@@ -213,7 +219,7 @@ class RolloutController:
 
     def _guard(self) -> None:
         plan = self._plan
-        if plan is None or self._figures is None or not plan.status.abort_if:
+        if plan is None or not plan.status.abort_if:
             return
         if Phase(plan.status.phase) not in (Phase.CANARY, Phase.PROMOTING):
             return
@@ -225,7 +231,7 @@ class RolloutController:
         self._streamed_since = self._streamed_since or now
         if now - self._streamed_since < GUARD_AFTER_S:
             return
-        old, new = self._figures(plan.status)
+        old, new = self._compare(plan.status)
         why = tripped(parse_guard(plan.status.abort_if), old, new)
         if why:
             self._event(plan.abort(why, now))
@@ -274,7 +280,20 @@ class RolloutController:
                 if reply.ok is not None:
                     self._on_telemetry(reply.ok)
 
+    def _compare(self, status: RolloutStatus) -> tuple[ModelFigures | None, ModelFigures | None]:
+        """The old and the new model's figures now, as the console's per-model view computes them."""
+        figures = self._window.advance(self._store.capture())[0]
+
+        def of(fingerprint: str) -> ModelFigures | None:
+            return next((m for m in figures if m.service == status.service and m.fingerprint == fingerprint), None)
+
+        return of(status.from_model.fingerprint), of(status.to_model.fingerprint)
+
     def _robots(self) -> dict[str, SeenRobot]:
+        """Every robot as its latest telemetry shows it; the new samples and tokens also go into the guard's store."""
+        while self._tokens:
+            robot, alive, token_ns = self._tokens.popleft()
+            self._store.on_robot_alive(robot, alive, token_ns)
         now = self._clock()
         out = {}
         for robot, (key, payload, at) in list(self._telemetry.items()):
@@ -283,6 +302,9 @@ class RolloutController:
                 ns = parse_key(key).namespace
             except WireError:
                 continue
+            if self._fed.get(robot) != at:
+                self._fed[robot] = at
+                self._store.on_telemetry(t, ns)
             alive_ns = self._alive.get(robot)
             age = now - at if alive_ns is None else 0.0
             out[robot] = SeenRobot(robot, alive_ns or ns, t.fingerprint, t.state, age)

@@ -19,7 +19,8 @@ _CONDITION = re.compile(r"^\s*([a-z0-9_]+)\s*>\s*([0-9]*\.?[0-9]+)\s*(x?)\s*$")
 class Figures(Protocol):
     """What the guard reads of a model's figures (ModelFigures has them all)."""
 
-    robots: int
+    @property
+    def robots(self) -> int: ...
 
 
 @dataclass(frozen=True)
