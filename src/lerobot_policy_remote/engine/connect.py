@@ -14,7 +14,7 @@ from ..wire.codes import Refusal
 from ..wire.messages import SessionOpen
 from ..wire.text import printable
 from . import request, startup
-from .handshake import HandshakeError, reconnect_failure
+from .handshake import HandshakeError, OpenedSession, reconnect_failure
 
 if TYPE_CHECKING:
     from .parts import EngineParts
@@ -62,9 +62,9 @@ class Connecting:
             client_uuid=self.client_uuid,
             action_names=self.action_names,
             hw_features=self._hw_features,
-            model_id=self.model_id,
-            revision=self.cfg.service_revision or "main",
-            service=self.cfg.service_task or self._task,
+            model_id=self.namespace.model_id,  # the namespace it runs in now: the CLI's, or a move's target
+            revision=self.namespace.revision,
+            service=self.namespace.service,
             policy_type=self._policy_type,
             fps=self.fps,
             task=self._task,
@@ -87,6 +87,10 @@ class Connecting:
         avoid, self._drained_from = self._drained_from, ""  # one try on the last discovery's replicas, then discover
         opened = self.transport.handshake(req, min(self.cfg.request_timeout_s, 5.0), self.fingerprint, avoid=avoid)
         self.session.accept(opened, self.action_names, bool(self.cfg.rtc.enabled))
+        self._session_opened(opened)
+
+    def _session_opened(self: EngineParts, opened: OpenedSession) -> None:
+        """Start streaming on the session `self.session` just accepted (a handshake's, or a move's)."""
         self.transport.bind(self.replica)
         self.requests.new_session()
         self.latency.reset()  # a new path may have a new latency; the old window must not linger

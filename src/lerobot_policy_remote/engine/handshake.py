@@ -163,15 +163,20 @@ def ask_session(
 def pick(
     statuses: list[ServerStatus], ask: Callable[[ServerStatus], SessionAck | str], expect_fingerprint: str = ""
 ) -> OpenedSession:
-    """Try replicas in order (transport-free); `server_full`/`draining` move on, contract errors are fatal."""
+    """Try replicas in order (transport-free); `server_full`/`draining` move on, contract errors are fatal.
+
+    With `expect_fingerprint` (the robot's pinned checkpoint) replicas serving another checkpoint are skipped: during a
+    rollout two checkpoints share a namespace. When none serves it the error is fatal: a robot never binds to other
+    weights (a replica naming no fingerprint is asked: the server checks `expect_fingerprint` itself)."""
+    others = [s.replica for s in statuses if _serves_other(s, expect_fingerprint)]
+    if others and len(others) == len(statuses):
+        raise HandshakeError(
+            MESSAGES[Refusal.MODEL_MISMATCH] + f" (replica {', '.join(others[:4])})",
+            fatal=True,
+            code=Refusal.MODEL_MISMATCH,
+        )
     last, last_code = "", None
-    for status in rank(statuses):
-        if expect_fingerprint and status.model.fingerprint and status.model.fingerprint != expect_fingerprint:
-            raise HandshakeError(
-                MESSAGES[Refusal.MODEL_MISMATCH] + f" (replica {status.replica})",
-                fatal=True,
-                code=Refusal.MODEL_MISMATCH,
-            )
+    for status in rank([s for s in statuses if not _serves_other(s, expect_fingerprint)]):
         if status.draining:
             last, last_code = f"replica {status.replica} is draining", Refusal.DRAINING
             continue
@@ -194,6 +199,12 @@ def pick(
             msg = f"server full: {ack.active_sessions}/{ack.max_sessions} sessions active"
         last, last_code = f"replica {status.replica}: {msg}", code
     raise HandshakeError(last or "no replica accepted the session", fatal=False, code=Refusal.REFUSED, last=last_code)
+
+
+def _serves_other(status: ServerStatus, expect_fingerprint: str) -> bool:
+    """The replica names a checkpoint, and not the expected one."""
+    fp = status.model.fingerprint
+    return bool(expect_fingerprint and fp and fp != expect_fingerprint)
 
 
 def open_session(
@@ -220,7 +231,9 @@ def open_session(
         try:
             return pick(candidates, ask, expect_fingerprint)
         except HandshakeError as exc:
-            if exc.fatal:
+            # none of the known replicas serving our checkpoint is no verdict: a rollout may have started another
+            # replica of it since; the fresh discovery below decides
+            if exc.fatal and exc.code != Refusal.MODEL_MISMATCH:
                 raise
     statuses = discover(session, keys)
     if seen is not None:

@@ -1,5 +1,5 @@
-"""What the engine's mixins (`connect.Connecting`, `replies.Replies`, `resets.Resets`, `reporting.Reporting`,
-`views.EngineViews`) use of `RemoteInferenceEngine`.
+"""What the engine's mixins (`connect.Connecting`, `replies.Replies`, `resets.Resets`, `moves.Moves`,
+`reporting.Reporting`, `views.EngineViews`) use of `RemoteInferenceEngine`.
 
 The mixins' methods take `self: EngineParts`: the checker then verifies, wherever they are called, that the engine
 has each of these members with these types, without the mixins importing `remote.py` (which imports them).
@@ -13,17 +13,19 @@ from threading import Event, Lock
 from typing import Any, Protocol
 
 from ..wire.header import Header
-from ..wire.keys import ServiceKeys
+from ..wire.keys import Namespace, ServiceKeys
 from ..wire.messages import EventMsg, RobotTelemetry, SessionOpen
+from ..wire.rollout import MoveCommand
 from .config import RemoteInferenceConfig
 from .control import ControlSide
+from .handshake import OpenedSession
 from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .session import RemoteSession
 from .telemetry import ChunkTimings, EngineSnapshot, EngineStats, RttWindow, StreamSummary, TelemetryPacer
-from .transport import RemoteLink
+from .transport import MoveQuery, RemoteLink
 
 
 class EngineParts(Protocol):
@@ -59,6 +61,8 @@ class EngineParts(Protocol):
     _pending_reset: Event
     _reset_lock: Lock
     keys: ServiceKeys
+    namespace: Namespace
+    _moving: MoveCommand | None
     control: ControlSide
     _pacer: TelemetryPacer
     _logged_state_version: int
@@ -98,6 +102,12 @@ class EngineParts(Protocol):
     def session_open_request(self) -> SessionOpen: ...
 
     def _handshake(self) -> None: ...
+
+    def _session_opened(self, opened: OpenedSession) -> None: ...
+
+    def _answer_move(self, query: MoveQuery) -> None: ...
+
+    def _move(self, cmd: MoveCommand, keys: ServiceKeys) -> None: ...
 
     def _lose_link(self, now: float, why: str) -> None: ...
 

@@ -2,7 +2,8 @@
 
 One type, `Provenance`, stamps every queued action (the queue keeps one per action, `source_age_s`
 left at 0) and describes the last executed one (with its age). The simulated robot records the
-stamp next to the command it received, so tests can prove which server chunk drove the motors.
+stamp next to the command it received, so tests can prove which server chunk drove the motors, and which model
+(`fingerprint`): a move to another model switches it exactly once, at the first chunk of the new model.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ class Provenance:
     episode_id: int
     replica: str = ""
     source_age_s: float = 0.0
+    fingerprint: str = ""  # the checkpoint that computed the chunk (the session's pinned one)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,7 +51,7 @@ def latest() -> Provenance | None:
     if p is None:
         return None
     m, age = p  # built field by field: `dataclasses.replace` cost 10 us per executed action
-    return Provenance(m.session_id, m.seq_id, m.episode_id, m.replica, age)
+    return Provenance(m.session_id, m.seq_id, m.episode_id, m.replica, age, m.fingerprint)
 
 
 def latest_age() -> float | None:

@@ -169,6 +169,11 @@ class StampedActionQueue(ActionQueue):
             return None, None
         return oq.numpy()[li : li + horizon].copy(), q.numpy()[li : li + horizon].copy()
 
+    def head_meta(self) -> Provenance | None:
+        """The stamp of the next unconsumed action (None when nothing is left)."""
+        with self.lock:
+            return self.meta[self.last_index] if self.last_index < len(self.meta) else None
+
     def head_age(self, now: float) -> float:
         """Age of the next action's source observation (0 when empty)."""
         with self.lock:

@@ -9,7 +9,8 @@ The transport (Zenoh, or in memory in tests) sits behind `engine/transport.Remot
 the link state machine (`engine/link.py`) is `self.states`. Building requests (`request.py`), checking
 replies (`validate.py`) and the telemetry report (`telemetry.robot_telemetry`) are pure functions. The worker's
 handshake side (first connection, re-handshakes, link loss) is `connect.py`, its reply handling `replies.py`, its
-episode resets `resets.py`, stats and paced telemetry `reporting.py`, the read-only public state `views.py`.
+episode resets `resets.py`, moves to another model `moves.py`, stats and paced telemetry `reporting.py`, the
+read-only public state `views.py`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from numpy.typing import NDArray
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
-from ..wire.keys import ServiceKeys
+from ..wire.keys import Namespace
+from ..wire.rollout import MoveCommand
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
 from . import identity, provenance, request, resend, startup
@@ -40,6 +42,7 @@ from .control import ControlSide
 from .fallback import zero_warning
 from .inflight import RequestTracker
 from .link import LinkState, LinkStateMachine
+from .moves import Moves
 from .queue import StampedActionQueue, WindowedLatency
 from .reconnect import Reconnector
 from .replies import Replies, chunk_logger  # noqa: F401 (chunk_logger: its old import path, bench/peers/robot_loop.py)
@@ -56,10 +59,11 @@ _IDLE_S = 0.005
 _JOIN_TIMEOUT_S = 3.0
 
 
-class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews, InferenceEngine):
+class RemoteInferenceEngine(Connecting, Replies, Resets, Moves, Reporting, EngineViews, InferenceEngine):
     """lerobot's inference engine with the policy on a server: this module keeps the lifecycle, the worker loop and
     requests; the handshake side is `connect.Connecting`, replies `replies.Replies`, episode resets `resets.Resets`,
-    stats and telemetry `reporting.Reporting`, the read-only state `views.EngineViews`."""
+    moves to another model `moves.Moves`, stats and telemetry `reporting.Reporting`, the read-only state
+    `views.EngineViews`."""
 
     def __init__(
         self,
@@ -94,7 +98,10 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews,
         self._global_shutdown = shutdown_event
         self.identity = identity.resolve(config.client_uuid, config.tls_cert)  # with a certificate: its CN
         self.client_uuid = self.identity.client_uuid
-        self.keys = ServiceKeys.for_service(model_id, config.service_revision or "main", config.service_task or task)
+        # the namespace the robot runs in: the CLI's, until an operator's rollout moves it (engine/moves.py)
+        self.namespace = Namespace(model_id, config.service_revision or "main", config.service_task or task)
+        self.keys = self.namespace.keys
+        self._moving: MoveCommand | None = None  # a move whose first chunk has not merged yet
         if transport is None:
             from .zenoh_link import ZenohLink
 
@@ -261,6 +268,7 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews,
         for msg in self.transport.receive():
             self._on_inbound(msg.payload, msg.attachment, now)
         self._apply_operator_resets()
+        self._apply_moves()
         if self._pending_reset.is_set():
             self._pending_reset.clear()
             self._server_reset()
@@ -317,7 +325,7 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Reporting, EngineViews,
             return  # the control loop stopped feeding us: its actions would be stale on arrival anyway
         idx_before = self.queue.get_action_index()
         prefix: tuple[NDArray[Any] | None, NDArray[Any] | None] = (None, None)
-        if self.rtc_active:
+        if self.rtc_active and self._prefix_allowed():
             horizon = int(self.cfg.rtc.execution_horizon)
             prefix = request.rtc_prefix(*self.queue.left_over_head(horizon), horizon)
         msg = request.build_observation(

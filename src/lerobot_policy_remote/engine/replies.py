@@ -108,7 +108,7 @@ class Replies:
             return
         rtt = max(0.0, (self._clock_ns() - out.mono_ns) / 1e9)
         new_delay = math.ceil(rtt / self._dt)
-        meta = Provenance(self.session_id, out.seq_id, out.episode_id, self.replica)
+        meta = Provenance(self.session_id, out.seq_id, out.episode_id, self.replica, fingerprint=self.fingerprint)
         with self._reset_lock:
             if self.episode_id != out.episode_id:
                 return

@@ -60,6 +60,9 @@ class Reporting:
             action_order={None: "", True: "checked", False: "unchecked"}[self.session.action_order_checked],
             max_action_age_s=self.cfg.max_action_age_s,
             rtc=("on" if self.session.rtc_active else "off") if self.session.epoch else "",
+            revision=self.namespace.revision,
+            fingerprint=self.fingerprint,
+            moves=self.counters["moves"],
         )
 
     def telemetry(self: EngineParts) -> RobotTelemetry:

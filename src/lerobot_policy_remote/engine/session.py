@@ -24,8 +24,11 @@ class RemoteSession:
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)  # trained (h, w) per camera, from the ack
     same_host: bool = False  # this replica is reached over shared memory: frames need no JPEG
 
-    def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool) -> None:
-        """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract."""
+    def accept(self, opened: OpenedSession, action_names: list[str], rtc_wanted: bool, repin: str = "") -> None:
+        """Adopt a session the server opened, or raise (fatal) when it breaks the robot's contract.
+
+        `repin`: the fingerprint an operator's move pins instead of the current one (engine/moves.py): the one way
+        the pinned model changes, and only to exactly that fingerprint. Without it a change of model is fatal."""
         ack = opened.ack
         if not SCHEMA_MIN <= ack.schema_version <= SCHEMA_MAX:
             raise HandshakeError(
@@ -42,14 +45,21 @@ class RemoteSession:
                 code=Refusal.ACTION_MISMATCH,
             )
         fp = ack.model.fingerprint
-        if self.fingerprint and fp and fp != self.fingerprint:
+        if repin and fp != repin:
+            raise HandshakeError(
+                f"replica {ack.replica} serves checkpoint {fp[:12] or '(none named)'}, not {repin[:12]} as the move "
+                "asked: refusing to execute its chunks",
+                fatal=True,
+                code=Refusal.MODEL_MISMATCH,
+            )
+        if not repin and self.fingerprint and fp and fp != self.fingerprint:
             raise HandshakeError(
                 "the server now runs a different model/revision/checkpoint than this session was opened with: "
                 "refusing to execute its chunks",
                 fatal=True,
                 code=Refusal.MODEL_MISMATCH,
             )
-        self.fingerprint = self.fingerprint or fp
+        self.fingerprint = repin or self.fingerprint or fp
         self.replica = ack.replica or opened.status.replica
         self.session_id = ack.session_id
         self.epoch += 1

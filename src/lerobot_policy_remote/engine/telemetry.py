@@ -175,6 +175,9 @@ class EngineSnapshot:
     action_order: str = ""  # checked | unchecked (the server compared only the dimension) | "" before a session
     max_action_age_s: float = 0.0  # the robot's hard bound on action age (from its config; 0 = unknown)
     rtc: str = ""  # on | off (the session runs real-time chunking or appends chunks) | "" before a session
+    revision: str = ""  # the namespace's revision the robot runs in now (a move changes it)
+    fingerprint: str = ""  # the pinned checkpoint ("" before a session)
+    moves: int = 0  # moves to another model completed (the new model's first chunk merged)
 
 
 def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
@@ -206,4 +209,7 @@ def robot_telemetry(stats: EngineStats, snap: EngineSnapshot) -> RobotTelemetry:
         action_order=snap.action_order,
         max_action_age_s=snap.max_action_age_s,
         rtc=snap.rtc,
+        revision=snap.revision,
+        fingerprint=snap.fingerprint,
+        moves=snap.moves,
     )

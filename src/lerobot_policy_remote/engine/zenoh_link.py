@@ -23,32 +23,15 @@ from ..wire.codec import decode, encode
 from ..wire.errors import WireError
 from ..wire.header import Header
 from ..wire.keys import ServiceKeys, parse_key
-from ..wire.messages import EpisodeResetAck, ResetAck, ResetRequest, RobotTelemetry, ServerStatus, SessionOpen
+from ..wire.messages import ResetAck, ResetRequest, RobotTelemetry, ServerStatus, SessionOpen
 from ..zenoh_config import ROBOT_FLAGS, ZenohSettings, open_session
 from .handshake import OpenedSession
 from .handshake import open_session as open_remote_session
 from .resend import is_large
-from .transport import Inbound, ResetQuery, ServerChange, TelemetryQuery
+from .transport import Inbound, MoveQuery, ResetQuery, ServerChange, TelemetryQuery
+from .zenoh_queries import ZenohMoveQuery, ZenohResetQuery, ZenohTelemetryQuery
 
 logger = logging.getLogger(__name__)
-
-
-class _ZenohResetQuery:
-    def __init__(self, query: Any) -> None:
-        self._query = query
-
-    def answer(self, ack: EpisodeResetAck) -> None:
-        with self._query:
-            self._query.reply(self._query.key_expr, encode(ack))
-
-
-class _ZenohTelemetryQuery:
-    def __init__(self, query: Any, key: str) -> None:
-        self._query, self._key = query, key
-
-    def answer(self, telemetry: RobotTelemetry) -> None:
-        with self._query:  # answered on the robot's own key: the query may name many robots with a wildcard
-            self._query.reply(self._key, encode(telemetry))
 
 
 # Telemetry queries held for the worker: a reader asks once when it connects, so a few are plenty (a full ring drops
@@ -104,7 +87,8 @@ class ZenohLink:
         self._replica = ""
         self._known: list[ServerStatus] = []  # the last discovery's replicas (a drain re-handshake tries them first)
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
-        self._queries: collections.deque[_ZenohResetQuery] = collections.deque(maxlen=4)
+        self._queries: collections.deque[ZenohResetQuery] = collections.deque(maxlen=4)
+        self._moves: collections.deque[ZenohMoveQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
         self._lost = threading.Event()
         self._scopes = _scope_keys(settings.tls_connect_certificate)
@@ -133,10 +117,16 @@ class ZenohLink:
             if problem is not None:
                 raise problem
             s = self._session = open_session(self.settings)
+        with self._state_lock:
+            self._declare(s)
+
+    def _declare(self, s: zenoh.Session) -> None:
+        """The robot's own declarations, all in its namespace (`retarget` moves them to another one)."""
         robot = self.keys.robot
         self._objs.append(s.liveliness().declare_token(robot(self.client_uuid, "alive")))
         self._objs.append(s.declare_subscriber(robot(self.client_uuid, "action"), self._on_action))
         self._objs.append(s.declare_queryable(robot(self.client_uuid, "episode_reset"), self._on_episode_reset))
+        self._objs.append(s.declare_queryable(robot(self.client_uuid, "move"), self._on_move))
         self._telemetry_pub = s.declare_publisher(robot(self.client_uuid, "telemetry"))
         # The telemetry key also answers queries, which declares it on every router: a router reuses a publication's
         # route only on a key some session declared, and matches any other key against every declaration it holds,
@@ -184,21 +174,44 @@ class ZenohLink:
                     logger.debug("closing the zenoh session: %s", exc)
             self._session = None
 
+    def retarget(self, keys: ServiceKeys) -> None:
+        """A move to another namespace: every declaration on the old keys goes (chunks of the old session can no
+        longer arrive), the same ones come on `keys`; the Zenoh session stays open. Unbound until `bind`."""
+        with self._state_lock:
+            if self._closed:
+                raise LinkClosed("the link is closed: no retarget")
+            for obj in self._replica_objs + self._objs:
+                _undeclare(obj)
+            self._replica_objs, self._objs = [], []
+            self._close_direct()
+            self._publisher = self._publisher_block = self._telemetry_pub = self._telemetry_queries = None
+            self._replica, self._known = "", []
+            self._lost.clear()
+            self._changes.clear()  # the old namespace's replicas: the new token watch reports the new ones
+            self.keys = keys
+            self._declare(self._session)
+
     # -- session
     def handshake(
-        self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = ""
+        self,
+        request: SessionOpen,
+        timeout_s: float,
+        expect_fingerprint: str,
+        avoid: str = "",
+        keys: ServiceKeys | None = None,
     ) -> OpenedSession:
         if self._closed:
             raise LinkClosed("the link is closed: no handshake")
-        known = [st for st in self._known if st.replica != avoid] if avoid else []
+        home = keys is None or keys == self.keys  # another namespace (a move): no known replicas, none remembered
+        known = [st for st in self._known if st.replica != avoid] if avoid and home else []
         opened = open_remote_session(
             self._session,
-            self.keys,
+            self.keys if keys is None else keys,
             request,
             timeout_s=timeout_s,
             expect_fingerprint=expect_fingerprint,
             known=known,
-            seen=self._known,
+            seen=self._known if home else None,
         )
         opened.same_host = reaches_over_shm(self._session, opened.ack.shm_zids)
         offered = direct_endpoints(opened.ack.direct_endpoints) if opened.same_host and self._direct_allowed else []
@@ -303,6 +316,9 @@ class ZenohLink:
     def reset_queries(self) -> list[ResetQuery]:
         return _drain(self._queries)
 
+    def move_queries(self) -> list[MoveQuery]:
+        return _drain(self._moves)
+
     def telemetry_queries(self) -> list[TelemetryQuery]:
         ring = self._telemetry_queries
         out: list[TelemetryQuery] = []  # not `list[T]()`: calling an alias tries to tag the list and catches the error
@@ -310,7 +326,7 @@ class ZenohLink:
             return out
         try:
             while (query := ring.try_recv()) is not None:  # every worker pass: no key built unless a query waits
-                out.append(_ZenohTelemetryQuery(query, self.keys.robot(self.client_uuid, "telemetry")))
+                out.append(ZenohTelemetryQuery(query, self.keys.robot(self.client_uuid, "telemetry")))
         except zenoh.ZError as exc:  # undeclared under us (the link is closing): nothing more to answer
             logger.debug("telemetry queries: %s", exc)
         return out
@@ -331,7 +347,11 @@ class ZenohLink:
         self._notify()
 
     def _on_episode_reset(self, query: Any) -> None:
-        self._queries.append(_ZenohResetQuery(query))
+        self._queries.append(ZenohResetQuery(query))
+        self._notify()
+
+    def _on_move(self, query: zenoh.Query) -> None:
+        self._moves.append(ZenohMoveQuery(query))
         self._notify()
 
     def _on_server_token(self, sample: Any) -> None:

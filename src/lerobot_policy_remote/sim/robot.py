@@ -4,8 +4,8 @@ Why: the remote backend must be exercised through the stock `lerobot-rollout` CL
 Joints follow a first-order lag toward their command; cameras render a synthetic scene that moves
 with the joints (so observations change with the policy's actions). Every command that reaches the
 "motors" is recorded in memory and, with `--robot.record_path=...`, as one JSON line with the
-provenance (session_id, seq_id, episode_id) of the remote action, so tests can check exactly which
-actions were executed.
+provenance (session_id, seq_id, episode_id, replica, fingerprint) of the remote action, so tests can check exactly
+which actions were executed, and from which model (a move to another model switches the fingerprint once).
 """
 
 from __future__ import annotations

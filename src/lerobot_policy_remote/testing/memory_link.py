@@ -28,10 +28,9 @@ from ..wire.codec import encode
 from ..wire.codes import EventKind, Refusal
 from ..wire.data import ActionChunkMsg, ObservationMsg, decode_observation, encode_chunk
 from ..wire.header import Header, MsgType
-from ..wire.keys import Namespace
+from ..wire.keys import Namespace, ServiceKeys
 from ..wire.messages import (
     SCHEMA_VERSION,
-    EpisodeResetAck,
     EventMsg,
     ModelInfo,
     ResetAck,
@@ -41,6 +40,10 @@ from ..wire.messages import (
     SessionAck,
     SessionOpen,
 )
+from ..wire.rollout import MoveCommand
+from .memory_queries import MemoryMoveQuery, MemoryResetQuery, MemoryTelemetryQuery
+
+__all__ = ["MemoryLink", "MemoryMoveQuery", "MemoryReplica", "MemoryResetQuery", "MemoryTelemetryQuery"]
 
 # A chunk as a test writes it: float values of any precision, sent as float32.
 Chunk = NDArray[np.floating[Any]]
@@ -63,6 +66,7 @@ class MemoryReplica:
     max_sessions: int = 4
     sessions: list[SessionOpen] = field(default_factory=list)  # every session open it was asked for
     seated: set[str] = field(default_factory=set)  # robots holding a session here (one replica may serve many links)
+    keys: ServiceKeys | None = None  # the namespace it serves (None: the link's home namespace)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def status(self) -> ServerStatus:
@@ -86,38 +90,15 @@ class MemoryReplica:
             return True
 
 
-class MemoryResetQuery:
-    """An operator's episode-reset query; `ack` is set once the engine answered it."""
-
-    def __init__(self) -> None:
-        self.ack: EpisodeResetAck | None = None
-        self.answered = threading.Event()
-
-    def answer(self, ack: EpisodeResetAck) -> None:
-        if self.answered.is_set():
-            raise AssertionError("an episode-reset query was answered twice")
-        self.ack = ack
-        self.answered.set()
-
-
-class MemoryTelemetryQuery:
-    """A reader's telemetry query; `telemetry` is set once the engine answered it."""
-
-    def __init__(self) -> None:
-        self.telemetry: RobotTelemetry | None = None
-        self.answered = threading.Event()
-
-    def answer(self, telemetry: RobotTelemetry) -> None:
-        if self.answered.is_set():
-            raise AssertionError("a telemetry query was answered twice")
-        self.telemetry = telemetry
-        self.answered.set()
-
-
 class MemoryLink:
-    """In-memory transport. `respond(header, obs)` returns the chunk (robot space = model space) or None (silence)."""
+    """In-memory transport. `respond(header, obs)` returns the chunk (robot space = model space) or None (silence).
 
-    def __init__(self, *replicas: MemoryReplica, respond: Respond | None = None) -> None:
+    `keys`: the robot's home namespace, served by every replica that names none; a replica with `keys` serves that
+    namespace only (a move's target). `self.keys` is the namespace the robot's keys live in now (`retarget`)."""
+
+    def __init__(
+        self, *replicas: MemoryReplica, respond: Respond | None = None, keys: ServiceKeys | None = None
+    ) -> None:
         self.replicas: dict[str, MemoryReplica] = {r.replica: r for r in (replicas or (MemoryReplica("mem-1"),))}
         self.respond = respond
         self.requests: list[tuple[Header, ObservationMsg]] = []  # every observation the robot published
@@ -126,12 +107,15 @@ class MemoryLink:
         self.bound = ""
         self.opened = self.closed = False
         self.handshakes: list[str] = []  # each handshake's `avoid` ("" when not moved by a drain)
+        self.home = self.keys = keys
+        self.retargets: list[ServiceKeys] = []
         self._sessions: dict[str, str] = {}  # replica -> session id of our robot
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._notify: Callable[[], None] = lambda: None
         self._inbox: collections.deque[Inbound] = collections.deque(maxlen=16)
         self._queries: collections.deque[MemoryResetQuery] = collections.deque(maxlen=4)
+        self._moves: collections.deque[MemoryMoveQuery] = collections.deque(maxlen=4)
         self._telemetry_queries: collections.deque[MemoryTelemetryQuery] = collections.deque(maxlen=4)
         self._changes: collections.deque[ServerChange] = collections.deque(maxlen=64)
         self._lost = False
@@ -147,12 +131,18 @@ class MemoryLink:
         self.closed = True
 
     def handshake(
-        self, request: SessionOpen, timeout_s: float, expect_fingerprint: str, avoid: str = ""
+        self,
+        request: SessionOpen,
+        timeout_s: float,
+        expect_fingerprint: str,
+        avoid: str = "",
+        keys: ServiceKeys | None = None,
     ) -> OpenedSession:
         """In memory every status is current: `avoid` is recorded, not used (a draining replica refuses anyway)."""
         self.handshakes.append(avoid)
         with self._lock:
-            replicas = list(self.replicas.values())
+            want = self.keys if keys is None else keys
+            replicas = [r for r in self.replicas.values() if (r.keys or self.home) == want]
         if not replicas:
             raise HandshakeError(
                 "no policy server answered (in-memory link has no replica)", fatal=False, code=Refusal.NO_SERVER
@@ -204,6 +194,11 @@ class MemoryLink:
 
     direct = False  # one in-memory path: there is no router to skip
 
+    def retarget(self, keys: ServiceKeys) -> None:
+        with self._lock:
+            self.keys, self.bound = keys, ""
+            self.retargets.append(keys)
+
     def bind(self, replica: str) -> None:
         with self._lock:
             self.bound = replica
@@ -223,6 +218,9 @@ class MemoryLink:
 
     def reset_queries(self) -> list[MemoryResetQuery]:
         return self._drain(self._queries)
+
+    def move_queries(self) -> list[MemoryMoveQuery]:
+        return self._drain(self._moves)
 
     def telemetry_queries(self) -> list[MemoryTelemetryQuery]:
         return self._drain(self._telemetry_queries)
@@ -326,6 +324,14 @@ class MemoryLink:
         q = MemoryResetQuery()
         with self._lock:
             self._queries.append(q)
+        self._notify()
+        return q
+
+    def move(self, command: MoveCommand | bytes | None) -> MemoryMoveQuery:
+        """A fleet router tells the robot to move (`command` encoded here; raw bytes as they are)."""
+        q = MemoryMoveQuery(encode(command) if isinstance(command, MoveCommand) else command)
+        with self._lock:
+            self._moves.append(q)
         self._notify()
         return q
 
