@@ -80,9 +80,17 @@ class Moves:
     """Move methods of `RemoteInferenceEngine`, run on its network worker."""
 
     _moving: MoveCommand | None  # a move whose first chunk has not merged yet (set by the engine)
+    _move_due: tuple[MoveCommand, ServiceKeys] | None  # answered, not performed yet (the newest wins)
 
-    def _apply_moves(self: EngineParts) -> None:
-        """Each pass: note a move whose first chunk merged, then answer and perform the moves asked since."""
+    @property
+    def handshake_due(self: EngineParts) -> bool:
+        """A step would block on a handshake: a re-handshake or a move. A caller stepping many engines on one thread
+        steps this one with `handshake=True` on a thread of its own (the fleet simulator)."""
+        return self.reconnect.needed or self._move_due is not None
+
+    def _apply_moves(self: EngineParts, perform: bool = True) -> None:
+        """Each pass: note a move whose first chunk merged, answer the moves asked since, and (`perform`) make the
+        newest one."""
         cmd = self._moving
         if cmd is not None and not self.requests.session_fresh:  # a chunk merged on the target's session
             self._moving = None
@@ -95,6 +103,11 @@ class Moves:
             self.report_telemetry(force=True)
         for query in self.transport.move_queries():
             self._answer_move(query)
+        due, self._move_due = self._move_due, None
+        if due is not None and not perform:
+            self._move_due = due
+        elif due is not None:
+            self._move(*due)
 
     def _answer_move(self: EngineParts, query: MoveQuery) -> None:
         """Answer at once (a refusal, a no-op, or "moving"), then move, on this worker."""
@@ -111,7 +124,7 @@ class Moves:
             query.answer(MoveAck(ok=True, message=f"already on {target}", fingerprint=self.fingerprint))
             return
         query.answer(MoveAck(ok=True, message=f"moving to {target}", fingerprint=self.fingerprint))
-        self._move(cmd, keys)
+        self._move_due = (cmd, keys)
 
     def _move(self: EngineParts, cmd: MoveCommand, keys: ServiceKeys) -> None:
         """Make before break: open the target's session first; only then leave the current one."""

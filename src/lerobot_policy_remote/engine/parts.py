@@ -63,6 +63,7 @@ class EngineParts(Protocol):
     keys: ServiceKeys
     namespace: Namespace
     _moving: MoveCommand | None
+    _move_due: tuple[MoveCommand, ServiceKeys] | None
     control: ControlSide
     _pacer: TelemetryPacer
     _logged_state_version: int

@@ -54,6 +54,12 @@ def latest() -> Provenance | None:
     return Provenance(m.session_id, m.seq_id, m.episode_id, m.replica, age, m.fingerprint)
 
 
+def latest_fingerprint() -> str | None:
+    """Only the last action's model (None: it was a fallback): for a recorder counting model switches."""
+    p = _latest
+    return None if p is None else p[0].fingerprint
+
+
 def latest_age() -> float | None:
     """Only the last action's age (None: it was a fallback): for callers that record nothing else."""
     p = _latest

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from ..wire.data import encode_observation
 from ..wire.errors import WireError
 from ..wire.header import Header, MsgType
-from ..wire.keys import Namespace
+from ..wire.keys import Namespace, ServiceKeys
 from ..wire.rollout import MoveCommand
 from ..wire.text import printable
 from ..zenoh_config import ZenohConfigError
@@ -102,6 +102,7 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Moves, Reporting, Engin
         self.namespace = Namespace(model_id, config.service_revision or "main", config.service_task or task)
         self.keys = self.namespace.keys
         self._moving: MoveCommand | None = None  # a move whose first chunk has not merged yet
+        self._move_due: tuple[MoveCommand, ServiceKeys] | None = None  # answered, to be made by a step that may block
         if transport is None:
             from .zenoh_link import ZenohLink
 
@@ -268,7 +269,7 @@ class RemoteInferenceEngine(Connecting, Replies, Resets, Moves, Reporting, Engin
         for msg in self.transport.receive():
             self._on_inbound(msg.payload, msg.attachment, now)
         self._apply_operator_resets()
-        self._apply_moves()
+        self._apply_moves(perform=handshake)
         if self._pending_reset.is_set():
             self._pending_reset.clear()
             self._server_reset()

@@ -70,6 +70,13 @@ class RobotReport(TypedDict):
     nan_actions: int
     max_action_age_s: float
     staleness_mean_s: float
+    # the models its executed actions came from, in the order they first drove it, the number of times that model
+    # changed between two executed actions, the moves the engine completed, and the longest run of control ticks
+    # without a fresh action (a hold, or an action older than its bound)
+    fingerprints: list[str]
+    switches: int
+    moves: int
+    max_gap_s: float
     history: list[tuple[float, str, str]]  # (monotonic time, state, why): the last 200 transitions
     replicas: list[str]
 
@@ -158,7 +165,7 @@ def _hw_features() -> dict[str, dict[str, object]]:
 def _move(e: Any) -> None:
     """A re-handshake on a pool thread, then at once the first request (the engine's own worker steps again within
     5 ms; waiting for the host's next idle pass added up to `idle_s` to every move)."""
-    if e.step() and not e.reconnect.needed:
+    if e.step() and not e.handshake_due:
         e.step()
 
 
@@ -182,6 +189,8 @@ class SimRobot:
         self.e, self.index = engine, index
         self.obs = {n: float(index % 7) for n in SIM_ARM_ACTION_NAMES}
         self.executed = self.stale = self.nan = self.holds = 0
+        self.fingerprints: list[str] = []
+        self.switches = self.gap = self.max_gap = 0
         self.max_exec_age = 0.0
         self.staleness_sum = 0.0
         self.staleness_n = 0
@@ -197,6 +206,7 @@ class RobotHost:
         count: int,
         *,
         prefix: str = "sim-arm",
+        revision: str = "main",
         telemetry_period_s: float = 1.0,
         telemetry_max_period_s: float = 1.0,
     ) -> None:
@@ -214,11 +224,12 @@ class RobotHost:
         self.session = open_session(
             dataclasses.replace(cfg0.zenoh_settings(), extra_json5=MUX_QUEUES_JSON5, lease_ms=MUX_LEASE_MS)
         )
-        keys = ServiceKeys.for_service(MODEL, "main", TASK)
+        keys = ServiceKeys.for_service(MODEL, revision, TASK)
         for i in range(first, first + count):
             cfg = RemoteInferenceConfig(
                 connect_endpoints=list(endpoints),
                 client_uuid=f"{prefix}-{i:04d}",
+                service_revision=revision,
                 rtc=RTCConfig(enabled=False),
                 buffer_time_s=0.5,
                 max_action_age_s=3.0,
@@ -317,9 +328,9 @@ class RobotHost:
                 continue
             if e._wake.is_set():  # `clear` takes the event's lock: most robots due are not woken
                 e._wake.clear()
-            if not e.reconnect.needed:
-                e.step(handshake=False)  # a drain notice or a lost link found here makes it needed
-            if e.reconnect.needed:
+            if not e.handshake_due:
+                e.step(handshake=False)  # a drain notice, a lost link or a move found here makes one due
+            if e.handshake_due:
                 moves.append(i)
             now = time.monotonic()
             quiet = e.quiet_until(now)
@@ -332,7 +343,7 @@ class RobotHost:
         """The control loops: each robot executes the actions of the 30 fps frames that elapsed since the last tick
         (notify the latest observation, `get_action` once per frame), counting stale/NaN actions like `ControlLoop`.
         Counted in locals and written back once per robot: this loop runs 30 times per robot-second."""
-        from ..engine.provenance import latest_age
+        from ..engine.provenance import latest_age, latest_fingerprint
 
         due = int((time.monotonic() - frames[1]) * FPS)
         n, frames[0] = due - frames[0], due
@@ -347,6 +358,9 @@ class RobotHost:
                 act = get(None)
                 if act is None:
                     r.holds += 1
+                    if r.fingerprints:  # a gap counts once the robot has moved at all (not its first handshake)
+                        r.gap += 1
+                        r.max_gap = max(r.max_gap, r.gap)
                     continue
                 age = latest_age()
                 if age is None:
@@ -356,6 +370,14 @@ class RobotHost:
                     oldest = age
                 if age > bound:
                     stale += 1
+                    r.gap += 1
+                    r.max_gap = max(r.max_gap, r.gap)
+                else:
+                    r.gap = 0
+                fp = latest_fingerprint()
+                if fp and (not r.fingerprints or fp != r.fingerprints[-1]):
+                    r.switches += bool(r.fingerprints)
+                    r.fingerprints.append(fp)
                 if not isfinite(sum(act.tolist())):  # a NaN or inf anywhere makes the sum so
                     nan += 1
             r.executed += executed
@@ -371,6 +393,7 @@ class RobotHost:
         ready: str = "ROBOTS READY",
         on_report: Callable[[HostReport], None] | None = None,
         linger: Callable[[], bool] | None = None,
+        report_now: Callable[[], bool] | None = None,
     ) -> HostReport:
         """Run the loops for `seconds`, take the report (`on_report(report)`), then keep the robots running while
         `linger()` is true: a host that tears its robots down while another host still measures would load the
@@ -382,7 +405,10 @@ class RobotHost:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         self._cpu0 = ru.ru_utime + ru.ru_stime
         t0 = time.monotonic()
-        self._halt.wait(seconds)
+        end = t0 + seconds
+        while not self._halt.wait(min(0.2, max(0.0, end - time.monotonic()))) and time.monotonic() < end:
+            if report_now is not None and report_now():
+                break
         report = self.report(time.monotonic() - t0)
         if on_report is not None:
             on_report(report)
@@ -420,6 +446,10 @@ class RobotHost:
                     "nan_actions": r.nan,
                     "max_action_age_s": round(r.max_exec_age, 3),
                     "staleness_mean_s": round(r.staleness_sum / max(1, r.staleness_n), 3),
+                    "fingerprints": r.fingerprints[-20:],
+                    "switches": r.switches,
+                    "moves": e.counters["moves"],
+                    "max_gap_s": round(r.max_gap / FPS, 3),
                     "history": [(round(t, 4), s.value, why) for t, s, why in e.states.history[-200:]],
                     "replicas": sorted({p for p in [e.replica] if p}),
                 }
@@ -436,6 +466,7 @@ def run_robots(a: argparse.Namespace) -> int:
         a.first,
         a.count,
         prefix=a.prefix,
+        revision=a.revision,
         telemetry_period_s=a.telemetry_period,
         telemetry_max_period_s=a.telemetry_max_period,
     )
@@ -451,7 +482,8 @@ def run_robots(a: argparse.Namespace) -> int:
     try:
         host.start()
         settle_after_startup()  # 250 engines' objects: out of every later full collection
-        host.run(a.seconds, on_report=write, linger=linger)
+        report_now = (lambda: os.path.exists(a.report_file)) if a.report_file else None
+        host.run(a.seconds, on_report=write, linger=linger, report_now=report_now)
     finally:
         host.stop()
     print("ROBOTS DONE", flush=True)
@@ -476,11 +508,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--first", type=int, default=0)
     b.add_argument("--count", type=int, default=10)
     b.add_argument("--prefix", default="sim-arm")
+    b.add_argument("--revision", default="main", help="the model revision its robots start on (their namespace)")
     b.add_argument("--seconds", type=float, default=30.0)
     b.add_argument("--telemetry-period", type=float, default=1.0)
     b.add_argument("--telemetry-max-period", type=float, default=1.0)
     b.add_argument("--out", required=True)
     b.add_argument("--stop-file", default="", help="after the report, keep the robots running until this file exists")
+    b.add_argument("--report-file", default="", help="take the report as soon as this file exists (else at --seconds)")
     a = p.parse_args(argv)
     return run_replica(a) if a.role == "replica" else run_robots(a)
 
