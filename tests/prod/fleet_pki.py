@@ -20,6 +20,7 @@ NAMES = {
     "arm-b": "robot",
     "arm-c": "robot",
     "rep-1": "server",
+    "rep-2": "server",
     "alice": "operator",
     "wall": "viewer",
 }
