@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from lerobot_fleet.rollout.guard import GuardError, parse_guard, tripped
 from lerobot_fleet.rollout.plan import (
+    GONE_S,
     MOVE_TIMEOUT_S,
     Plan,
     RolloutError,
@@ -173,3 +174,33 @@ def test_the_guard_reads_relative_and_absolute_bounds():
     assert tripped(g, F(6, degraded_rate=0.0), F(0, degraded_rate=1.0)) == ""  # nothing on the new model yet
     with pytest.raises(GuardError, match="FIGURE > N"):
         parse_guard("latency is bad")
+
+
+def test_a_resumed_rollout_waits_for_robots_it_cannot_see_yet_and_fails_them_only_after_a_while():
+    plan, on = start(), fleet()
+    arrive(on, plan.tick(robots(on), REPLICAS, 0.0)[0])
+    plan.tick(robots(on), REPLICAS, 1.0)
+    plan.promote(1.0)
+    resumed = Plan(plan.status, wall=lambda: "t")  # the router restarted: no telemetry heard yet
+    assert resumed.tick({}, REPLICAS, 100.0) == ([], [])
+    assert resumed.status.phase == Phase.PROMOTING and "not seen now: waiting" in resumed.status.message
+    orders, _ = resumed.tick(robots(on), REPLICAS, 101.0)  # they report: the next step goes, not a doubled one
+    assert len(orders) == 2 and resumed.status.steps == 2
+    arrive(on, orders)
+
+    def gone() -> dict[str, SeenRobot]:
+        return {k: v for k, v in robots(on).items() if k != "arm-7"}
+
+    for t in range(102, 110):
+        arrive(on, resumed.tick(gone(), REPLICAS, float(t))[0])
+    assert resumed.status.phase == Phase.PROMOTING  # arm-7 is waited for
+    _, events = resumed.tick(gone(), REPLICAS, 102.0 + GONE_S + 1)
+    assert resumed.status.phase == Phase.COMPLETE and any("arm-7 not seen for" in e for e in events)
+    assert "1 failed" in resumed.status.message
+
+
+def test_a_robot_already_on_the_new_model_counts_as_moved():
+    plan, on = start(), fleet()
+    on["arm-5"] = (B, "fpB")  # restarted with the new flags
+    plan.tick(robots(on), REPLICAS, 0.0)
+    assert next(r for r in plan.status.robots if r.robot == "arm-5").state == "moved"

@@ -19,6 +19,7 @@ from lerobot_policy_remote.wire.keys import Namespace
 from lerobot_policy_remote.wire.rollout import ModelRef, Phase, RobotMove, RolloutCommand, RolloutRobot, RolloutStatus
 
 ALIVE_S = 5.0  # a robot whose telemetry is older than this is not counted (gone, or not reporting)
+GONE_S = 60.0  # a robot still to move that nobody has seen this long fails its move: the rollout does not wait on it
 MOVE_TIMEOUT_S = 30.0  # a moving robot that does not stream from its target within this failed its move
 MAX_EVENTS = 40
 STREAMING = "STREAMING"
@@ -144,6 +145,7 @@ class Plan:
         self.status = status
         self._wall = wall  # the UTC time stamped on each robot's state change (instants shown to people only)
         self._deadline: dict[str, float] = {}  # robot -> monotonic instant its move fails (not persisted: re-armed)
+        self._seen_at: dict[str, float] = {}  # robot -> when it was last seen alive (since this plan was loaded)
 
     # -- commands
     def promote(self, now: float) -> str:
@@ -187,6 +189,7 @@ class Plan:
             seen = robots.get(r.robot)
             if seen is not None and seen.alive:
                 r.model = seen.fingerprint
+                self._seen_at[r.robot] = now
             self._follow(r, seen, now, events, orders)
         if phase in (Phase.CANARY, Phase.PROMOTING):
             known = {r.robot for r in st.robots}
@@ -202,7 +205,8 @@ class Plan:
             return orders, events
         back = phase == Phase.ABORTING
         target = old if back else new
-        candidates = [
+        # still to move: waiting robots (or, on abort, those that moved); unseen ones are waited for, up to GONE_S
+        pending = [
             r
             for r in st.robots
             if (
@@ -210,16 +214,30 @@ class Plan:
                 if back
                 else r.state == RobotMove.WAITING.value
             )
-            and (seen := robots.get(r.robot)) is not None
-            and seen.alive
-            and not self._on(seen, target)
+            and not ((seen := robots.get(r.robot)) is not None and seen.alive and self._on(seen, target))
         ]
+        candidates = []
+        for r in pending:
+            seen = robots.get(r.robot)
+            if seen is not None and seen.alive:
+                candidates.append(r)
+            elif now - self._seen_at.setdefault(r.robot, now) >= GONE_S and r.state != RobotMove.FAILED.value:
+                self._set(r, RobotMove.FAILED, f"not seen for {GONE_S:g} s (stopped or gone?)")
+                events.append(f"{r.robot} {r.detail}: the rollout goes on without it")
+        pending = [r for r in pending if r.state != RobotMove.FAILED.value or back]
         want = len(candidates)
         if phase == Phase.CANARY:
             moved = sum(r.state == RobotMove.MOVED.value for r in st.robots)
             want = min(want, canary_count(st) - moved)
-        if want <= 0:
+            if canary_count(st) - moved <= 0 or not pending:
+                self._finish(phase, events)
+                return orders, events
+        elif not pending or (back and not candidates and all(r.state == RobotMove.FAILED.value for r in pending)):
             self._finish(phase, events)
+            return orders, events
+        if want <= 0:
+            unseen = len(pending) - len(candidates)
+            st.message = f"{unseen} robot(s) still to move are not seen now: waiting for them (up to {GONE_S:g} s)"
             return orders, events
         seats = sum(
             rep.seats
@@ -275,6 +293,15 @@ class Plan:
                 )
                 self._deadline.pop(r.robot, None)
                 events.append(f"{r.robot} failed to move: {r.detail}; it stays where it is")
+        elif (
+            r.state == RobotMove.WAITING.value
+            and Phase(st.phase) != Phase.ABORTING
+            and seen is not None
+            and seen.alive
+            and self._on(seen, st.to_model)
+        ):
+            self._set(r, RobotMove.MOVED, f"already on {describe(st.to_model)}")
+            events.append(f"{r.robot} already runs {describe(st.to_model)}: counted as moved")
         elif (
             r.state == RobotMove.MOVED.value
             and Phase(st.phase) != Phase.ABORTING
