@@ -117,3 +117,23 @@ def test_old_rollout_figures_are_marked_old():
     failed = rollout_text(RolloutRead(STATUS, False, "no fleet router answered at @lerobot-fleet/rollout/status", 1.0))
     assert failed.plain.startswith("OLD (last read 1s ago): no fleet router answered")
     assert rollout_text(RolloutRead()).plain.startswith("OLD (never read)")
+
+
+@sync
+async def test_the_verbs_json_figures_are_the_consoles():
+    """`rollout status --json` computes its models the way the console's tick does, from the same store: the same
+    numbers, field by field."""
+    from lerobot_fleet.data.model_compare import ModelWindow
+    from lerobot_fleet.verbs.rollout import report_json
+
+    from lerobot_policy_remote.wire.rollout import RolloutReply
+
+    app = make_rollout_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await _open_models(pilot)
+        shown = [m.as_dict() for m in app.view.models if m.service == STATUS.service]
+        window = ModelWindow()
+        cap = app.store.capture()
+        window.observe(cap)
+        verb = report_json(RolloutReply(True, "", STATUS), window.figures(cap, STATUS.service))["models"]
+    assert len(shown) == 2 and verb == shown
