@@ -99,6 +99,18 @@ class ServiceInfo:
         }
 
 
+def free_seats(status: ServerStatus) -> int:
+    """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty; a cordoned one, none."""
+    if status.cordoned:
+        return 0
+    if status.max_sessions <= 0:
+        return _UNBOUNDED_SEATS - status.active_sessions
+    return max(0, status.max_sessions - status.active_sessions)
+
+
+_UNBOUNDED_SEATS = 1 << 16
+
+
 def key_vouches_for(status: ServerStatus, key: str) -> bool:
     """A status reply is believed only when the key it came on (which the router's ACL lets only that replica
     answer on) names the replica and service its body claims: a server cannot speak for another."""

@@ -19,8 +19,7 @@ from typing import Protocol
 
 import zenoh
 
-from lerobot_policy_remote.discovery import query_statuses
-from lerobot_policy_remote.engine.handshake import free_seats
+from lerobot_policy_remote.discovery import free_seats, query_statuses
 from lerobot_policy_remote.wire.codec import decode, encode
 from lerobot_policy_remote.wire.errors import WireError
 from lerobot_policy_remote.wire.keys import ROLLOUT_CONTROL_KEY, ROLLOUT_STATUS_KEY, Namespace, ServiceKeys, parse_key

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import zenoh
 
-from ..discovery import key_vouches_for
+from ..discovery import free_seats, key_vouches_for
 from ..wire.codec import decode, encode
 from ..wire.codes import CONTRACT_REFUSALS, Refusal
 from ..wire.errors import WireError
@@ -76,18 +76,6 @@ def reconnect_failure(exc: HandshakeError, last_replica: str) -> str:
             "server (`lerobot-fleet status` lists them)"
         )
     return str(exc)
-
-
-def free_seats(status: ServerStatus) -> int:
-    """Seats left on a replica; an unbounded one (max_sessions 0) counts as having plenty; a cordoned one, none."""
-    if status.cordoned:
-        return 0
-    if status.max_sessions <= 0:
-        return _UNBOUNDED_SEATS - status.active_sessions
-    return max(0, status.max_sessions - status.active_sessions)
-
-
-_UNBOUNDED_SEATS = 1 << 16
 
 
 def rank(statuses: Sequence[ServerStatus], rng: random.Random | None = None) -> list[ServerStatus]:
