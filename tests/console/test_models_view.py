@@ -119,6 +119,12 @@ def test_old_rollout_figures_are_marked_old():
     assert rollout_text(RolloutRead()).plain.startswith("OLD (never read)")
 
 
+def test_a_router_that_never_started_a_rollout_says_so():
+    from lerobot_policy_remote.wire.rollout import RolloutStatus
+
+    assert rollout_text(RolloutRead(RolloutStatus(), True, "", 0.5)).plain == "no rollout has started on this router"
+
+
 @sync
 async def test_the_verbs_json_figures_are_the_consoles():
     """`rollout status --json` computes its models the way the console's tick does, from the same store: the same

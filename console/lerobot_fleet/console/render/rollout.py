@@ -71,10 +71,11 @@ def rollout_text(read: RolloutRead) -> Text:
         t.append("no rollout status from the fleet router yet", style="bright_black")
         return t
     dim = OLD if read.is_old else ""
-    head, counts, message = summary_lines(status)
-    if not status.rollout_id:
-        t.append(head, style="bright_black")
+    lines = summary_lines(status)
+    if not status.rollout_id:  # one line: nothing has started on this router
+        t.append(lines[0], style="bright_black")
         return t
+    head, counts, message = lines
     phase = status.phase or "?"
     t.append(f"rollout {status.rollout_id}: ", style=dim or "bold")
     t.append(phase.upper(), style=dim or PHASE_STYLE.get(phase, "bold"))
