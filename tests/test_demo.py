@@ -110,6 +110,56 @@ def test_demo_record_dir_records_each_robots_episodes(tmp_path):
         assert "remote.degraded" in ds.features and "action" in ds.features
 
 
+def test_demo_second_model_rolls_out_canary_then_promote(tmp_path):
+    """`lerobot-fleet demo --second-model`: a third replica serves other weights under revision v2; `rollout start
+    --to v2 --canary 50%` moves two of four robots, `promote` the other two, each robot once and without a refusal."""
+    port = free_port()
+    robots = [f"sim-arm-{i:02d}" for i in range(1, 5)]
+    demo = Proc(
+        [str(VENV_BIN / "lerobot-fleet"), "demo", "--no-console", "--second-model", "--port", str(port)]
+        + ["--duration", "200", "--workdir", str(tmp_path)],
+        name="demo-second-model",
+        max_seconds=400,
+    )
+
+    def fleet(*args: str) -> dict:
+        out = subprocess.run(
+            [str(VENV_BIN / "lerobot-fleet"), *args, "--json", "--router", f"tcp/127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def moved(n: int) -> bool:
+        return sum(r["state"] == "moved" for r in fleet("rollout", "status", "--wait", "0.5")["robots"]) == n
+
+    try:
+        assert "Try a rollout: lerobot-fleet rollout start --to v2" in demo.wait_for("fleet is up", timeout=240)
+        wait_until(
+            lambda: sum(r["state"] == "STREAMING" for r in fleet("status")["robots"]) == len(robots),
+            timeout=120,
+            interval=2,
+            message="four demo robots STREAMING",
+        )
+        started = fleet("rollout", "start", "--to", "v2", "--canary", "50%", "--wait", "0.5")
+        assert started["to_model"]["revision"] == "v2" and len(started["robots"]) == len(robots), started
+        wait_until(lambda: moved(2), timeout=90, interval=2, message="the canary's two robots on v2")
+        fleet("rollout", "promote", "--wait", "0.5")
+        wait_until(lambda: moved(4), timeout=90, interval=2, message="all four robots on v2")
+        assert {r["replica"] for r in fleet("status")["robots"]} == {"demo-v2"}
+    finally:
+        demo.stop(timeout=60)
+    assert demo.popen.returncode == 0, demo.output()[-3000:]
+    for robot in robots:
+        lines = (tmp_path / f"{robot}.log").read_text(errors="replace").splitlines()
+        bad = [line for line in lines if "ERROR" in line or "refus" in line.lower() or "Traceback" in line]
+        assert not bad, (robot, bad)
+        assert sum("Moved to model" in line for line in lines) == 1, robot
+    assert (tmp_path / "server-demo-v2.sh").exists()  # restarted by hand like the other replicas
+
+
 def _descendants(pid: int) -> set[int]:
     """Every live process below `pid` (children, their children, ...), from /proc."""
     out, todo = set(), [pid]

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from lerobot_fleet.sim import demo
 
 from lerobot_policy_remote.testing import tiny_pi
@@ -81,3 +83,37 @@ def test_the_demos_arms_film_at_the_size_the_policy_was_trained_on(tmp_path):
     assert demo.camera_flags(tmp_path) == ["--robot.cameras={front: {height: 64, width: 48}}"]
     (tmp_path / "config.json").write_text(json.dumps({"input_features": {"observation.state": {"shape": [6]}}}))
     assert demo.camera_flags(tmp_path) == [] and demo.camera_flags(tmp_path / "missing") == []
+
+
+def test_the_second_model_is_the_same_policy_with_other_weights(tmp_path):
+    """`--second-model` serves a copy of the demo's checkpoint whose smallest non-zero tensor is negated: every file
+    but the weights is the same, and the weights' fingerprint differs; a file without such a tensor is refused."""
+    from lerobot_fleet.sim.second_model import CheckpointError, derive_checkpoint
+
+    from lerobot_policy_remote.server.weights import fingerprint_files
+
+    def safetensors(tensors: dict[str, tuple[str, bytes]]) -> bytes:
+        header, blob = {}, b""
+        for name, (dtype, raw) in tensors.items():
+            header[name] = {"dtype": dtype, "shape": [len(raw) // 4], "data_offsets": [len(blob), len(blob) + len(raw)]}
+            blob += raw
+        text = json.dumps(header).encode()
+        return struct.pack("<Q", len(text)) + text + blob
+
+    first = tmp_path / "policy"
+    (first / "meta").mkdir(parents=True)
+    (first / "config.json").write_text('{"type": "rtc_toy"}')
+    (first / "meta" / "info.json").write_text("{}")
+    zeros, bias, weight = bytes(8), struct.pack("<3f", 0.5, -1.0, 2.0), struct.pack("<4f", 1, 2, 3, 4)
+    (first / "model.safetensors").write_bytes(
+        safetensors({"zero": ("F32", zeros), "proj.bias": ("F32", bias), "proj.weight": ("F32", weight)})
+    )
+    second = derive_checkpoint(first, tmp_path / "policy-v2")
+    data = (second / "model.safetensors").read_bytes()
+    assert data.endswith(zeros + struct.pack("<3f", -0.5, 1.0, -2.0) + weight)  # only the bias changed
+    assert (second / "config.json").read_text() == (first / "config.json").read_text()
+    assert (second / "meta" / "info.json").exists()
+    assert fingerprint_files([second / "model.safetensors"]) != fingerprint_files([first / "model.safetensors"])
+    (first / "model.safetensors").write_bytes(safetensors({"zero": ("F32", zeros), "steps": ("I64", bias)}))
+    with pytest.raises(CheckpointError, match="no non-zero floating tensor"):
+        derive_checkpoint(first, tmp_path / "policy-v3")

@@ -1,5 +1,6 @@
 """`lerobot-fleet simulate` end to end: 30 protocol-exact robots in 2 processes, 2 stub replicas, 2 meshed routers,
-one replica drained mid-run; every robot streams, no stale action runs, each drained robot streams again elsewhere."""
+one replica drained mid-run; every robot streams, no stale action runs, each drained robot streams again elsewhere.
+The same fleet rolled out to a new model mid-run: every robot ends on it, one switch of model per move."""
 
 import json
 import subprocess
@@ -52,6 +53,27 @@ def test_simulated_fleet_streams_and_moves_on_drain(tmp_path):
         box["capacity_pct"] >= 100 and 0 < box["fleet_cpu_pct"] <= box["box_cpu_pct"] + 10
     )  # the fleet runs on the box
     assert box["line"].startswith(("box saturated: ", "box not saturated: "))
+
+
+def test_simulated_fleet_rolls_out_to_a_new_model_mid_run(tmp_path):
+    """A canary then promote under 30 running robots (2 old replicas, 1 new): the robots' own record says every one
+    ends on the new model, executes no stale, NaN or third model's action, and switches model once per move."""
+    cmd = [sys.executable, "-m", "lerobot_fleet.cli", "simulate", "--robots", "30", "--per-host", "15"]
+    cmd += ["--replicas", "2", "--new-replicas", "1", "--routers", "2", "--seconds", "12", "--rollout-at", "3"]
+    cmd += ["--rollout-canary", "0.2", "--rollout-step", "12", "--json", "--workdir", str(tmp_path)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert out.stdout.strip(), out.stderr[-3000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    ro = r["rollout"]
+    assert ro["phase"] == "complete" and ro["failed"] == [], ro
+    assert ro["canary_s"] <= ro["complete_s"] and ro["steps"] == 3, ro  # 6 canary robots, then 12 + 12
+    assert ro["states"] == {"moved": 30}, ro
+    assert ro["robots_on_new_model"] == 30 and ro["moves_total"] == 30, ro
+    assert ro["stale_actions"] == 0 and ro["nan_actions"] == 0, ro
+    assert ro["switches_not_moves"] == 0 and ro["foreign_fingerprint_robots"] == 0, ro
+    assert ro["max_gap_s_worst"] <= 1.5, ro  # at most a chunk period (1 s) plus the move
+    assert ro["ok"] and ro["line"].startswith("rollout complete: "), ro
+    assert r["streaming"] == 30 and out.returncode == 0, out.stderr[-3000:]
 
 
 def test_fleet_nice_ranks_each_fleet_session_below_the_console():
@@ -134,3 +156,28 @@ def test_a_process_that_exits_mid_window_keeps_the_cpu_it_spent():
             p.wait(timeout=10)
     assert 0.4 <= spent["gone"] <= 1.5, spent  # read only at the start and the end: minus its start-up CPU
     assert 0.4 <= spent["alive"] <= 1.5, spent
+
+
+def test_a_rollout_not_complete_when_the_window_ends_says_so_and_fails():
+    """The report checks the robots' own record, not the router's word: a robot on the old model, one whose executed
+    model changed without a move, one that ran a third model each fail the run, and an unfinished rollout says so."""
+    from lerobot_fleet.sim.sim_args import NEW_FINGERPRINT, OLD_FINGERPRINT, SimArgs
+    from lerobot_fleet.sim.simulate_report import rollout_summary
+
+    def robot(name, fps, moves, gap=0.1):
+        return {"robot": name, "fingerprints": fps, "switches": len(fps) - 1, "moves": moves, "max_gap_s": gap}
+
+    base = {"stale_actions": 0, "nan_actions": 0}
+    robots = [
+        base | robot("a", [OLD_FINGERPRINT, NEW_FINGERPRINT], 1),
+        base | robot("b", [OLD_FINGERPRINT], 0),
+        base | robot("c", [OLD_FINGERPRINT, NEW_FINGERPRINT], 0, gap=0.9),
+        base | robot("d", [OLD_FINGERPRINT, "c3" * 32, NEW_FINGERPRINT], 2),
+    ]
+    a = SimArgs(robots=4, rollout_at=5.0, new_replicas=1)
+    r = rollout_summary(robots, {"at_s": 5.0, "started": True, "canary_s": 1.0, "phase": "promoting", "steps": 2}, a)
+    assert not r["ok"] and r["robots_on_new_model"] == 3 and r["max_gap_s_worst"] == 0.9
+    assert r["switches_not_moves_robots"] == ["c"] and r["foreign_fingerprint_robots"] == 1
+    assert r["line"].startswith("rollout NOT complete when the window ended (phase promoting, canary in 1.0 s)")
+    never = rollout_summary(robots, {"started": False, "message": "no replica serves revision 'v2'"}, a)
+    assert never["line"].startswith("rollout never started: no replica serves revision 'v2'")

@@ -144,7 +144,14 @@ def main(argv: list[str] | None = None) -> int:
             from lerobot_fleet.sim.demo import run_demo
 
             return run_demo(
-                args.robots, args.port, args.duration, not args.no_console, args.workdir, args.record_dir, args.policy
+                args.robots,
+                args.port,
+                args.duration,
+                not args.no_console,
+                args.workdir,
+                args.record_dir,
+                args.policy,
+                args.second_model,
             )
         if args.command == "simulate":
             from lerobot_fleet.sim.simulate import main as run_simulate

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from lerobot_fleet.sim.demo_args import add_demo
 from lerobot_fleet.verbs.rollout_args import add_rollout
 
 DEFAULT_ROUTER = "tcp/127.0.0.1:7447"
@@ -312,31 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="drop a robot after this many seconds without telemetry (default 300)",
     )
-    demo = sub.add_parser(
-        "demo",
-        help="run a whole local fleet (router, 2 servers, simulated robots) with the console",
-        description=(
-            "Router + two policy-server replicas + N simulated arms (real lerobot-rollout processes) on loopback."
-        ),
-    )
-    demo.add_argument("--robots", type=int, default=4, help="number of simulated robots (default 4)")
-    demo.add_argument("--port", type=int, default=7447, help="router port on 127.0.0.1 (default 7447)")
-    demo.add_argument("--duration", type=float, default=3600, help="seconds the robots run (default 3600)")
-    demo.add_argument(
-        "--no-console", action="store_true", help="keep the fleet running without the console (Ctrl-C stops it)"
-    )
-    demo.add_argument("--workdir", default=None, help="where the policy and the logs go (default: a new temp dir)")
-    demo.add_argument(
-        "--record-dir", default=None, help="each robot records its episodes (sentry) as a local dataset in DIR/<robot>"
-    )
-    demo.add_argument(
-        "--policy",
-        choices=("toy", "smolvla", "pi0", "pi05"),
-        default="toy",
-        help="what the two replicas serve: toy (default), a small RTC-capable policy built on the spot; smolvla, pi0 "
-        "or pi05, a tiny offline checkpoint of that VLA family (random weights, built in the work dir, "
-        "nothing downloaded; needs the vla extra) served with real-time chunking, which the robots use",
-    )
+    add_demo(sub)
     sim = sub.add_parser(
         "simulate",
         help="simulate a fleet at scale: N protocol-exact robots, R stub replicas, M meshed routers",
@@ -356,6 +333,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=-1.0,
         metavar="S",
         help="drain the first replica S seconds into the run (default: no drain)",
+    )
+    sim.add_argument(
+        "--rollout-at",
+        type=float,
+        default=-1.0,
+        metavar="S",
+        help="roll the fleet out to a new model (revision v2) S seconds into the run: start a canary, promote once it "
+        "settled, and report the rollout and every robot's executed models (default: no rollout)",
+    )
+    sim.add_argument(
+        "--new-replicas",
+        type=int,
+        default=None,
+        metavar="K",
+        help="replicas of the new model, each with seats for every robot (default 1 with --rollout-at)",
+    )
+    sim.add_argument("--rollout-canary", type=float, default=0.1, help="the canary's share of the robots (default 0.1)")
+    sim.add_argument(
+        "--rollout-step",
+        type=int,
+        default=0,
+        help="robots per promote step (default 0: the router's default, the canary's count)",
     )
     sim.add_argument(
         "--console",

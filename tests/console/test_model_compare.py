@@ -154,6 +154,7 @@ def test_a_robot_moved_to_another_model_is_one_row(order: str):
         store.on_robot_alive("arm-1", False, OLD)
         store.on_robot_alive("arm-1", True, NEW)
     store.on_telemetry(_tele("arm-1", NEW, FP_NEW), NEW)
+    store.on_telemetry(_tele("arm-1", OLD, FP_OLD), OLD)  # its last report from before the move, delivered late
     rows = [r for r in store.snapshot().robots if r.robot_id == "arm-1"]
     assert [(r.ns, r.state.name) for r in rows] == [(NEW, "STREAMING")]
     assert any("arm-1: moved to acme/act@v2" in e.text for e in store.events())

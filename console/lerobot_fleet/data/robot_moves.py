@@ -43,3 +43,17 @@ def forget_moved(
         return ""
     to = r.ns if alive else next(o.ns for o in peers if o.alive is True)
     return f"{r.robot_id}: moved to {to[0]}@{to[1]}"
+
+
+def moved_away(
+    robots: dict[tuple[Namespace, str], RobotEntry], ids: dict[str, set[Namespace]], robot_id: str, ns: Namespace
+) -> bool:
+    """A sample of `robot_id` in `ns`, where it has no row, while its token is alive in another namespace of the same
+    service: the last report it sent before it moved, arriving after the move was seen. It makes no row (nothing would
+    ever remove it: no token event follows for that namespace). The caller holds the store's lock."""
+    if (ns, robot_id) in robots:
+        return False
+    return any(
+        other != ns and other[2] == ns[2] and (o := robots.get((other, robot_id))) is not None and o.alive is True
+        for other in ids.get(robot_id, ())
+    )

@@ -43,7 +43,7 @@ from .model import (
     split_robot_key,
 )
 from .records import NO_NAMESPACE, RobotEntry, ServerEntry
-from .robot_moves import forget_moved
+from .robot_moves import forget_moved, moved_away
 from .rollout_read import RolloutRead, RolloutReads
 
 __all__ = [
@@ -206,6 +206,8 @@ class FleetStore:
 
     def on_telemetry(self, t: RobotTelemetry, ns: Namespace) -> None:
         with self._lock:
+            if moved_away(self._robots, self._ids, t.client_uuid, ns):
+                return  # a late sample from the namespace a rollout moved it out of: no second row
             now = self.clock()
             r = self._robot(t.client_uuid, ns)
             state = RobotState.parse(t.state).name
@@ -215,16 +217,8 @@ class FleetStore:
                         "error" if state in ("DEAD", "STALLED") else ("warn" if RobotState[state].is_fault else "info")
                     )
                     why = f" ({t.last_outcome})" if t.last_outcome and t.last_outcome != "ok" else ""
-                    self._events.append(
-                        (
-                            now,
-                            sev,
-                            "state",
-                            f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}",
-                            t.client_uuid,
-                            t.replica,
-                        )
-                    )
+                    text = f"{t.client_uuid}: {r.history[-1][1]} → {state}{why}"
+                    self._events.append((now, sev, "state", text, t.client_uuid, t.replica))
                 r.history.append((now, state))
             if r.telemetry is None or t.seq != r.telemetry.seq or t.rtt_p50_ms != r.telemetry.rtt_p50_ms:
                 if t.rtt_p50_ms > 0:

@@ -4,8 +4,10 @@ Router + two policy-server replicas serving a small RTC-capable policy (built on
 weights) + N simulated arms, each a real `lerobot-rollout --inference.type=remote` process. With
 `--policy smolvla|pi0|pi05` the replicas serve a tiny offline checkpoint of that VLA family instead
 (random weights, built in a child process by `lerobot_policy_remote.sim.vla_policy`) with real-time
-chunking on. Every child runs in its own process group, logs to the work directory, and is ended by PID
-on exit. This module imports neither torch nor lerobot: the heavy parts live in the child processes.
+chunking on. With `--second-model` a third replica serves other weights of that policy under revision
+`v2`, in the same service, so that `lerobot-fleet rollout` has a model to move the robots to. Every child
+runs in its own process group, logs to the work directory, and is ended by PID on exit. This module imports
+neither torch nor lerobot: the heavy parts live in the child processes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lerobot_fleet.sim.second_model import REVISION, derive_checkpoint
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 TASK = "pick the cube"  # no ": " — draccus would read it as a YAML mapping
@@ -104,9 +107,12 @@ def start_fleet(
     say: Callable[[str], None] = print,
     record_dir: Path | None = None,
     kind: str = "toy",
+    second_model: bool = False,
 ) -> str:
     """Bring the fleet up; returns the router endpoint. With `record_dir`, every robot records its episodes there.
-    `kind` is what the replicas serve (POLICIES); a VLA is served with RTC on (`--rtc.enabled=true`)."""
+    `kind` is what the replicas serve (POLICIES); a VLA is served with RTC on (`--rtc.enabled=true`). With
+    `second_model`, one more replica serves other weights of the same policy under revision REVISION, in the
+    same service, for a rollout to move the robots to."""
     endpoint = f"tcp/127.0.0.1:{port}"
     policy = fleet.workdir / "policy"
     what, argv = build_command(kind, policy)
@@ -117,6 +123,11 @@ def start_fleet(
             "" if kind == "toy" else f" (--policy {kind} needs the vla extra: pip install 'lerobot_policy_remote[vla]')"
         )
         raise RuntimeError(f"building the demo policy failed{hint}; see {build.log}:\n{build.tail(40)}")
+    second = None
+    if second_model:
+        second = fleet.workdir / f"policy-{REVISION}"
+        say(f"[demo] deriving the second model (other weights, revision {REVISION}) in {second} ...")
+        derive_checkpoint(policy, second)
 
     say(f"[demo] starting the Zenoh router on {endpoint} ...")
     router = fleet.spawn(
@@ -129,21 +140,14 @@ def start_fleet(
     servers = []
     for replica in ("demo-a", "demo-b"):
         say(f"[demo] starting policy server replica {replica} (max {per_server} sessions) ...")
-        servers.append(
-            fleet.spawn(
-                f"server-{replica}",
-                [
-                    tool("lerobot-policy-server"),
-                    f"--model.repo_or_path={policy}",
-                    f"--default_task={TASK}",
-                    f"--replica_id={replica}",
-                    f"--max_sessions={per_server}",
-                    f"--health_port={free_port()}",
-                    f"--zenoh.connect_endpoints=[{endpoint}]",
-                    *([] if kind == "toy" else ["--rtc.enabled=true"]),
-                ],
-            )
-        )
+        servers.append(fleet.spawn(f"server-{replica}", server_argv(policy, replica, per_server, endpoint, kind)))
+    if second is not None:
+        # a seat for every robot (`rollout promote` moves them all onto this one replica) and one to spare, so the
+        # promoted fleet does not show its replica full
+        seats = robots + 1
+        say(f"[demo] starting policy server replica demo-{REVISION} (revision {REVISION}, max {seats} sessions) ...")
+        argv = server_argv(second, f"demo-{REVISION}", seats, endpoint, kind, revision=REVISION)
+        servers.append(fleet.spawn(f"server-demo-{REVISION}", argv))
     for server in servers:
         server.wait_for("Policy server up", 180 if kind == "toy" else 300)
 
@@ -170,6 +174,29 @@ def start_fleet(
             ],
         )
     return endpoint
+
+
+def server_argv(policy: Path, replica: str, seats: int, endpoint: str, kind: str, revision: str = "") -> list[str]:
+    """One replica's command line; `revision` names another namespace of the same service (`--model.revision`)."""
+    return [
+        tool("lerobot-policy-server"),
+        f"--model.repo_or_path={policy}",
+        *([f"--model.revision={revision}"] if revision else []),
+        f"--default_task={TASK}",
+        f"--replica_id={replica}",
+        f"--max_sessions={seats}",
+        f"--health_port={free_port()}",
+        f"--zenoh.connect_endpoints=[{endpoint}]",
+        *([] if kind == "toy" else ["--rtc.enabled=true"]),
+    ]
+
+
+def rollout_hint(endpoint: str) -> str:
+    """The "fleet is up" line's last sentence with `--second-model`: a rollout to try, in one line."""
+    return (
+        f"Try a rollout: lerobot-fleet rollout start --to {REVISION} --canary 50% --router {endpoint} "
+        "(or press m in the console)"
+    )
 
 
 def camera_flags(policy: Path) -> list[str]:
@@ -216,6 +243,7 @@ def run_demo(
     workdir: str | None = None,
     record_dir: str | None = None,
     policy: str = "toy",
+    second_model: bool = False,
 ) -> int:
     if policy not in POLICIES:
         print(f"lerobot-fleet demo: --policy {policy!r} is not one of {', '.join(POLICIES)}", file=sys.stderr)
@@ -242,11 +270,14 @@ def run_demo(
 
     old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        endpoint = start_fleet(fleet, robots, port, duration, record_dir=records, kind=policy)
+        endpoint = start_fleet(
+            fleet, robots, port, duration, record_dir=records, kind=policy, second_model=second_model
+        )
         served = "" if policy == "toy" else f", serving tiny {VLA_NAMES[policy]} with RTC"
         print(
             f"[demo] fleet is up: router {endpoint}{served}, logs and restart scripts in {work}"
             + (f", datasets in {records}" if records else "")
+            + (f". {rollout_hint(endpoint)}" if second_model else "")
         )
         if console:
             from lerobot_fleet.console.app import FleetConsoleApp
@@ -266,7 +297,7 @@ def run_demo(
             while not stop["now"] and time.monotonic() < deadline:
                 time.sleep(0.5)
         return 0
-    except RuntimeError as exc:  # NotReady included: a child that never came up
+    except (RuntimeError, OSError) as exc:  # a child that never came up (NotReady), a checkpoint not copied
         print(f"lerobot-fleet demo: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -1,8 +1,13 @@
-"""What one simulated run is asked to do: the fleet's size, its timing and the processes' priorities."""
+"""What one simulated run is asked to do: the fleet's size, its timing, the processes' priorities, its rollout."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The two models of a scripted rollout: the fleet starts on the old one (its replicas and every robot), the new one's
+# replicas wait beside it. Each is a namespace's revision and the fingerprint its replicas claim.
+OLD_REVISION, OLD_FINGERPRINT = "v1", "a1" * 32
+NEW_REVISION, NEW_FINGERPRINT = "v2", "b2" * 32
 
 
 @dataclass
@@ -28,3 +33,13 @@ class SimArgs:
     # level, a drain's burst of robot-host and replica work delayed every hop through them (moves up to 2.5 s; at 0:
     # 1.3-1.7 s, docs/decisions.md).
     router_nice: int | None = None
+    # A rollout to the new model S seconds into the run (< 0: none, and the fleet runs the stub's default model):
+    # `start --to v2 --canary C [--step N]`, then `promote` once the canary settled.
+    rollout_at: float = -1.0
+    new_replicas: int = 0  # replicas of the new model (started only with a rollout)
+    rollout_canary: float = 0.1
+    rollout_step: int = 0  # robots per promote step; 0: the router's default (the canary's count)
+
+    @property
+    def rollout(self) -> bool:
+        return self.rollout_at >= 0

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
 
 from .box_cpu import BoxSampler, ProcessCpu, verdict
-from .sim_args import SimArgs
-from .simulate_report import ConsoleWatch, DrainRecord, Json, pct, summarize
+from .sim_args import NEW_FINGERPRINT, NEW_REVISION, OLD_FINGERPRINT, OLD_REVISION, SimArgs
+from .simulate_report import ConsoleWatch, DrainRecord, Json, RolloutRecord, pct, summarize
 
 if TYPE_CHECKING:
     import argparse
@@ -84,35 +84,23 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
         for r in routers:
             r.wait_for("Zenoh router up", 30)
         room = a.replicas - 1 if a.drain_at >= 0 and a.replicas > 1 else a.replicas
-        max_sessions = math.ceil(a.robots / max(1, room)) + 8
+        # seats for every robot on the replicas left after a drain, and on the new model's replicas after a rollout
+        seats = math.ceil(a.robots / max(1, room)) + 8
+        old = ["--revision", OLD_REVISION, "--fingerprint", OLD_FINGERPRINT] if a.rollout else []
         replicas = [f"sim-r{j}" for j in range(a.replicas)]
         reps = [
-            spawn(
-                rid,
-                [
-                    sys.executable,
-                    "-m",
-                    "lerobot_policy_remote.testing.simfleet",
-                    "replica",
-                    "--endpoint",
-                    endpoints[j % a.routers],
-                    "--replica-id",
-                    rid,
-                    "--max-sessions",
-                    str(max_sessions),
-                    "--max-batch",
-                    str(a.max_batch),
-                    "--infer-ms",
-                    str(a.infer_ms),
-                    "--seconds",
-                    str(budget),
-                ],
-            )
-            for j, rid in enumerate(replicas)
+            spawn(rid, _replica_argv(a, endpoints[j % a.routers], rid, seats, old)) for j, rid in enumerate(replicas)
         ]
+        if a.rollout:
+            new = ["--revision", NEW_REVISION, "--fingerprint", NEW_FINGERPRINT]
+            new_seats = math.ceil(a.robots / max(1, a.new_replicas)) + 8
+            for j in range(a.new_replicas):
+                ep = endpoints[(a.replicas + j) % a.routers]
+                reps.append(spawn(f"sim-n{j}", _replica_argv(a, ep, f"sim-n{j}", new_seats, new)))
         for r in reps:
             r.wait_for("REPLICA READY", 120)
-        say(f"[simulate] {a.routers} routers, {a.replicas} replicas up; starting {a.robots} robots ...")
+        new_up = f" + {a.new_replicas} of the new model" if a.rollout else ""
+        say(f"[simulate] {a.routers} routers, {a.replicas} replicas{new_up} up; starting {a.robots} robots ...")
         hosts: list[Proc] = []
         outs: list[Path] = []
         stop_file = work / "robots.stop"  # created once every host has reported: then they tear down together
@@ -147,6 +135,7 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
                         str(a.telemetry_period_s),
                         "--telemetry-max-period",
                         str(a.telemetry_max_period_s),
+                        *(["--revision", OLD_REVISION] if a.rollout else []),
                     ],
                 )
             )
@@ -170,6 +159,14 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
                 target=_drain_later, args=(endpoints[0], replicas[0], t_run + a.drain_at, drain, say), daemon=True
             )
             drainer.start()
+        rollout: RolloutRecord = {}
+        stop_rollout = threading.Event()  # set once the hosts reported: the rollout's figures end with their window
+        roller = None
+        if a.rollout:
+            roller = threading.Thread(
+                target=_roll_later, args=(endpoints[0], t_run, a, rollout, stop_rollout, say), daemon=True
+            )
+            roller.start()
         console: ConsoleWatch | None = None
         if a.console:
             console = asyncio.run(_watch_console(endpoints[-1], a.robots, t_run + a.seconds - 1.0, stop_console))
@@ -184,6 +181,9 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
         cpu = {k: round(v / window, 3) for k, v in fleet_cpu.stop().items()}
         own = (_own_cpu_s() - own0) / window
         box_mean = box.stop()
+        stop_rollout.set()
+        if roller is not None:
+            roller.join(15)  # its last status read, while every robot still runs
         stop_file.touch()
         for host in hosts:
             host.wait(timeout=60)
@@ -192,11 +192,20 @@ def run_simulation(a: SimArgs, say: Callable[[str], None] = print) -> Json:
         reports = [json.loads(p.read_text()) for p in outs if p.exists()]
     finally:
         stop_all(reversed(children), timeout=15)
-    result = summarize(reports, drain, console, a, cpu)
+    result = summarize(reports, drain, console, a, cpu, rollout)
     if box_mean is not None:
         fleet = 100 * (cpu["routers"] + cpu["replicas"] + cpu["robot_hosts"])
         result["box"] = verdict(box_mean[0], box_mean[1], fleet, 100 * own, box.samples)
     return result
+
+
+def _replica_argv(a: SimArgs, endpoint: str, rid: str, seats: int, model: list[str]) -> list[str]:
+    """One stub replica's command line; `model`: the revision and fingerprint it stands for (empty: the stub's)."""
+    return [
+        *[sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "replica", "--endpoint", endpoint],
+        *["--replica-id", rid, "--max-sessions", str(seats), "--max-batch", str(a.max_batch)],
+        *["--infer-ms", str(a.infer_ms), "--seconds", str(a.seconds + 300), *model],
+    ]
 
 
 def _own_cpu_s() -> float:
@@ -222,6 +231,61 @@ def _drain_later(endpoint: str, replica: str, at: float, out: DrainRecord, say: 
         z.close()
 
 
+def _roll_later(
+    endpoint: str, t_run: float, a: SimArgs, out: RolloutRecord, stop: threading.Event, say: Callable[[str], None]
+) -> None:
+    """At `--rollout-at`, the operator's rollout through the verbs' own query (`ops.send_rollout`) to the router
+    that keeps it: `start`, `promote` once the canary settled (its robots streaming from the new model or failed),
+    then the router's status until the rollout ends or `stop` (the hosts reported). The final read is the report's."""
+    from lerobot_fleet.data.ops import send_rollout
+    from lerobot_fleet.rollout.plan import canary_count
+    from lerobot_policy_remote.wire.rollout import Phase, RobotMove, RolloutCommand, RolloutStatus
+    from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
+
+    def settled(st: RolloutStatus) -> bool:
+        done = sum(r.state in (RobotMove.MOVED.value, RobotMove.FAILED.value) for r in st.robots)
+        return st.phase != Phase.CANARY.value or (bool(st.robots) and done >= canary_count(st))
+
+    z = open_session(ZenohSettings(mode="client", connect_endpoints=[endpoint]))
+    st = RolloutStatus()
+    try:
+        if stop.wait(max(0.0, t_run + a.rollout_at - time.monotonic())):
+            return
+        t0 = time.monotonic()
+        out["at_s"] = round(t0 - t_run, 3)
+        who = "lerobot-fleet simulate"
+        start = RolloutCommand("start", NEW_REVISION, canary=a.rollout_canary, step=a.rollout_step, requested_by=who)
+        reply = send_rollout(z, start)
+        out["started"], out["message"] = reply.ok, reply.message
+        say(f"[simulate] rollout start --to {NEW_REVISION} --canary {a.rollout_canary:g}: {reply.message}")
+        promoted = False
+        while out["started"] and not stop.is_set():  # a refused start leaves nothing to follow
+            st = send_rollout(z, RolloutCommand("status"), 2.0).status
+            if not promoted and settled(st):
+                out["canary_s"] = round(time.monotonic() - t0, 3)
+                reply = send_rollout(z, RolloutCommand("promote", requested_by=who))
+                promoted = True
+                say(f"[simulate] rollout canary settled in {out['canary_s']:g} s; promote: {reply.message}")
+            if st.phase and Phase(st.phase).final:
+                if st.phase == Phase.COMPLETE.value:
+                    out["complete_s"] = round(time.monotonic() - t0, 3)
+                say(f"[simulate] rollout {st.phase} {time.monotonic() - t0:.3g} s after the start: {st.message}")
+                break
+            stop.wait(0.25)
+        if out.get("started"):
+            st = send_rollout(z, RolloutCommand("status"), 2.0).status
+    finally:
+        z.close()
+    states: dict[str, int] = {}
+    for r in st.robots:
+        states[r.state] = states.get(r.state, 0) + 1
+    out["phase"], out["steps"], out["states"] = st.phase, st.steps, states
+    out["failed"] = [f"{r.robot}: {r.detail}" for r in st.robots if r.state == RobotMove.FAILED.value]
+    out["events"] = st.events[-8:]
+    if st.message:
+        out["message"] = st.message
+
+
 async def _watch_console(endpoint: str, robots: int, until: float, stop: threading.Event) -> ConsoleWatch:
     """The real console (ZenohSource + FleetConsoleApp, headless) on the fleet: refresh per tick at 1 Hz
     (tick to frame written) and each tick's oldest robot sample (data age)."""
@@ -245,7 +309,8 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
     app._display = timed  # type: ignore[method-assign]  # wraps the bound method to time each frame written
     ticks: list[float] = []
     age_max: list[float] = []
-    seen = 0
+    rows_age_max: list[float] = []
+    seen = extra = 0
     async with app.run_test(size=(160, 50)):
         while time.monotonic() < until and not stop.is_set():
             t0 = time.perf_counter()
@@ -254,11 +319,18 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
                 await asyncio.sleep(0)
             ticks.append(displayed[0] - t0)
             snap = app.store.snapshot()
-            counted = sum(1 for r in snap.robots if r.state is not RobotState.GONE)  # robots the console sees now
-            seen = max(seen, counted)
-            ages = [r.seen_age_s for r in snap.robots if r.seen_age_s is not None]
-            if ages and len(ages) >= robots:  # once every robot has been seen
-                age_max.append(max(ages))
+            # Per robot (its id), not per row: a robot that moved to another model has one row per namespace for a
+            # moment, and a row the console failed to drop would otherwise count as a robot and as its data age.
+            shown = [r for r in snap.robots if r.state is not RobotState.GONE]
+            seen = max(seen, len({r.robot_id for r in shown}))
+            extra = len(shown) - len({r.robot_id for r in shown})  # at the last tick: rows kept, not moves under way
+            youngest: dict[str, float] = {}
+            for r in snap.robots:
+                if r.seen_age_s is not None:
+                    youngest[r.robot_id] = min(r.seen_age_s, youngest.get(r.robot_id, math.inf))
+            if len(youngest) >= robots:  # once every robot has been seen
+                age_max.append(max(youngest.values()))
+                rows_age_max.append(max((r.seen_age_s or 0.0 for r in shown), default=0.0))
             await asyncio.sleep(max(0.0, 1.0 - (time.perf_counter() - t0)))
     warm = ticks[3:] or ticks
     return {
@@ -266,6 +338,8 @@ async def _watch_console(endpoint: str, robots: int, until: float, stop: threadi
         "refresh_ms_p50": round(1000 * statistics.median(warm), 1) if warm else None,
         "refresh_ms_p95": round(1000 * pct(warm, 0.95), 1) if warm else None,
         "data_age_max_s": round(max(age_max[3:] or age_max), 3) if age_max else None,
+        "extra_rows_end": extra,
+        "row_age_max_s": round(max(rows_age_max[3:] or rows_age_max), 3) if rows_age_max else None,
         "ticks": len(ticks),
     }
 
@@ -286,7 +360,13 @@ def main(args: argparse.Namespace) -> int:
         telemetry_max_period_s=args.telemetry_max_period,
         fleet_nice=args.fleet_nice,
         router_nice=args.router_nice,
+        rollout_at=args.rollout_at,
+        new_replicas=(1 if args.new_replicas is None else args.new_replicas) if args.rollout_at >= 0 else 0,
+        rollout_canary=args.rollout_canary,
+        rollout_step=args.rollout_step,
     )
+    if a.rollout and not (0 <= a.rollout_at < a.seconds and a.new_replicas >= 1):
+        raise SystemExit("--rollout-at S needs 0 <= S < --seconds and --new-replicas >= 1")
     say = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
     result = run_simulation(a, say)
     if args.json:
@@ -296,5 +376,8 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(brief, indent=2))
     if "box" in result:
         say(f"[simulate] {result['box']['line']}")
+    if result["rollout"] is not None:
+        say(f"[simulate] {result['rollout']['line']}")
     ok = result["streaming"] == a.robots and result["stale_actions"] == 0 and result["nan_actions"] == 0
+    ok = ok and (result["rollout"] is None or result["rollout"]["ok"])
     return 0 if ok else 1

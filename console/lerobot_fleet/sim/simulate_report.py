@@ -1,10 +1,13 @@
-"""`lerobot-fleet simulate`'s report: the robots' states and chunk rates, the drain's moves, the costs per message."""
+"""`lerobot-fleet simulate`'s report: the robots' states and chunk rates, the drain's moves, the rollout's progress
+and what every robot executed through it, the costs per message."""
 
 from __future__ import annotations
 
 import math
 import statistics
 from typing import TYPE_CHECKING, Any, TypedDict
+
+from .sim_args import NEW_FINGERPRINT, NEW_REVISION, OLD_FINGERPRINT
 
 if TYPE_CHECKING:
     from .sim_args import SimArgs
@@ -23,13 +26,32 @@ class DrainRecord(TypedDict, total=False):
     message: str
 
 
+class RolloutRecord(TypedDict, total=False):
+    """What `_roll_later` read of the rollout from the router that keeps it (empty: no rollout). Times are seconds:
+    `at_s` into the run, `canary_s` and `complete_s` after the start was sent."""
+
+    at_s: float
+    started: bool  # the router accepted the start
+    message: str  # the start's reply, or the router's last word when the window ended
+    canary_s: float
+    complete_s: float
+    phase: str  # at the end of the window
+    steps: int
+    states: dict[str, int]  # robots per rollout state at the end
+    failed: list[str]  # "robot: why" of each robot whose move failed
+    events: list[str]  # the router's latest step lines
+
+
 class ConsoleWatch(TypedDict):
     """What `_watch_console` measured of the real console on the fleet."""
 
-    robots_seen: int
+    robots_seen: int  # robot ids shown not GONE (the most at any tick)
     refresh_ms_p50: float | None
     refresh_ms_p95: float | None
-    data_age_max_s: float | None
+    data_age_max_s: float | None  # the oldest robot's newest sample, over the ticks once every robot was seen
+    # Rows shown (not GONE) beyond one per robot id at the last tick: a moved robot's old row the console kept
+    extra_rows_end: int
+    row_age_max_s: float | None  # the oldest sample of any row shown (not GONE), kept rows included
     ticks: int
 
 
@@ -59,6 +81,7 @@ def summarize(
     console: ConsoleWatch | None,
     a: SimArgs,
     cpu: dict[str, float] | None = None,
+    rollout: RolloutRecord | None = None,
 ) -> Json:
     robots = [r for rep in reports for r in rep["robots"]]
     states: dict[str, int] = {}
@@ -101,6 +124,7 @@ def summarize(
         }
         if drain
         else None,
+        "rollout": rollout_summary(robots, rollout, a) if a.rollout else None,
         "console": console,
         "cost": _costs(robots, reports, cpu, a) if cpu else None,
         "per_robot": [
@@ -135,3 +159,57 @@ def _costs(robots: list[Json], reports: list[Json], cpu: dict[str, float], a: Si
         else None,
         "replica_cpu_us_per_chunk": round(1e6 * cpu["replicas"] / chunks, 1) if chunks else None,
     }
+
+
+def rollout_summary(robots: list[Json], record: RolloutRecord | None, a: SimArgs) -> Json:
+    """The rollout as the router kept it, and as every robot executed it (the hosts' own record, not the router's):
+    a robot ends on the new model when its last executed action came from it; each move is exactly one switch of
+    the executed actions' model; no action comes from a third model; no action is stale or NaN."""
+    rec: RolloutRecord = record or {}
+    known = {OLD_FINGERPRINT, NEW_FINGERPRINT}
+    on_new = sum(1 for r in robots if r["fingerprints"] and r["fingerprints"][-1] == NEW_FINGERPRINT)
+    uneven = sorted(r["robot"] for r in robots if r["switches"] != r["moves"])
+    foreign = sorted(r["robot"] for r in robots if set(r["fingerprints"]) - known)
+    stale = sum(r["stale_actions"] for r in robots)
+    nan = sum(r["nan_actions"] for r in robots)
+    gap = max((r["max_gap_s"] for r in robots), default=0.0)
+    phase = rec.get("phase", "")
+    ok = phase == "complete" and on_new == a.robots and not (stale or nan or uneven or foreign)
+    out: Json = {
+        **{k: v for k, v in rec.items() if k not in ("phase", "failed")},
+        "phase": phase,
+        "failed": rec.get("failed", []),
+        "robots_on_new_model": on_new,
+        "moves_total": sum(r["moves"] for r in robots),
+        "stale_actions": stale,
+        "nan_actions": nan,
+        "switches_not_moves": len(uneven),
+        "switches_not_moves_robots": uneven[:10],
+        "foreign_fingerprint_robots": len(foreign),
+        "max_gap_s_worst": gap,
+        "ok": ok,
+    }
+    out["line"] = _rollout_line(out, a)
+    return out
+
+
+def _rollout_line(r: Json, a: SimArgs) -> str:
+    """The rollout in one line for a person: how it went, then what the robots executed through it."""
+
+    def secs(key: str) -> str:
+        return f"{r[key]:.1f} s" if r.get(key) is not None else "never"
+
+    if r["phase"] == "complete":
+        head = f"rollout complete: canary in {secs('canary_s')}, complete in {secs('complete_s')} after the start"
+    elif not r.get("started"):
+        head = f"rollout never started: {r.get('message', 'no reply')}"
+    else:
+        head = (
+            f"rollout NOT complete when the window ended (phase {r['phase'] or '?'}, canary in {secs('canary_s')}): "
+            f"give --seconds more room after --rollout-at {a.rollout_at:g}"
+        )
+    return (
+        f"{head}; {r.get('steps', 0)} steps, {len(r['failed'])} failed; {r['robots_on_new_model']}/{a.robots} robots "
+        f"on {NEW_REVISION}, {r['stale_actions']} stale, {r['nan_actions']} NaN, {r['switches_not_moves']} with "
+        f"switches != moves, {r['foreign_fingerprint_robots']} with a foreign model, worst gap {r['max_gap_s_worst']} s"
+    )
