@@ -90,13 +90,13 @@ def test_pacer_collects_after_a_frame_only_once_the_period_passed():
 async def test_app_closes_the_gate_for_a_tick_and_opens_it_once_the_frame_is_drawn():
     app = make_app()
     closed_during_tick = []
-    original = app.store.snapshot
+    original = app.store.capture
 
-    def snapshot():  # the tick reads the store while it builds the view
+    def capture():  # the tick reads the store while it builds the view
         closed_during_tick.append(not app.ui_gate.is_open)
         return original()
 
-    app.store.snapshot = snapshot
+    app.store.capture = capture
     async with app.run_test(size=(120, 40)) as pilot:
         assert app.gc_pacer.active
         app.tick()
