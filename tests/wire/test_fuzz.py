@@ -33,6 +33,7 @@ from lerobot_policy_remote.wire.messages import (
     SessionAck,
     SessionOpen,
 )
+from lerobot_policy_remote.wire.rollout import MoveAck, MoveCommand, RolloutCommand, RolloutReply
 
 CONTROL = [
     SessionOpen,
@@ -47,6 +48,10 @@ CONTROL = [
     EventMsg,
     RobotTelemetry,
     AuditLine,
+    MoveCommand,  # a robot decodes it from its move key
+    MoveAck,
+    RolloutCommand,  # the fleet router decodes it from the control key
+    RolloutReply,
 ]
 PEAK_LIMIT = 48 * 1024 * 1024
 

@@ -170,3 +170,38 @@ def test_cordon_bodies_and_the_status_fields_of_capacity_and_cordon():
     assert old.requests_per_s is None and old.cordoned is False
     key = ServiceKeys.for_service("lab/act", "main", "pick").server("gpu-0", "cordon")
     assert key.endswith("/server/gpu-0/cordon") and parse_key(key).leaf == "cordon"
+
+
+def test_rollout_bodies_round_trip_and_an_older_robots_telemetry_reads_as_no_model():
+    from lerobot_policy_remote.wire.rollout import (
+        ModelRef,
+        MoveAck,
+        MoveCommand,
+        RolloutCommand,
+        RolloutReply,
+        RolloutRobot,
+        RolloutStatus,
+    )
+
+    move = MoveCommand("org/pick", "v2", "pick", "b2" * 32, rollout_id="ro-1", requested_by="alice@box")
+    assert decode(MoveCommand, encode(move)) == move
+    assert decode(MoveAck, encode(MoveAck(True, "moving", "a1" * 32))).fingerprint == "a1" * 32
+    cmd = RolloutCommand("start", to="v2", canary=0.25, step=2, abort_if="degraded_rate > 2x")
+    assert decode(RolloutCommand, encode(cmd)) == cmd
+    status = RolloutStatus(
+        "ro-1",
+        "canary",
+        "pick",
+        ModelRef("org/pick", "v1", "a1"),
+        ModelRef("org/pick", "v2", "b2"),
+        robots=[RolloutRobot("arm-0", "moved", "b2", "2026-11-29T03:00:00+00:00", "step 1")],
+        steps=1,
+        events=["03:00:00 step 1: moving arm-0"],
+    )
+    reply = RolloutReply(True, "ok", status)
+    assert decode(RolloutReply, encode(reply)) == reply
+    assert decode_json(RolloutStatus, encode_json(status)) == status  # the router's state file
+    with pytest.raises(WireError, match="MoveCommand.fingerprint"):
+        decode(MoveCommand, pack({"model_id": "m", "revision": "r", "service": "s", "fingerprint": 7}))
+    old = decode(RobotTelemetry, pack({"client_uuid": "arm-0", "state": "STREAMING"}))
+    assert (old.revision, old.fingerprint, old.moves) == ("", "", 0)
