@@ -293,22 +293,12 @@ class Plan:
                 )
                 self._deadline.pop(r.robot, None)
                 events.append(f"{r.robot} failed to move: {r.detail}; it stays where it is")
-        elif (
-            r.state == RobotMove.WAITING.value
-            and Phase(st.phase) != Phase.ABORTING
-            and seen is not None
-            and seen.alive
-            and self._on(seen, st.to_model)
-        ):
+        elif Phase(st.phase) == Phase.ABORTING:
+            return
+        elif r.state == RobotMove.WAITING.value and self._runs(seen, st.to_model):
             self._set(r, RobotMove.MOVED, f"already on {describe(st.to_model)}")
             events.append(f"{r.robot} already runs {describe(st.to_model)}: counted as moved")
-        elif (
-            r.state == RobotMove.MOVED.value
-            and Phase(st.phase) != Phase.ABORTING
-            and seen is not None
-            and seen.alive
-            and self._on(seen, st.from_model)
-        ):
+        elif seen is not None and r.state == RobotMove.MOVED.value and self._runs(seen, st.from_model):
             self._set(r, RobotMove.MOVING, "back on the old model (restarted?): moved again")
             self._deadline[r.robot] = now + MOVE_TIMEOUT_S
             orders.append(MoveOrder(r.robot, seen.ns, ns_of(st.to_model, st.service), st.to_model))
@@ -336,6 +326,11 @@ class Plan:
     @staticmethod
     def _on(seen: SeenRobot, model: ModelRef) -> bool:
         return seen.fingerprint == model.fingerprint
+
+    @staticmethod
+    def _runs(seen: SeenRobot | None, model: ModelRef) -> bool:
+        """The robot is seen now, running `model`."""
+        return seen is not None and seen.alive and seen.fingerprint == model.fingerprint
 
     def _set(self, r: RolloutRobot, state: RobotMove, detail: str) -> None:
         r.state, r.detail, r.since = state.value, detail, self._wall()
