@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from lerobot_policy_remote.testing.procs import Proc, free_port, stop_all, tool
-from lerobot_policy_remote.testing.simfleet import MUX_QUEUES_JSON5
+from lerobot_policy_remote.testing.robot_host import MUX_QUEUES_JSON5
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 

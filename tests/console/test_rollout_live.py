@@ -19,6 +19,7 @@ import pytest
 from lerobot_fleet.data.ops import send_rollout
 
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, Router
+from lerobot_policy_remote.testing.waiting import WaitTimeout, wait_until
 from lerobot_policy_remote.wire.codec import decode
 from lerobot_policy_remote.wire.keys import ServiceKeys
 from lerobot_policy_remote.wire.messages import RobotTelemetry
@@ -81,14 +82,18 @@ def status(session) -> RolloutStatus:
 
 
 def wait_for(session, what: str, ok, timeout: float) -> RolloutStatus:
-    deadline = time.monotonic() + timeout
-    while True:
-        st = status(session)
-        if ok(st):
-            return st
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout:g} s: {st.phase} {st.message}\n" + "\n".join(st.events))
-        time.sleep(0.2)
+    """The rollout's status once `ok` holds; on timeout, the last status read says where it stood."""
+    last: list[RolloutStatus] = []
+
+    def reached() -> RolloutStatus | None:
+        last[:] = [status(session)]
+        return last[0] if ok(last[0]) else None
+
+    try:
+        return wait_until(reached, timeout=timeout, interval=0.2, message=what)
+    except WaitTimeout:
+        st = last[-1]
+        raise AssertionError(f"{what} within {timeout:g} s: {st.phase} {st.message}\n" + "\n".join(st.events)) from None
 
 
 def states(st: RolloutStatus) -> dict[str, int]:
