@@ -86,7 +86,30 @@ def zenoh_client(router: Router):
         s.close()
 
 
+# The files that take over a minute on the 2-core box (an empty compile cache for the compiled pass), longest first:
+# a scheduling hint only (a stale list costs time, never a test).
+LONGEST_FIRST = (
+    "server/test_compiled_pass_smolvla.py",
+    "server/test_compiled_pass_pi0.py",
+    "test_peers_faults_smoke.py",
+    "server/test_compiled_pass_pi05.py",
+    "prod/test_acl_fleet.py",
+    "test_demo.py",
+    "engine/test_vla_rollout.py",
+    "engine/test_recording_procs.py",
+    "test_peers_vla_smoke.py",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow (real-process) tests first, so that on the workers the long files start early and the short
-    ones fill the end of the run instead of one long file running alone at the end."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+    """The longest files first, then the other slow (real-process) tests, then the rest: each worker takes a file
+    at a time, so the long ones start early and the short ones fill the end of the run instead of one long file
+    running alone at the end."""
+
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0].removeprefix("tests/")
+        if path in LONGEST_FIRST:
+            return (0, LONGEST_FIRST.index(path))
+        return (1, 0) if item.get_closest_marker("slow") else (2, 0)
+
+    items.sort(key=rank)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lerobot_policy_remote.testing import tiny_pi
 from lerobot_policy_remote.testing.policies import save_tiny_act
 from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, run
 from lerobot_policy_remote.testing.warm_start import WarmChild, warm_argv
@@ -27,6 +28,8 @@ def test_only_the_heavy_programs_start_warm():
     assert warm_argv([sys.executable, "-m", "bench.peers.serve"])  # the peers bench's servers, clients and robots
     assert not warm_argv([str(VENV_BIN / "lerobot-fleet"), "router"]) and not warm_argv([sys.executable, "-c", "1"])
     assert not warm_argv([sys.executable, "-m", "lerobot_fleet.cli"])
+    assert warm_argv([sys.executable, "-m", "lerobot_policy_remote.sim.vla_policy"])  # the demo's policy builder
+    assert warm_argv([sys.executable, "-m", "lerobot_policy_remote.testing.simfleet", "robots"])  # the simulator's
     fleet = str(VENV_BIN / "lerobot-fleet")
     assert warm_argv([fleet, "doctor", "--router", "tcp/x:1", "--policy.path=/m"])  # it loads lerobot to check it
     assert not warm_argv([fleet, "doctor", "--router", "tcp/x:1"]) and not warm_argv([fleet, "status"])
@@ -101,10 +104,35 @@ def test_run_gives_the_status_and_the_output_in_order(router, tmp_path):
     assert status == 2 and out.count("lerobot-policy-server: error:") == 1
 
 
-def test_other_startup_variables_get_their_own_zygote(router, tmp_path):
-    p = Proc([SERVER, "--help"], name="server", env={"HF_HUB_OFFLINE": "1"}, max_seconds=120)
-    assert isinstance(p.popen, WarmChild)
-    assert p.wait(120) == 0 and "--model.repo_or_path" in p.output()
+def test_other_startup_variables_get_their_own_zygote_even_when_its_hook_sets_more():
+    """HF_HUB_OFFLINE and tiny_pi's safe `sitecustomize`, as the VLA tests and the demo start their children: a zygote
+    of their own, matched against the variables it was launched with, not those its hook set (the hook imports
+    torch, which sets TORCHINDUCTOR_CACHE_DIR: every tiny pi0 server and rollout once started fresh)."""
+    env = {"PYTHONPATH": str(tiny_pi.SITE_DIR), "HF_HUB_OFFLINE": "1"}
+    first = Proc([SERVER, "--help"], name="server", env=env, max_seconds=120)
+    again = Proc([SERVER, "--help"], name="server", env=env, max_seconds=120)
+    assert isinstance(first.popen, WarmChild) and isinstance(again.popen, WarmChild)
+    for p in (first, again):
+        assert p.wait(120) == 0 and "--model.repo_or_path" in p.output()
+
+
+DESCENDANT = """
+import sys
+from lerobot_policy_remote.testing.procs import Proc
+p = Proc([sys.argv[1], "--help"], name="server", env={"HF_HUB_OFFLINE": "1"}, max_seconds=120)
+print("child:", type(p.popen).__name__, flush=True)
+status = p.wait(120)
+print(p.output())
+sys.exit(status)
+"""
+
+
+def test_a_descendant_forks_what_the_suites_zygote_cannot_from_zygotes_of_its_own(tmp_path):
+    """The demo a test runs starts its children with HF_HUB_OFFLINE set, which the suite's zygote did not start
+    with: the demo forks them from a zygote of its own rather than starting each fresh."""
+    status, out = run([sys.executable, "-c", DESCENDANT, SERVER], timeout=180)
+    assert status == 0 and "child: WarmChild" in out, out[-2000:]
+    assert "--model.repo_or_path" in out
 
 
 @pytest.mark.parametrize(

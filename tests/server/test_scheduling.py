@@ -131,12 +131,13 @@ def test_a_full_replica_gives_an_idle_seat_to_a_robot_asking(server_factory, rob
     """A robot that moved away while its token stayed alive leaves a ghost session: when full, the seat of a
     session idle for `reclaim_idle_s` goes to the robot asking; an active session keeps its seat."""
     server = server_factory(
-        "stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2), reclaim_idle_s=0.6
+        "stub", backend=StubBackend(0.001, SIM_ARM_ACTION_NAMES, max_sessions=2), reclaim_idle_s=2.0
     )
     ghost, active, waiting = robots(server, 3)
     assert ghost.open(server.replica).ok and active.open(server.replica).ok
-    assert waiting.open(server.replica).code == "server_full"  # nobody idle long enough yet
-    deadline = time.monotonic() + 1.2
+    # nobody idle long enough yet (2 s: three round trips on a loaded box took over 0.6)
+    assert waiting.open(server.replica).code == "server_full"
+    deadline = time.monotonic() + 2.5
     while time.monotonic() < deadline:  # `active` keeps sending, `ghost` sends nothing
         assert active.request(np.ones(6), timeout=10).session_id
     ack = waiting.open(server.replica)

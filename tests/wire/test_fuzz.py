@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import tracemalloc
 
 import numpy as np
@@ -159,11 +160,97 @@ def test_every_decoder_raises_only_wire_error(data):
     _only_wire_errors(data)
 
 
+KEYS = [
+    "state",
+    "images",
+    "task",
+    "chunk_model",
+    "chunk_robot",
+    "prefix_model",
+    "ok",
+    "client_uuid",
+    "action_names",
+    "dtype",
+    "shape",
+    "data",
+    "codec",
+    "rtc",
+    "features",
+    "seq_id_echo",
+    "episode_start",
+]
+SPECIAL_FLOATS = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e308, 5e-324]
+
+
+def _random_leaf(rng: random.Random) -> object:
+    kind = rng.randrange(6)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.random() < 0.5
+    if kind == 2:
+        return rng.choice([rng.randrange(-(1 << 63), 1 << 64), rng.randrange(-300, 300), (1 << 64) - 1, -(1 << 63)])
+    if kind == 3:
+        return rng.choice(SPECIAL_FLOATS) if rng.random() < 0.3 else rng.uniform(-1e6, 1e6)
+    if kind == 4:
+        return "".join(
+            chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x10FFFF)])) for _ in range(rng.randrange(21))
+        )
+    return rng.randbytes(rng.randrange(65))
+
+
+def _random_value(rng: random.Random, depth: int) -> object:
+    kind = rng.randrange(3) if depth > 0 else 0
+    if kind == 0:
+        return _random_leaf(rng)
+    if kind == 1:
+        return [_random_value(rng, depth - 1) for _ in range(rng.randrange(6))]
+    return {_random_text(rng): _random_value(rng, depth - 1) for _ in range(rng.randrange(6))}
+
+
+def _random_text(rng: random.Random) -> str:
+    return (
+        rng.choice(KEYS)
+        if rng.random() < 0.7
+        else "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(rng.randrange(9)))
+    )
+
+
+def _random_payload(rng: random.Random) -> bytes:
+    """What `payloads` draws, from a plain seeded generator: random bytes, a mutated real payload, or a structured
+    msgpack map of nested values (surrogates and all: `pack` refusing one is a skipped case, as for hypothesis)."""
+    kind = rng.randrange(3)
+    if kind == 0:
+        return rng.randbytes(rng.randrange(2049))
+    if kind == 1:
+        data = bytearray(rng.choice(SEEDS))
+        for _ in range(rng.randint(1, 8)):
+            op, pos = rng.randrange(4), rng.randrange(max(1, len(data)))
+            if op == 0 and data:
+                data[pos] = rng.randrange(256)
+            elif op == 1:
+                data[pos:pos] = rng.randbytes(rng.randint(1, 16))
+            elif op == 2 and data:
+                del data[pos : pos + rng.randint(1, 32)]
+            else:
+                data = data[:pos]
+        return bytes(data)
+    return pack({_random_text(rng): _random_value(rng, 2) for _ in range(rng.randrange(9))})
+
+
 @pytest.mark.slow
-@settings(max_examples=10_500, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(payloads)
-def test_every_decoder_raises_only_wire_error_deep(data):
-    _only_wire_errors(data)
+@pytest.mark.parametrize("seed", range(2))
+def test_every_decoder_raises_only_wire_error_deep(seed):
+    """The deep run: 10,000 payloads per seed from a plain generator, twice the examples hypothesis drew here in a
+    quarter of the time (it spent most of it in its own engine, not in the decoders); the seed is in the test id,
+    so a failure replays."""
+    rng = random.Random(seed)
+    for _ in range(10_000):
+        try:
+            data = _random_payload(rng)
+        except UnicodeEncodeError:  # a lone surrogate msgpack cannot pack: not a payload a peer can send
+            continue
+        _only_wire_errors(data)
 
 
 def test_hostile_size_claims_do_not_allocate():

@@ -11,13 +11,16 @@ person runs never do, since a warm start would flatter every start or restart fi
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -29,7 +32,7 @@ from .zygote import _startup_env, fits
 ENV = "LEROBOT_REMOTE_WARM_START"
 # Console scripts and `python -m` modules whose imports the zygote holds: the heavy children tests start.
 WARM_TOOLS = ("lerobot-rollout", "lerobot-policy-server")
-WARM_MODULES = ("bench.peers.",)
+WARM_MODULES = ("bench.peers.", "lerobot_policy_remote.sim.", "lerobot_policy_remote.testing.simfleet")
 
 
 class WarmChild:
@@ -73,7 +76,7 @@ class Zygote:
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
-        for stale in (self.path, self.path + ".failed", self.path + ".starting"):
+        for stale in (self.path, self.path + ".failed", self.path + ".starting", self.path + ".imports"):
             if os.path.exists(stale):
                 os.unlink(stale)
 
@@ -86,8 +89,10 @@ class Zygote:
                 [
                     sys.executable,
                     "-c",
-                    "import sys; from lerobot_policy_remote.testing.zygote import serve; serve(sys.argv[1])",
+                    "import json, sys; from lerobot_policy_remote.testing.zygote import serve; "
+                    "serve(sys.argv[1], launched=json.loads(sys.argv[2]))",
                     self.path,
+                    json.dumps(_startup_env(self.env)),
                 ],
                 stdin=subprocess.PIPE,
                 text=True,
@@ -98,6 +103,14 @@ class Zygote:
         """Start it if needed and wait for its imports; False if they failed (children then start fresh)."""
         self.start()
         return _await_socket(self.path, timeout)
+
+    def set_by_imports(self) -> frozenset[str]:
+        """The variables its own imports set (torch's TORCHINDUCTOR_CACHE_DIR, cv2's LD_LIBRARY_PATH), known once it
+        is ready: a parent that has since imported torch itself has them too, and still fits it."""
+        try:
+            return frozenset(json.loads(Path(self.path + ".imports").read_text()))
+        except (OSError, ValueError):
+            return frozenset()
 
     def close(self) -> None:
         if self.proc is None:
@@ -121,28 +134,40 @@ class Zygotes:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ))
-        self.by_env: dict[tuple[tuple[str, str], ...], Zygote] = {_env_key(os.environ): self.default}
+        self.others: dict[tuple[tuple[str, str], ...], Zygote] = {}
+        self._ignored: frozenset[str] | None = None
         self._lock = threading.Lock()
+
+    def _set_by_imports(self) -> frozenset[str]:
+        """What the zygotes' own imports set, from the default zygote (started and waited for the first time a child
+        does not fit it as launched): a child that carries them only because its parent imported torch since fits
+        the same zygote as one that does not."""
+        if self._ignored is None:
+            self._ignored = self.default.set_by_imports() if self.default.ready(READY_TIMEOUT_S) else frozenset()
+        return self._ignored
 
     def for_env(self, env: dict[str, str]) -> Zygote | None:
         """The zygote for a child with `env`; None: start it fresh."""
         if fits(env, self.default.env) is not None:
             self.default.start()
             return self.default
-        key = _env_key(env)
-        if key not in self.by_env and not _hooks_safe(env):
+        ignored = self._set_by_imports()
+        if fits(env, self.default.env, ignored) is not None:
+            return self.default
+        key = _env_key(env, ignored)
+        if key not in self.others and not _hooks_safe(env):
             return None
         with self._lock:
-            zygote = self.by_env.get(key)
-            if zygote is None and len(self.by_env) < self.MAX_ZYGOTES:
-                zygote = Zygote(str(self.workdir / f"zygote-{len(self.by_env)}.sock"), env)
-                self.by_env[key] = zygote
+            zygote = self.others.get(key)
+            if zygote is None and len(self.others) + 1 < self.MAX_ZYGOTES:
+                zygote = Zygote(str(self.workdir / f"zygote-{len(self.others) + 1}.sock"), env)
+                self.others[key] = zygote
         if zygote is not None:
             zygote.start()
         return zygote
 
     def close(self) -> None:
-        for zygote in self.by_env.values():
+        for zygote in (self.default, *self.others.values()):
             zygote.close()
 
 
@@ -162,8 +187,8 @@ def _hooks_safe(env: Mapping[str, str]) -> bool:
     return True
 
 
-def _env_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(_startup_env(dict(env)).items()))
+def _env_key(env: Mapping[str, str], ignored: frozenset[str] = frozenset()) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in _startup_env(dict(env)).items() if k not in ignored))
 
 
 _owned: Zygotes | None = None  # the zygotes of the process that enabled warm starts (started on demand)
@@ -201,8 +226,9 @@ def _await_socket(path: str, timeout: float) -> bool:
 
 def warm_argv(argv: Sequence[str]) -> bool:
     """Whether `argv` runs a program the zygote holds warm: the two heavy console scripts, `lerobot-fleet doctor`
-    with a policy to check, and the peers bench's own children (`python -m bench.peers.*`: servers, clients and
-    robots of every system)."""
+    with a policy to check, the peers bench's own children (`python -m bench.peers.*`: servers, clients and robots
+    of every system), the demo's policy builders (`python -m lerobot_policy_remote.sim.*`) and the fleet
+    simulator's replicas and robot hosts (`python -m lerobot_policy_remote.testing.simfleet`)."""
     if not argv:
         return False
     if Path(argv[0]).name in WARM_TOOLS:
@@ -215,15 +241,33 @@ def warm_argv(argv: Sequence[str]) -> bool:
 def warm_child(
     argv: Sequence[str], env: dict[str, str], cwd: str | Path | None, max_seconds: float | None
 ) -> WarmChild | None:
-    """Fork `argv` from the zygote named by `ENV`; None when there is none (the caller starts it fresh)."""
+    """Fork `argv` from the zygote named by `ENV`; None when there is none (the caller starts it fresh). A descendant
+    of the process that enabled warm starts (the demo a test runs) whose child that zygote cannot start (other
+    start-up variables: HF_HUB_OFFLINE, a PYTHONPATH hook) forks it from zygotes of its own."""
     path = os.environ.get(ENV)
     if not path or not warm_argv(argv):
         return None
     if _owned is not None and _owned.default.path == path:
         zygote = _owned.for_env(env)
-        if zygote is None:
+        try:
+            return None if zygote is None else _fork(zygote.path, argv, env, cwd, max_seconds)
+        except NotItsStart:
             return None
-        path = zygote.path
+    try:
+        return _fork(path, argv, env, cwd, max_seconds)
+    except NotItsStart:
+        zygote = _own_zygotes().for_env(env)
+        return None if zygote is None else _fork(zygote.path, argv, env, cwd, max_seconds)
+
+
+class NotItsStart(Exception):
+    """The zygote asked started its interpreter otherwise than the child would (it answered `fresh`)."""
+
+
+def _fork(
+    path: str, argv: Sequence[str], env: dict[str, str], cwd: str | Path | None, max_seconds: float | None
+) -> WarmChild | None:
+    """The child forked by the zygote at `path`; None if that zygote is not there (start it fresh)."""
     if not _await_socket(path, READY_TIMEOUT_S):
         return None
     read_fd, write_fd = os.pipe()
@@ -233,12 +277,38 @@ def warm_child(
         request = {"argv": list(argv), "env": env, "cwd": str(cwd) if cwd else None, "max_seconds": max_seconds}
         socket.send_fds(conn, [json.dumps(request).encode()], [write_fd])
         replies = conn.makefile("r")
-        pid = int(json.loads(replies.readline())["pid"])  # {"fresh": true}: KeyError, start it fresh
-    except (OSError, ValueError, KeyError):
+        answer = json.loads(replies.readline())
+        if answer.get("fresh"):
+            raise NotItsStart(path)
+        pid = int(answer["pid"])
+    except (OSError, ValueError, KeyError, NotItsStart) as exc:
         conn.close()
         os.close(read_fd)
+        if isinstance(exc, NotItsStart):
+            raise
         return None
     finally:
         os.close(write_fd)  # the child holds its own copy: EOF on read_fd once the child (and its children) end
     stdout = io.TextIOWrapper(io.FileIO(read_fd, "r"), errors="replace")
     return WarmChild(conn, replies, pid, stdout, argv)
+
+
+_descendant: Zygotes | None = None  # a descendant's own zygotes, for children the inherited one cannot start
+_descendant_lock = threading.Lock()
+
+
+def _own_zygotes() -> Zygotes:
+    """This descendant's zygotes, made on first need: each starts on its first child and dies with this process
+    (its children with it, as a fresh start's `timeout` wrapper would not outlive its caller either)."""
+    global _descendant
+    with _descendant_lock:
+        if _descendant is None:
+            workdir = Path(tempfile.mkdtemp(prefix="zygotes-"))
+            _descendant = Zygotes(workdir)
+            atexit.register(_close_own, _descendant, workdir)
+        return _descendant
+
+
+def _close_own(zygotes: Zygotes, workdir: Path) -> None:
+    zygotes.close()
+    shutil.rmtree(workdir, ignore_errors=True)

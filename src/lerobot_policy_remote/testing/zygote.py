@@ -159,7 +159,7 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
+def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, str] | None = None) -> None:
     """Import `preload`, print `ready`, then fork one child per request on the unix socket at `path` until the
     parent goes away. Each request: a JSON line (argv, env, cwd, max_seconds) with the child's output fd attached;
     the reply: `{"pid": N}`, then `{"status": S}` (a wait status) when the child ends. Children past their
@@ -175,6 +175,14 @@ def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
     except BaseException:
         Path(path + ".failed").touch()
         raise
+    # Variables the imports themselves set (cv2's LD_LIBRARY_PATH, inductor's cache dir) are set the same way by a
+    # fresh process's imports: they are not the request's to match.
+    set_by_imports = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
+    # So are those a start-up hook set before `serve` ran (a `sitecustomize` on PYTHONPATH importing torch): the
+    # variables the zygote was launched with (`launched`) are the ones to match.
+    if launched is not None:
+        set_by_imports |= {k for k in _startup_env(before) if k != "PYTHONPATH" and launched.get(k) != before[k]}
+    Path(path + ".imports").write_text(json.dumps(sorted(set_by_imports)))  # for the parent's own matching
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
@@ -182,9 +190,6 @@ def serve(path: str, preload: Sequence[str] = PRELOAD) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    # Variables the imports themselves set (cv2's LD_LIBRARY_PATH, inductor's cache dir) are set the same way by a
-    # fresh process's imports: they are not the request's to match.
-    set_by_imports = {k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)}
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     sel.register(wake_r, selectors.EVENT_READ)
