@@ -90,14 +90,17 @@ def zenoh_client(router: Router):
 # a scheduling hint only (a stale list costs time, never a test).
 LONGEST_FIRST = (
     "server/test_compiled_pass_smolvla.py",
-    "server/test_compiled_pass_pi0.py",
-    "test_peers_faults_smoke.py",
-    "server/test_compiled_pass_pi05.py",
     "prod/test_acl_fleet.py",
+    "test_peers_faults_smoke.py",
     "test_demo.py",
-    "engine/test_vla_rollout.py",
-    "engine/test_recording_procs.py",
+    "server/test_compiled_pass_pi0.py",
     "test_peers_vla_smoke.py",
+    "engine/test_vla_rollout.py",
+    "test_kit_warm_start.py",
+    "engine/test_recording_procs.py",
+    "engine/test_rollout_exit.py",
+    "test_peers_smoke.py",
+    "prod/test_second_contact.py",
 )
 
 

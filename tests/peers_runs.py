@@ -3,25 +3,25 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from lerobot_policy_remote.testing.procs import Proc
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_bench(module: str, *args: str, bound_s: int) -> str:
-    """`python -m module *args`, killed at `bound_s`: its stdout; a failed run fails the test with its output tail."""
-    proc = subprocess.run(
-        ["timeout", "-s", "KILL", str(bound_s), sys.executable, "-m", module, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=bound_s + 30,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout
+    """`python -m module *args` from the checkout's root, killed at `bound_s` (the kit's `Proc`, so the suite starts
+    it warm): its output; a failed run fails the test with its output tail."""
+    proc = Proc([sys.executable, "-m", module, *args], name=module, max_seconds=bound_s, cwd=ROOT)
+    try:
+        status = proc.wait(bound_s + 30)
+    finally:
+        proc.stop()
+    assert status == 0, proc.output()[-6000:]
+    return proc.output()
 
 
 def quick_run(out: Path, *args: str, bound_s: int) -> dict[str, Any]:
