@@ -86,17 +86,19 @@ def zenoh_client(router: Router):
         s.close()
 
 
-# The files that take over a minute on the 2-core box (an empty compile cache for the compiled pass), longest first:
-# a scheduling hint only (a stale list costs time, never a test).
+# The files that take over a minute on the 2-core box (an empty compile cache for the compiled pass), longest first,
+# a compile beside each wall-bound file rather than two compiles at once, and pi0.5 after pi0 (it reuses most of
+# pi0's kernels from the cache): a scheduling hint only (a stale list costs time, never a test).
 LONGEST_FIRST = (
     "server/test_compiled_pass_smolvla.py",
     "prod/test_acl_fleet.py",
     "test_peers_faults_smoke.py",
-    "test_demo.py",
     "server/test_compiled_pass_pi0.py",
+    "test_demo.py",
     "test_peers_vla_smoke.py",
     "engine/test_vla_rollout.py",
     "test_kit_warm_start.py",
+    "server/test_compiled_pass_pi05.py",
     "engine/test_recording_procs.py",
     "engine/test_rollout_exit.py",
     "test_peers_smoke.py",
