@@ -106,29 +106,28 @@ _nested = _leaves | st.lists(_leaves, max_size=5) | st.dictionaries(st.text(max_
 # Three levels of nesting spelled out: st.recursive's leaf budget made hypothesis report its own strategy as
 # flaky (FlakyStrategyDefinition) on a loaded machine.
 msgpack_values = _nested | st.lists(_nested, max_size=5) | st.dictionaries(st.text(max_size=12), _nested, max_size=5)
+# The keys the product's messages use: structured payloads reach past the codec into each decoder's checks.
+KEYS = [
+    "state",
+    "images",
+    "task",
+    "chunk_model",
+    "chunk_robot",
+    "prefix_model",
+    "ok",
+    "client_uuid",
+    "action_names",
+    "dtype",
+    "shape",
+    "data",
+    "codec",
+    "rtc",
+    "features",
+    "seq_id_echo",
+    "episode_start",
+]
 structured = st.dictionaries(
-    st.sampled_from(
-        [
-            "state",
-            "images",
-            "task",
-            "chunk_model",
-            "chunk_robot",
-            "prefix_model",
-            "ok",
-            "client_uuid",
-            "action_names",
-            "dtype",
-            "shape",
-            "data",
-            "codec",
-            "rtc",
-            "features",
-            "seq_id_echo",
-            "episode_start",
-        ]
-    )
-    | st.text(max_size=8),
+    st.sampled_from(KEYS) | st.text(max_size=8),
     msgpack_values,
     max_size=8,
 ).map(pack)
@@ -160,25 +159,6 @@ def test_every_decoder_raises_only_wire_error(data):
     _only_wire_errors(data)
 
 
-KEYS = [
-    "state",
-    "images",
-    "task",
-    "chunk_model",
-    "chunk_robot",
-    "prefix_model",
-    "ok",
-    "client_uuid",
-    "action_names",
-    "dtype",
-    "shape",
-    "data",
-    "codec",
-    "rtc",
-    "features",
-    "seq_id_echo",
-    "episode_start",
-]
 SPECIAL_FLOATS = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e308, 5e-324]
 
 

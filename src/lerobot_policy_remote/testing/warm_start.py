@@ -129,7 +129,7 @@ class Zygotes:
     children use that one, through `ENV`), and one more per other set its own children ask for (a test's
     PYTHONPATH hook, HF_HUB_OFFLINE), up to `MAX_ZYGOTES`; past that, children start fresh."""
 
-    MAX_ZYGOTES = 3
+    MAX_ZYGOTES = 4
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -143,7 +143,9 @@ class Zygotes:
         does not fit it as launched): a child that carries them only because its parent imported torch since fits
         the same zygote as one that does not."""
         if self._ignored is None:
-            self._ignored = self.default.set_by_imports() if self.default.ready(READY_TIMEOUT_S) else frozenset()
+            if not self.default.ready(READY_TIMEOUT_S):
+                return frozenset()  # not known yet (a loaded box): ask again next time rather than never
+            self._ignored = self.default.set_by_imports()
         return self._ignored
 
     def for_env(self, env: dict[str, str]) -> Zygote | None:
