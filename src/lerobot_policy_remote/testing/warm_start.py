@@ -280,19 +280,18 @@ def _fork(
         socket.send_fds(conn, [json.dumps(request).encode()], [write_fd])
         replies = conn.makefile("r")
         answer = json.loads(replies.readline())
-        if answer.get("fresh"):
-            raise NotItsStart(path)
-        pid = int(answer["pid"])
-    except (OSError, ValueError, KeyError, NotItsStart) as exc:
-        conn.close()
-        os.close(read_fd)
-        if isinstance(exc, NotItsStart):
-            raise
-        return None
+    except (OSError, ValueError):
+        answer = {}
     finally:
         os.close(write_fd)  # the child holds its own copy: EOF on read_fd once the child (and its children) end
+    if "pid" not in answer:  # no zygote there, or {"fresh": true}: it did not start its interpreter as this child would
+        conn.close()
+        os.close(read_fd)
+        if answer.get("fresh"):
+            raise NotItsStart(path)
+        return None
     stdout = io.TextIOWrapper(io.FileIO(read_fd, "r"), errors="replace")
-    return WarmChild(conn, replies, pid, stdout, argv)
+    return WarmChild(conn, replies, int(answer["pid"]), stdout, argv)
 
 
 _descendant: Zygotes | None = None  # a descendant's own zygotes, for children the inherited one cannot start
