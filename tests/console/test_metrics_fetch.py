@@ -124,7 +124,8 @@ def test_fetch_is_bounded_in_bytes_and_time():
 
 def test_one_slow_server_never_delays_anothers_scrape():
     """Rounds every 0.25 s while a trickling server holds its fetch for the whole deadline: the healthy
-    server is scraped every round, on time."""
+    server is scraped every round, on time. A scrape queued behind the slow one would leave a gap of a whole
+    deadline (3 s); the bound, half of it, leaves room for a loaded box's scheduling."""
     got: dict[str, list[tuple[float, str]]] = {"ok": [], "slow": [], "huge": []}
     targets = MetricsTargets()
     with (
@@ -135,7 +136,7 @@ def test_one_slow_server_never_delays_anothers_scrape():
         for name, base in (("slow", slow_url), ("huge", huge_url), ("ok", ok_url)):
             assert targets.offer(name, base + "/metrics") == ""
         scraper = Scraper(
-            targets, lambda r, v, e: got[r].append((time.monotonic(), e)), deadline_s=1.5, max_bytes=500_000
+            targets, lambda r, v, e: got[r].append((time.monotonic(), e)), deadline_s=3.0, max_bytes=500_000
         )
         try:
             start = time.monotonic()
@@ -144,13 +145,13 @@ def test_one_slow_server_never_delays_anothers_scrape():
                 scraper.round()
                 rounds += 1
                 time.sleep(0.25)
-            wait_until(lambda: got["slow"], timeout=3, message="the slow scrape's verdict")
+            wait_until(lambda: got["slow"], timeout=5, message="the slow scrape's verdict")
         finally:
             scraper.close()
     oks = [t for t, e in got["ok"] if e == ""]
     assert len(oks) >= rounds - 2, (len(oks), rounds)  # every round but the last, whatever the others do
     gaps = [b - a for a, b in zip(oks, oks[1:], strict=False)]
-    assert max(gaps) < 0.75, gaps
+    assert max(gaps) < 1.5, gaps
     assert len(ok_hits) >= rounds - 2
     assert "too slow" in got["slow"][0][1]
     assert len(got["slow"]) <= 2  # never two fetches of one replica in flight: at most one per deadline
