@@ -2,8 +2,9 @@
 
 The command is read from the doc (router endpoint, policy, dataset root and duration swapped for this test's),
 run against a real server; its WARNING lines are exactly the robot's `Action order NOT checked` and, on a machine
-without FFmpeg's shared libraries, torchcodec's fallback. The dataset it leaves has `remote.degraded` declared
-with shape (1,) and loaded as one 0-d bool per frame, as docs/robot.md says.
+without FFmpeg's shared libraries, torchcodec's fallback (and, on a box too busy to hold 30 Hz, lerobot's own
+"running slower" line). The dataset it leaves has `remote.degraded` declared with shape (1,) and loaded as one 0-d
+bool per frame, as docs/robot.md says.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def test_the_documented_sentry_recording_prints_only_the_documented_warnings(rou
         rollout.stop()
         server.stop()
     assert rc == 0, out[-4000:]
-    warnings = [x for x in out.splitlines() if "WARNING" in x]
+    # lerobot's own measure of a box too busy for 30 Hz, which the doc names as load, not as a fault
+    busy_box = "Record loop is running slower"
+    warnings = [x for x in out.splitlines() if "WARNING" in x and busy_box not in x]
     expected = ["Action order NOT checked"] + ([] if torchcodec_loads() else ["Could not load libtorchcodec"])
     assert sorted(next((e for e in expected if e in w), w) for w in warnings) == sorted(expected), "\n".join(warnings)
 
