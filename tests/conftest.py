@@ -10,6 +10,11 @@ from collections.abc import Iterator
 # torch's full count, server/torch_threads.py; two such teams spinning on two cores stalled round trips for
 # ~1 s under the full suite). Set before anything imports torch; processes the tests start inherit it.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Inductor probes the CPU's vector instructions in every process that compiles for the CPU: a C++ build and a fresh
+# interpreter importing torch per instruction set, about 20 s of a compile test's time in each worker. The suite
+# trusts this machine's compiler with what the CPU reports, as torch's own builds do (`cpp.vec_isa_ok`); it picks
+# the same set the probe picks, and a compiler that could not build it fails the compiled-pass tests by name.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 
 import pytest
 
@@ -86,14 +91,14 @@ def zenoh_client(router: Router):
         s.close()
 
 
-# The files that take over a minute on the 2-core box (an empty compile cache for the compiled pass), longest first,
-# a compile beside each wall-bound file rather than two compiles at once, and pi0.5 after pi0 (it reuses most of
-# pi0's kernels from the cache): a scheduling hint only (a stale list costs time, never a test).
+# The files that take over a minute on the 2-core box (an empty compile cache for the compiled pass), longest first:
+# SmolVLA's and pi0's compiles (one core each, mostly) beside a wall-bound file, and pi0.5 after pi0 (it reuses most
+# of pi0's kernels from the cache): a scheduling hint only (a stale list costs time, never a test).
 LONGEST_FIRST = (
     "server/test_compiled_pass_smolvla.py",
+    "server/test_compiled_pass_pi0.py",
     "prod/test_acl_fleet.py",
     "test_peers_faults_smoke.py",
-    "server/test_compiled_pass_pi0.py",
     "test_demo.py",
     "test_peers_vla_smoke.py",
     "engine/test_vla_rollout.py",

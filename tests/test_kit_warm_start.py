@@ -85,7 +85,8 @@ def test_a_warm_childs_bound_kills_it(router, tmp_path):
 def test_a_changed_interpreter_start_gets_a_fresh_process(tmp_path: Path):
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text("print('fresh interpreter')\n")
+    # a warm child never runs it; a fresh interpreter does, at start, and ends there (its imports would prove nothing)
+    (site / "sitecustomize.py").write_text("import os\nprint('fresh interpreter', flush=True)\nos._exit(0)\n")
     p = Proc([SERVER, "--help"], name="server", env={"PYTHONPATH": str(site)}, max_seconds=120)
     assert isinstance(p.popen, subprocess.Popen)
     assert p.wait(120) == 0 and "fresh interpreter" in p.output()

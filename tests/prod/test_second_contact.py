@@ -16,7 +16,7 @@ import uuid
 import pytest
 from fleet_pki import acl_fleet, fleet_tls, robot_tls, server_tls
 
-from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, rollout_argv
+from lerobot_policy_remote.testing.procs import VENV_BIN, Proc, policy_server, rollout_argv, run
 from lerobot_policy_remote.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -191,7 +191,7 @@ def test_status_without_client_certificate_names_it(fleet):
 def test_doctor_with_an_operator_certificate_skips_what_an_operator_may_not_do(fleet):
     """Finding 2: an operator may not open sessions: doctor says so and does not blame the server."""
     pki = fleet["pki"]
-    res = subprocess.run(
+    _, out = run(  # the kit's run: doctor with a policy loads lerobot, so it starts warm
         [
             FLEET,
             "doctor",
@@ -202,11 +202,8 @@ def test_doctor_with_an_operator_certificate_skips_what_an_operator_may_not_do(f
             "--robot.type=sim_arm",
             f"--task={fleet['task']}",
         ],
-        capture_output=True,
-        text=True,
         timeout=120,
     )
-    out = res.stdout
     assert "check the server's log" not in out, out
     assert re.search(r"SKIP\s+capabilities\s+.*CN=alice.*operator", out), out
     assert "robot certificate" in out
