@@ -15,6 +15,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # trusts this machine's compiler with what the CPU reports, as torch's own builds do (`cpp.vec_isa_ok`); it picks
 # the same set the probe picks, and a compiler that could not build it fails the compiled-pass tests by name.
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+# No test reaches the Hugging Face hub: every checkpoint, tokenizer and backbone is built offline. Saying so for the
+# whole run also lets the children the demo starts for a VLA (which set it) fork from the suite's zygote.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 

@@ -120,7 +120,7 @@ def test_other_startup_variables_get_their_own_zygote_even_when_its_hook_sets_mo
 DESCENDANT = """
 import sys
 from lerobot_policy_remote.testing.procs import Proc
-p = Proc([sys.argv[1], "--help"], name="server", env={"HF_HUB_OFFLINE": "1"}, max_seconds=120)
+p = Proc([sys.argv[1], "--help"], name="server", env={"HF_HUB_DISABLE_TELEMETRY": "1"}, max_seconds=120)
 print("child:", type(p.popen).__name__, flush=True)
 status = p.wait(120)
 print(p.output())
@@ -129,8 +129,8 @@ sys.exit(status)
 
 
 def test_a_descendant_forks_what_the_suites_zygote_cannot_from_zygotes_of_its_own(tmp_path):
-    """The demo a test runs starts its children with HF_HUB_OFFLINE set, which the suite's zygote did not start
-    with: the demo forks them from a zygote of its own rather than starting each fresh."""
+    """A program a test runs (the demo) that starts its children with a start-up variable the suite's zygote did not
+    start with forks them from a zygote of its own rather than starting each fresh."""
     status, out = run([sys.executable, "-c", DESCENDANT, SERVER], timeout=180)
     assert status == 0 and "child: WarmChild" in out, out[-2000:]
     assert "--model.repo_or_path" in out
