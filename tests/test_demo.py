@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lerobot_policy_remote.testing import VENV_BIN, Proc, free_port, wait_until
+from lerobot_policy_remote.testing.warm_start import zygote_pids
 
 pytestmark = pytest.mark.slow  # starts router / server processes
 
@@ -160,9 +161,9 @@ def test_demo_second_model_rolls_out_canary_then_promote(tmp_path):
     assert (tmp_path / "server-demo-v2.sh").exists()  # restarted by hand like the other replicas
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every live process below `pid` (children, their children, ...), from /proc."""
-    out, todo = set(), [pid]
+def _descendants(*pids: int) -> set[int]:
+    """Every live process below `pids` (children, their children, ...), from /proc."""
+    out, todo = set(), list(pids)
     while todo:
         p = todo.pop()
         try:
@@ -189,6 +190,7 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
     """`lerobot-fleet demo --policy smolvla`: the replicas serve a tiny offline SmolVLA with RTC; all four arms open
     an RTC session, merge chunks the RTC way and report `rtc` on to the console; stopping the demo ends every child."""
     port = free_port()
+    before = _descendants(*zygote_pids())
     robots = [f"sim-arm-{i:02d}" for i in range(1, 5)]
     demo = Proc(
         [
@@ -210,7 +212,9 @@ def test_demo_policy_smolvla_streams_every_arm_with_rtc(tmp_path):
     children: set[int] = set()
     try:
         assert "serving tiny SmolVLA with RTC" in demo.wait_for("fleet is up", timeout=300)
-        children = _descendants(demo.program_pid())
+        # the demo's children, wherever they were forked: below the demo, or below this worker's zygotes (one test at
+        # a time runs on a worker, so what is new below them is the demo's)
+        children = _descendants(demo.program_pid()) | (_descendants(*zygote_pids()) - before)
         assert len(children) >= 1 + 2 + len(robots), children  # router, two replicas, the arms
         # what the demo started each replica with: its restart script (a warm-started child's /proc argv is the
         # zygote's)

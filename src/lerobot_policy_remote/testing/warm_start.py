@@ -213,6 +213,14 @@ def disable() -> None:
         _owned = None
 
 
+def zygote_pids() -> list[int]:
+    """The zygotes this process started. The programs they fork are their children, not the asker's: a test that must
+    find every process a program it ran started (the demo's arms) looks below these as well as below that program."""
+    if _owned is None:
+        return []
+    return [z.proc.pid for z in (_owned.default, *_owned.others.values()) if z.proc is not None]
+
+
 def _await_socket(path: str, timeout: float) -> bool:
     """The zygote binds its socket once its imports are done; a `.failed` file beside it says they failed, and
     without a `.starting` one nobody started it (a child of a process that never asked for a warm start)."""
