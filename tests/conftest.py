@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 
 # The suite runs three xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
@@ -22,6 +23,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 
 from lerobot_policy_remote.testing.procs import Router, free_port
+
+# Bytecode caches are written even when PYTHONDONTWRITEBYTECODE is set: without them each of the three workers
+# rewrites and compiles every test module at collection, and every process compiles the package again (about 9 s
+# of CPU per worker on the 2-core box). This process writes them; the processes it starts read them.
+sys.dont_write_bytecode = False
 
 
 class InProcessRouter:
