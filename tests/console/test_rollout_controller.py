@@ -8,7 +8,8 @@ from lerobot_fleet.data.ops import send_rollout
 from lerobot_fleet.rollout import state_file
 from lerobot_fleet.rollout.controller import RolloutController
 
-from lerobot_policy_remote.wire.rollout import ModelRef, RolloutCommand, RolloutRobot, RolloutStatus
+from lerobot_policy_remote.testing import wait_until
+from lerobot_policy_remote.wire.rollout import ModelRef, RolloutCommand, RolloutReply, RolloutRobot, RolloutStatus
 from lerobot_policy_remote.zenoh_config import ZenohSettings, open_session
 
 
@@ -54,11 +55,21 @@ def test_a_rollout_survives_the_controllers_restart_and_refuses_a_second_start(s
     assert state_file.load(path)[0].phase == "promoting"  # written as it changed
     second = RolloutController(host, path, say=said.append).start()
     try:
-        st = send_rollout(client, RolloutCommand("status"), 3.0).status
+        st = first_status(client).status
         assert (st.rollout_id, st.phase, st.steps) == ("ro-1", "promoting", 1)  # no step lost, none doubled
         assert any("bob@box" in e for e in st.events)
     finally:
         second.stop()
+
+
+def first_status(client) -> RolloutReply:
+    """The status reply of a controller that has just started: its queryable reaches the client through the router
+    within a moment, longer on a loaded box, so ask until one answers."""
+    return wait_until(
+        lambda: (r := send_rollout(client, RolloutCommand("status"), 3.0)).ok and r,
+        timeout=20,
+        message="the new controller's status reply",
+    )
 
 
 def test_a_corrupt_state_file_is_set_aside_and_said_in_one_line(sessions, tmp_path):
@@ -68,7 +79,7 @@ def test_a_corrupt_state_file_is_set_aside_and_said_in_one_line(sessions, tmp_pa
     said: list[str] = []
     controller = RolloutController(host, path, say=said.append).start()
     try:
-        reply = send_rollout(client, RolloutCommand("status"), 3.0)
+        reply = first_status(client)
         assert reply.ok and reply.status.rollout_id == ""
         assert len(said) == 1 and "is not readable" in said[0] and "\n" not in said[0]
         assert (tmp_path / "rollout.json.unreadable").exists()
