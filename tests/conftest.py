@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 # The suite runs three xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
 # (OpenMP) thread per process keeps them from oversubscribing the cores (a server's worker now really uses
@@ -23,6 +27,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest
 
 from lerobot_policy_remote.testing.procs import Router, free_port
+
+if TYPE_CHECKING:
+    import execnet
+
+    from lerobot_policy_remote.testing.warm_start import Zygote
 
 # Bytecode caches are written even when PYTHONDONTWRITEBYTECODE is set: without them each of the three workers
 # rewrites and compiles every test module at collection, and every process compiles the package again (about 9 s
@@ -118,6 +127,36 @@ LONGEST_FIRST = (
     "test_peers_smoke.py",
     "prod/test_second_contact.py",
 )
+
+
+_workers_zygote: list[Zygote] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A run on xdist workers forks them from one zygote that has imported lerobot and the test stack
+    (testing/warm_workers.py): each worker's collection costs ~3 s of CPU instead of ~20, and its first tests no
+    longer import the rest of lerobot."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") == "no" or not config.getoption("tx", None):
+        return
+    from lerobot_policy_remote.testing import warm_workers
+
+    _workers_zygote.append(warm_workers.start(Path(tempfile.mkdtemp(prefix="pytest-workers-"))))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[execnet.XSpec]) -> None:
+    from lerobot_policy_remote.testing import warm_workers
+
+    for zygote in _workers_zygote:
+        for spec in specs:
+            spec.python = warm_workers.interpreter(zygote.path)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _workers_zygote:
+        zygote = _workers_zygote.pop()
+        zygote.close()
+        shutil.rmtree(Path(zygote.path).parent, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

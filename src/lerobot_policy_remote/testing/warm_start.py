@@ -71,9 +71,10 @@ class Zygote:
     """One warm-start zygote, for children whose interpreter starts with `env`'s startup variables. Started on the
     first warm start asked of it, so a run that starts no heavy child never pays for its imports."""
 
-    def __init__(self, path: str, env: dict[str, str]) -> None:
+    def __init__(self, path: str, env: dict[str, str], preload: Sequence[str] | None = None) -> None:
         self.path = path
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
+        self.preload = list(preload) if preload is not None else None  # None: the zygote's own PRELOAD
         self.proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
         for stale in (self.path, self.path + ".failed", self.path + ".starting", self.path + ".imports"):
@@ -89,10 +90,11 @@ class Zygote:
                 [
                     sys.executable,
                     "-c",
-                    "import json, sys; from lerobot_policy_remote.testing.zygote import serve; "
-                    "serve(sys.argv[1], launched=json.loads(sys.argv[2]))",
+                    "import json, sys; from lerobot_policy_remote.testing.zygote import PRELOAD, serve; "
+                    "serve(sys.argv[1], json.loads(sys.argv[3]) or PRELOAD, launched=json.loads(sys.argv[2]))",
                     self.path,
                     json.dumps(_startup_env(self.env)),
+                    json.dumps(self.preload),
                 ],
                 stdin=subprocess.PIPE,
                 text=True,

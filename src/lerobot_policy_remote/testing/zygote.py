@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import time
+import types
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -87,25 +88,33 @@ def _preload(modules: Sequence[str]) -> None:
         importlib.import_module(name)
     # A fresh process imports this package after lerobot (lerobot's plugin discovery), which registers its hooks;
     # here the package came first, so register them as that import would have.
-    from lerobot_policy_remote import register_lerobot_plugins
+    if "lerobot" in sys.modules:
+        from lerobot_policy_remote import register_lerobot_plugins
 
-    register_lerobot_plugins()
+        register_lerobot_plugins()
 
 
-def _become_child(request: dict[str, object], out_fd: int, closing: list[socket.socket]) -> None:
-    """In the forked child: take the request's identity, then run its program as `__main__` (never returns)."""
+def _become_child(request: dict[str, object], fds: list[int], closing: list[socket.socket]) -> None:
+    """In the forked child: take the request's identity, then run its program as `__main__` (never returns). `fds`:
+    one output pipe (stdin from /dev/null, stdout and stderr to it), or the asker's own stdin, stdout and stderr
+    (a pytest worker, whose channel to its controller is that stdin and stdout)."""
     for s in closing:
         s.close()
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
     _die_with_parent()
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(out_fd, 2)
-    os.close(null)
-    os.close(out_fd)
+    if len(fds) == 3:
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+    else:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[0], 2)
+        os.close(null)
+    for fd in fds:
+        os.close(fd)
     env = request["env"]
     assert isinstance(env, dict)
     os.environ.clear()
@@ -120,9 +129,19 @@ def _become_child(request: dict[str, object], out_fd: int, closing: list[socket.
 
 
 def _run_as_main(argv: list[str]) -> int:
-    """Run `argv`'s program as `__main__`; its exit status as the interpreter would give it."""
+    """Run `argv`'s program (`python [-u] [-B] -m MODULE | -c CODE | PATH ...`) as `__main__`; its exit status as the
+    interpreter would give it. The zygote's output is already unbuffered, so `-u` holds."""
+    while len(argv) >= 2 and argv[1] in ("-u", "-B"):
+        if argv[1] == "-B":
+            sys.dont_write_bytecode = True
+        argv = [argv[0], *argv[2:]]
     try:
-        if len(argv) >= 3 and argv[1] == "-m":
+        if len(argv) >= 3 and argv[1] == "-c":
+            sys.argv = ["-c", *argv[3:]]
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(argv[2], "<string>", "exec"), main.__dict__)
+        elif len(argv) >= 3 and argv[1] == "-m":
             sys.argv = [argv[0], *argv[3:]]
             runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
         else:
@@ -162,8 +181,9 @@ def _leave(code: int) -> None:
 def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, str] | None = None) -> None:
     """Import `preload`, print `ready`, then fork one child per request on the unix socket at `path` until the
     parent goes away. Each request: a JSON line (argv, env, cwd, max_seconds) with the child's output fd attached;
-    the reply: `{"pid": N}`, then `{"status": S}` (a wait status) when the child ends. Children past their
-    `max_seconds` are killed (SIGKILL to their process group), as the `timeout` wrapper of a fresh start does."""
+    the reply: `{"pid": N}`, then `{"status": S}` (a wait status) when the child ends; a request may attach three
+    fds instead, the child's stdin, stdout and stderr. Children past their `max_seconds` are killed (SIGKILL to
+    their process group), as the `timeout` wrapper of a fresh start does."""
     _die_with_parent()
     if os.path.exists(path):
         os.unlink(path)  # left by a zygote that was killed: the socket appears only once the imports are done
@@ -206,11 +226,12 @@ def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, st
                     return
             elif key.fileobj is listener:
                 conn, _ = listener.accept()
-                msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 1)
+                msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
                 request = json.loads(msg.decode())
                 extra = fits(request["env"], before, set_by_imports)
                 if extra is None:
-                    os.close(fds[0])
+                    for fd in fds:
+                        os.close(fd)
                     conn.sendall(json.dumps({"fresh": True}).encode() + b"\n")
                     conn.close()
                     continue
@@ -218,8 +239,9 @@ def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, st
                 pid = os.fork()
                 if pid == 0:
                     sys.path[1:1] = extra  # where PYTHONPATH's entries go in a fresh interpreter
-                    _become_child(request, fds[0], [listener, conn])
-                os.close(fds[0])
+                    _become_child(request, fds, [listener, conn])
+                for fd in fds:
+                    os.close(fd)
                 conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
                 limit = request.get("max_seconds")
                 deadline = time.monotonic() + float(limit) if limit is not None else float("inf")

@@ -1,0 +1,82 @@
+"""Warm workers (testing/warm_workers.py): the interpreter execnet starts for an xdist worker hands its stdin, stdout
+and stderr to a zygote, which forks the worker; the worker speaks on those pipes, its status and signals reach the
+launcher, and without a ready zygote the launcher is the fresh interpreter itself. A light zygote (json only) keeps
+these fast; the suite's own workers come from one that imported lerobot."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lerobot_policy_remote.testing import wait_until
+from lerobot_policy_remote.testing.warm_start import Zygote
+from lerobot_policy_remote.testing.warm_workers import interpreter
+
+# What execnet's bootstrap does with the channel, in miniature: read a line on stdin, answer on stdout.
+ECHO = (
+    "import json, os, sys; line = sys.stdin.readline(); "
+    "print(json.dumps({'got': line.strip(), 'pid': os.getpid(), 'ppid': os.getppid(), 'argv': sys.argv, "
+    "'name': __name__, 'json_preloaded': 'json' in sys.modules}), flush=True); "
+    "print('to stderr', file=sys.stderr, flush=True); sys.exit(int(line))"
+)
+
+
+@pytest.fixture
+def zygote(tmp_path: Path) -> Iterator[Zygote]:
+    z = Zygote(str(tmp_path / "w.sock"), dict(os.environ), ["json"])
+    assert z.ready(60)
+    yield z
+    z.close()
+
+
+def launch(zygote_path: str, code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    argv = [*shlex.split(interpreter(zygote_path)), "-u", "-c", code]  # as execnet's popen gateway runs it
+    return subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_a_worker_is_forked_by_the_zygote_and_speaks_on_the_launchers_pipes(zygote):
+    p = launch(zygote.path, ECHO)
+    out, err = p.communicate("3\n", timeout=60)
+    reply = json.loads(out)
+    assert reply["got"] == "3" and p.returncode == 3
+    assert reply["ppid"] == zygote.proc.pid and reply["pid"] != p.pid  # forked there, not started here
+    assert reply["name"] == "__main__" and reply["argv"] == ["-c"] and reply["json_preloaded"]
+    assert "to stderr" in err
+
+
+def test_without_a_ready_zygote_the_launcher_is_the_fresh_interpreter(tmp_path):
+    p = launch(str(tmp_path / "none.sock"), ECHO)  # nobody started a zygote there
+    out, _ = p.communicate("0\n", timeout=60)
+    assert p.returncode == 0 and json.loads(out)["pid"] == p.pid
+
+
+def test_a_worker_that_starts_its_interpreter_otherwise_starts_fresh(zygote):
+    p = launch(zygote.path, ECHO, env={**os.environ, "OMP_NUM_THREADS": "7"})
+    out, _ = p.communicate("0\n", timeout=60)
+    assert p.returncode == 0 and json.loads(out)["pid"] == p.pid
+
+
+def test_a_signal_to_the_launcher_ends_the_worker_and_the_launcher_says_so(zygote):
+    p = launch(zygote.path, "import os, sys, time; print(os.getpid(), flush=True); time.sleep(60)")
+    assert p.stdout is not None
+    worker = int(p.stdout.readline())
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(30) == -signal.SIGTERM
+    wait_until(lambda: not _alive(worker), timeout=10, message="the worker ended")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
