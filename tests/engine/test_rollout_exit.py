@@ -13,6 +13,7 @@ zenoh session left open on purpose (a `sitecustomize` that opens one at start an
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -153,5 +154,10 @@ def test_the_watchdog_is_armed_only_for_the_real_cli(monkeypatch):
     cli = types.ModuleType("lerobot.scripts.lerobot_rollout")
     cli.rollout = lambda: None
     hook.wrap_rollout(cli)
+    cli.rollout()
+    assert armed == []  # lerobot's own rollout, called by this program (pytest), which goes on after it
+    program = types.ModuleType("__main__")
+    program.__file__ = "/venv/bin/lerobot-rollout"
+    monkeypatch.setitem(sys.modules, "__main__", program)
     cli.rollout()
     assert armed == [0]

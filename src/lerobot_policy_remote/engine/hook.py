@@ -123,7 +123,7 @@ def wrap_rollout(script: Any) -> None:
     if script is None or not hasattr(script, "rollout") or getattr(script.rollout, "_remote_wrapped", False):
         return
     original = script.rollout
-    the_cli = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"  # the process ends with this call
+    lerobots = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"
 
     def rollout(*args: Any, **kwargs: Any) -> Any:
         remote = remote_rollout(sys.argv[1:])
@@ -145,11 +145,23 @@ def wrap_rollout(script: Any) -> None:
             code = exc.code if isinstance(exc.code, int) else 1
             raise
         finally:
-            if remote and the_cli:
+            if remote and lerobots and program_is_lerobot_rollout():
                 _bound_exit(code)
 
     rollout._remote_wrapped = True  # type: ignore[attr-defined]
     script.rollout = rollout
+
+
+def program_is_lerobot_rollout() -> bool:
+    """Whether this process is `lerobot-rollout` (its console script, or `python -m lerobot.scripts.lerobot_rollout`),
+    which ends when the rollout does: only then may a watchdog end the process. A program that calls lerobot's
+    rollout in-process (a test asking for `--help`) goes on after it."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return (
+        os.path.basename(getattr(main, "__file__", None) or "") == "lerobot-rollout"
+        or getattr(spec, "name", "") == "lerobot.scripts.lerobot_rollout"
+    )
 
 
 EXIT_GRACE_S = 10.0  # after "Rollout finished": a normal exit takes 1.5-5 s on a busy 2-core machine
