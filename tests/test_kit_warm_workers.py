@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from lerobot_policy_remote.testing import wait_until
 from lerobot_policy_remote.testing.warm_start import Zygote
 from lerobot_policy_remote.testing.warm_workers import interpreter
 
@@ -36,11 +36,27 @@ def zygote(tmp_path: Path) -> Iterator[Zygote]:
     z.close()
 
 
+_launched: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def end_launchers() -> Iterator[None]:
+    """Every launcher a test starts is ended by its PID (its worker dies with the zygote, which the fixture closes)."""
+    yield
+    while _launched:
+        p = _launched.pop()
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+
+
 def launch(zygote_path: str, code: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     argv = [*shlex.split(interpreter(zygote_path)), "-u", "-c", code]  # as execnet's popen gateway runs it
-    return subprocess.Popen(
+    p = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
+    _launched.append(p)
+    return p
 
 
 def test_a_worker_is_forked_by_the_zygote_and_speaks_on_the_launchers_pipes(zygote):
@@ -66,17 +82,11 @@ def test_a_worker_that_starts_its_interpreter_otherwise_starts_fresh(zygote):
 
 
 def test_a_signal_to_the_launcher_ends_the_worker_and_the_launcher_says_so(zygote):
-    p = launch(zygote.path, "import os, sys, time; print(os.getpid(), flush=True); time.sleep(60)")
+    # a worker that runs until it is told to stop: it waits on its channel, which the test holds open
+    p = launch(zygote.path, "import os, sys; print(os.getpid(), flush=True); sys.stdin.read()")
     assert p.stdout is not None
     worker = int(p.stdout.readline())
     p.send_signal(signal.SIGTERM)
     assert p.wait(30) == -signal.SIGTERM
-    wait_until(lambda: not _alive(worker), timeout=10, message="the worker ended")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    # the worker held the only other end of its stdout (the launcher let go of its own): EOF says it is gone
+    assert select.select([p.stdout], [], [], 10)[0] and p.stdout.read() == "", f"worker {worker} still running"
