@@ -30,18 +30,25 @@ from typing import IO
 from .zygote import _startup_env, fits
 
 ENV = "LEROBOT_REMOTE_WARM_START"
+# The socket of a zygote (the suite workers' own, which imports a superset of `PRELOAD`) that the zygotes of a
+# process enabling warm starts fork from, instead of importing lerobot again in a fresh interpreter.
+SEED_ENV = "LEROBOT_REMOTE_WARM_SEED"
+SERVE = (
+    "import json, sys; from lerobot_policy_remote.testing.zygote import PRELOAD, serve; "
+    "serve(sys.argv[1], json.loads(sys.argv[3]) or PRELOAD, launched=json.loads(sys.argv[2]), "
+    "inherited=json.loads(sys.argv[4]))"
+)
 # Console scripts and `python -m` modules whose imports the zygote holds: the heavy children tests start.
 WARM_TOOLS = ("lerobot-rollout", "lerobot-policy-server")
 WARM_MODULES = ("bench.peers.", "lerobot_policy_remote.sim.", "lerobot_policy_remote.testing.simfleet")
 
 
-class WarmChild:
-    """The part of `subprocess.Popen` the kit's `Proc` uses, for a child forked by the zygote (not our child: its
-    exit status arrives on the request's connection)."""
+class ForkedChild:
+    """The part of `subprocess.Popen` the kit uses, for a child forked by a zygote (not our child: its exit status
+    arrives on the request's connection)."""
 
-    def __init__(self, conn: socket.socket, replies: IO[str], pid: int, stdout: IO[str], argv: Sequence[str]) -> None:
+    def __init__(self, conn: socket.socket, replies: IO[str], pid: int, argv: Sequence[str]) -> None:
         self.pid = pid
-        self.stdout = stdout
         self.args = list(argv)
         self.returncode: int | None = None
         self._ended = threading.Event()
@@ -67,15 +74,41 @@ class WarmChild:
         return self.returncode
 
 
+class WarmChild(ForkedChild):
+    """A heavy child (a console script the kit's `Proc` runs), its output on one pipe."""
+
+    def __init__(self, conn: socket.socket, replies: IO[str], pid: int, stdout: IO[str], argv: Sequence[str]) -> None:
+        self.stdout = stdout
+        super().__init__(conn, replies, pid, argv)
+
+
+class SeededZygote(ForkedChild):
+    """A zygote forked from the seed zygote (`SEED_ENV`) rather than started fresh: it inherits the seed's imports.
+    Its stdin is a pipe from this process, so it stops when this process closes it or ends, as a fresh one does."""
+
+    def __init__(self, conn: socket.socket, replies: IO[str], pid: int, stdin: IO[str], argv: Sequence[str]) -> None:
+        self.stdin: IO[str] | None = stdin
+        super().__init__(conn, replies, pid, argv)
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)  # it leads its own session; its children die with it
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class Zygote:
     """One warm-start zygote, for children whose interpreter starts with `env`'s startup variables. Started on the
     first warm start asked of it, so a run that starts no heavy child never pays for its imports."""
 
-    def __init__(self, path: str, env: dict[str, str], preload: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, path: str, env: dict[str, str], preload: Sequence[str] | None = None, seed: str | None = None
+    ) -> None:
         self.path = path
         self.env = {**env, "PYTHONUNBUFFERED": "1"}
         self.preload = list(preload) if preload is not None else None  # None: the zygote's own PRELOAD
-        self.proc: subprocess.Popen[str] | None = None
+        self.seed = seed  # a zygote to fork this one from (its imports fit): None, or it did not fit, starts it fresh
+        self.proc: subprocess.Popen[str] | SeededZygote | None = None
         self._lock = threading.Lock()
         for stale in (self.path, self.path + ".failed", self.path + ".starting", self.path + ".imports"):
             if os.path.exists(stale):
@@ -86,20 +119,29 @@ class Zygote:
             if self.proc is not None:
                 return
             Path(self.path + ".starting").touch()
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "import json, sys; from lerobot_policy_remote.testing.zygote import PRELOAD, serve; "
-                    "serve(sys.argv[1], json.loads(sys.argv[3]) or PRELOAD, launched=json.loads(sys.argv[2]))",
-                    self.path,
-                    json.dumps(_startup_env(self.env)),
-                    json.dumps(self.preload),
-                ],
-                stdin=subprocess.PIPE,
-                text=True,
-                env=self.env,
+            launched = json.dumps(_startup_env(self.env))
+            argv = [sys.executable, "-c", SERVE, self.path, launched, json.dumps(self.preload)]
+            self.proc = self._fork_from_seed(argv) or subprocess.Popen(
+                [*argv, "[]"], stdin=subprocess.PIPE, text=True, env=self.env
             )
+
+    def _fork_from_seed(self, argv: list[str]) -> SeededZygote | None:
+        """This zygote forked from the seed, which already holds its imports; None if there is none or it does not
+        fit this zygote's start-up variables."""
+        if self.seed is None or not _await_socket(self.seed, READY_TIMEOUT_S):
+            return None
+        inherited = json.dumps(sorted(_imports_of(self.seed)))
+        read_fd, write_fd = os.pipe()
+        request = {"argv": [*argv, inherited], "env": self.env, "cwd": os.getcwd(), "max_seconds": None}
+        try:
+            conn, replies, answer = _ask(self.seed, request, [read_fd, 1, 2])
+        finally:
+            os.close(read_fd)
+        if "pid" not in answer:
+            os.close(write_fd)
+            return None
+        assert replies is not None
+        return SeededZygote(conn, replies, int(answer["pid"]), os.fdopen(write_fd, "w"), argv)
 
     def ready(self, timeout: float = 180) -> bool:
         """Start it if needed and wait for its imports; False if they failed (children then start fresh)."""
@@ -109,10 +151,7 @@ class Zygote:
     def set_by_imports(self) -> frozenset[str]:
         """The variables its own imports set (torch's TORCHINDUCTOR_CACHE_DIR, cv2's LD_LIBRARY_PATH), known once it
         is ready: a parent that has since imported torch itself has them too, and still fits it."""
-        try:
-            return frozenset(json.loads(Path(self.path + ".imports").read_text()))
-        except (OSError, ValueError):
-            return frozenset()
+        return _imports_of(self.path)
 
     def close(self) -> None:
         if self.proc is None:
@@ -133,9 +172,10 @@ class Zygotes:
 
     MAX_ZYGOTES = 4
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, seed: str | None = None) -> None:
         self.workdir = workdir
-        self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ))
+        self.seed = seed
+        self.default = Zygote(str(workdir / "zygote-0.sock"), dict(os.environ), seed=seed)
         self.others: dict[tuple[tuple[str, str], ...], Zygote] = {}
         self._ignored: frozenset[str] | None = None
         self._lock = threading.Lock()
@@ -164,7 +204,7 @@ class Zygotes:
         with self._lock:
             zygote = self.others.get(key)
             if zygote is None and len(self.others) + 1 < self.MAX_ZYGOTES:
-                zygote = Zygote(str(self.workdir / f"zygote-{len(self.others) + 1}.sock"), env)
+                zygote = Zygote(str(self.workdir / f"zygote-{len(self.others) + 1}.sock"), env, seed=self.seed)
                 self.others[key] = zygote
         if zygote is not None:
             zygote.start()
@@ -173,6 +213,14 @@ class Zygotes:
     def close(self) -> None:
         for zygote in (self.default, *self.others.values()):
             zygote.close()
+
+
+def _imports_of(path: str) -> frozenset[str]:
+    """The variables the imports of the zygote at `path` set (its `.imports` file, written once it is ready)."""
+    try:
+        return frozenset(json.loads(Path(path + ".imports").read_text()))
+    except (OSError, ValueError):
+        return frozenset()
 
 
 def _hooks_safe(env: Mapping[str, str]) -> bool:
@@ -200,9 +248,10 @@ READY_TIMEOUT_S = 120.0  # the zygote's imports, on a loaded 2-vCPU box
 
 
 def enable(workdir: Path) -> Zygotes:
-    """Warm starts for this process and its children, from zygotes started on first use."""
+    """Warm starts for this process and its children, from zygotes started on first use (forked from the seed
+    zygote that `SEED_ENV` names, when there is one)."""
     global _owned
-    _owned = Zygotes(workdir)
+    _owned = Zygotes(workdir, seed=os.environ.pop(SEED_ENV, None))
     os.environ[ENV] = _owned.default.path
     return _owned
 
@@ -283,25 +332,38 @@ def _fork(
     if not _await_socket(path, READY_TIMEOUT_S):
         return None
     read_fd, write_fd = os.pipe()
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    request = {"argv": list(argv), "env": env, "cwd": str(cwd) if cwd else None, "max_seconds": max_seconds}
     try:
-        conn.connect(path)
-        request = {"argv": list(argv), "env": env, "cwd": str(cwd) if cwd else None, "max_seconds": max_seconds}
-        socket.send_fds(conn, [json.dumps(request).encode()], [write_fd])
-        replies = conn.makefile("r")
-        answer = json.loads(replies.readline())
-    except (OSError, ValueError):
-        answer = {}
+        conn, replies, answer = _ask(path, request, [write_fd])
     finally:
         os.close(write_fd)  # the child holds its own copy: EOF on read_fd once the child (and its children) end
     if "pid" not in answer:  # no zygote there, or {"fresh": true}: it did not start its interpreter as this child would
-        conn.close()
         os.close(read_fd)
         if answer.get("fresh"):
             raise NotItsStart(path)
         return None
+    assert replies is not None
     stdout = io.TextIOWrapper(io.FileIO(read_fd, "r"), errors="replace")
     return WarmChild(conn, replies, int(answer["pid"]), stdout, argv)
+
+
+def _ask(
+    path: str, request: Mapping[str, object], fds: list[int]
+) -> tuple[socket.socket, IO[str] | None, dict[str, int]]:
+    """Send one request, with the fds its child takes, to the zygote at `path`: the connection, its replies and the
+    first of them (`{"pid": N}`; `{}` when no zygote answered, the connection then closed)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    replies: IO[str] | None = None
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        replies = conn.makefile("r")
+        answer = json.loads(replies.readline())
+    except (OSError, ValueError):
+        answer = {}
+    if "pid" not in answer:
+        conn.close()
+    return conn, replies, answer
 
 
 _descendant: Zygotes | None = None  # a descendant's own zygotes, for children the inherited one cannot start

@@ -17,12 +17,11 @@ import json
 import os
 import shlex
 import signal
-import socket
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import IO, NoReturn
 
-from .warm_start import READY_TIMEOUT_S, Zygote, _await_socket
+from .warm_start import READY_TIMEOUT_S, SEED_ENV, Zygote, _ask, _await_socket
 from .zygote import PRELOAD
 
 # What a worker imports while it collects, beyond the heavy children's set: the console, pytest and the libraries a
@@ -36,6 +35,7 @@ def start(workdir: Path) -> Zygote:
     extras = [name for name in WORKER_EXTRAS if importlib.util.find_spec(name) is not None]
     zygote = Zygote(str(workdir / "workers.sock"), dict(os.environ), [*PRELOAD, *extras])
     zygote.start()
+    os.environ[SEED_ENV] = zygote.path  # each worker's own zygotes fork from it too (testing/warm_start.py)
     return zygote
 
 
@@ -48,19 +48,12 @@ def main(argv: list[str]) -> NoReturn:
     """`argv`: the zygote's socket, then the interpreter's own arguments (execnet's `-u -c <bootstrap>`)."""
     path, *python_args = argv
     fresh = [sys.executable, *python_args]
+    replies: IO[str] | None = None
     answer: dict[str, int] = {}
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if _await_socket(path, READY_TIMEOUT_S):
         request = {"argv": fresh, "env": dict(os.environ), "cwd": os.getcwd(), "max_seconds": None}
-        try:
-            conn.connect(path)
-            socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-            replies = conn.makefile("r")
-            answer = json.loads(replies.readline())
-        except (OSError, ValueError):
-            answer = {}
-    if "pid" not in answer:
-        conn.close()
+        _conn, replies, answer = _ask(path, request, [0, 1, 2])  # the connection lives as long as the launcher
+    if "pid" not in answer or replies is None:
         os.execv(sys.executable, fresh)
     pid = int(answer["pid"])
     null = os.open(os.devnull, os.O_RDWR)

@@ -178,12 +178,18 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
-def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, str] | None = None) -> None:
+def serve(
+    path: str,
+    preload: Sequence[str] = PRELOAD,
+    launched: Mapping[str, str] | None = None,
+    inherited: Sequence[str] = (),
+) -> None:
     """Import `preload`, print `ready`, then fork one child per request on the unix socket at `path` until the
     parent goes away. Each request: a JSON line (argv, env, cwd, max_seconds) with the child's output fd attached;
     the reply: `{"pid": N}`, then `{"status": S}` (a wait status) when the child ends; a request may attach three
     fds instead, the child's stdin, stdout and stderr. Children past their `max_seconds` are killed (SIGKILL to
-    their process group), as the `timeout` wrapper of a fresh start does."""
+    their process group), as the `timeout` wrapper of a fresh start does. `inherited`: for a zygote forked from
+    another, the variables that one's imports set (they came with the fork, not from its own imports)."""
     _die_with_parent()
     if os.path.exists(path):
         os.unlink(path)  # left by a zygote that was killed: the socket appears only once the imports are done
@@ -202,6 +208,7 @@ def serve(path: str, preload: Sequence[str] = PRELOAD, launched: Mapping[str, st
     # variables the zygote was launched with (`launched`) are the ones to match.
     if launched is not None:
         set_by_imports |= {k for k in _startup_env(before) if k != "PYTHONPATH" and launched.get(k) != before[k]}
+    set_by_imports |= set(inherited)
     Path(path + ".imports").write_text(json.dumps(sorted(set_by_imports)))  # for the parent's own matching
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
