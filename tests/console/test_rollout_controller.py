@@ -43,7 +43,7 @@ def test_a_rollout_survives_the_controllers_restart_and_refuses_a_second_start(s
     said: list[str] = []
     first = RolloutController(host, path, say=said.append).start()
     try:
-        st = send_rollout(client, RolloutCommand("status"), 3.0).status
+        st = first_status(client).status
         assert (st.rollout_id, st.phase, st.steps) == ("ro-1", "canary", 1)
         assert any("resumed from" in line for line in said)
         again = send_rollout(client, RolloutCommand("start", to="v2", requested_by="bob@box"), 5.0)
