@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -250,13 +249,6 @@ def open_session(settings: ZenohSettings) -> Any:
             f"could not open a zenoh {settings.mode} session via {where}: {without_rust_paths(str(exc))}. "
             f"Check that the router is running and reachable (e.g. `lerobot-fleet router --listen {first}`).{tls}"
         ) from exc
-
-
-def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it; someone may take it before use)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def certificate_cn(path: str) -> str:

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..zenoh_config import ZenohConfigError, ZenohSettings, free_loopback_port, open_session
+from ..loopback_ports import free_loopback_port
+from ..zenoh_config import ZenohConfigError, ZenohSettings, open_session
 
 log = logging.getLogger("lerobot.policy_server")
 

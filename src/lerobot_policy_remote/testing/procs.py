@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-from ..zenoh_config import free_loopback_port
+from ..loopback_ports import free_loopback_port
 from .warm_start import WarmChild, warm_child
 
 VENV_BIN = Path(sys.executable).parent
