@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# The suite runs three or four xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
+# The suite runs four xdist workers on a 2-core box, each starting servers, rollouts and routers: one torch
 # (OpenMP) thread per process keeps them from oversubscribing the cores (a server's worker now really uses
 # torch's full count, server/torch_threads.py; two such teams spinning on two cores stalled round trips for
 # ~1 s under the full suite). Set before anything imports torch; processes the tests start inherit it.
@@ -158,13 +158,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         zygote = _workers_zygote.pop()
         zygote.close()
         shutil.rmtree(Path(zygote.path).parent, ignore_errors=True)
-
-
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """Workers for `-n auto` (pyproject's addopts): four when slow tests run, whose real processes spend much of
-    their time waiting (a fourth worker keeps the two cores busy), three for the fast loop, whose in-process tests
-    do not wait (a fourth costs more than it gains)."""
-    return 3 if "not slow" in (config.option.markexpr or "") else 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
