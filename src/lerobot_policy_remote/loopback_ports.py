@@ -17,9 +17,19 @@ from pathlib import Path
 
 _EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10000  # below: well-known and registered services' ports
+
+
+class _Walk:
+    """This process's walk over the ports: where it is, and what it handed out."""
+
+    def __init__(self, pid: int, start: int) -> None:
+        self.pid = pid
+        self.next = start
+        self.handed: set[int] = set()
+
+
 _lock = threading.Lock()
-_walk: dict[str, int] = {}  # "pid" -> the process that walks, "next" -> its next candidate
-_handed: set[int] = set()
+_walk: _Walk | None = None
 
 
 def _below_ephemeral() -> range:
@@ -43,16 +53,16 @@ def _bindable(port: int) -> bool:
 def free_loopback_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago and that the kernel will not hand to anyone else: below
     its ephemeral range when there is room, else one the kernel picks."""
+    global _walk
     ports = _below_ephemeral()
     with _lock:
-        if _walk.get("pid") != os.getpid():  # a forked child walks from its own point, not its parent's
-            _walk.update(pid=os.getpid(), next=(os.getpid() * 7919) % max(len(ports), 1))
-            _handed.clear()
+        if _walk is None or _walk.pid != os.getpid():  # a forked child walks from its own point, not its parent's
+            _walk = _Walk(os.getpid(), (os.getpid() * 7919) % max(len(ports), 1))
         for _ in range(min(len(ports), 512)):
-            port = ports[_walk["next"] % len(ports)]
-            _walk["next"] += 1
-            if port not in _handed and _bindable(port):
-                _handed.add(port)
+            port = ports[_walk.next % len(ports)]
+            _walk.next += 1
+            if port not in _walk.handed and _bindable(port):
+                _walk.handed.add(port)
                 return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

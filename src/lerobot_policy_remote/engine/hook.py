@@ -123,7 +123,7 @@ def wrap_rollout(script: Any) -> None:
     if script is None or not hasattr(script, "rollout") or getattr(script.rollout, "_remote_wrapped", False):
         return
     original = script.rollout
-    lerobots = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"
+    lerobots_script = getattr(script, "__name__", "") == "lerobot.scripts.lerobot_rollout"
 
     def rollout(*args: Any, **kwargs: Any) -> Any:
         remote = remote_rollout(sys.argv[1:])
@@ -145,7 +145,7 @@ def wrap_rollout(script: Any) -> None:
             code = exc.code if isinstance(exc.code, int) else 1
             raise
         finally:
-            if remote and lerobots and program_is_lerobot_rollout():
+            if remote and lerobots_script and program_is_lerobot_rollout():
                 _bound_exit(code)
 
     rollout._remote_wrapped = True  # type: ignore[attr-defined]
